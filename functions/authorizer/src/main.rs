@@ -1,0 +1,30 @@
+//! The API-key authorizer: API Gateway REST `REQUEST` authorizer on the X-API-KEY header.
+
+use lambda_http::lambda_runtime::{Error, LambdaEvent, run, service_fn};
+use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
+use shared::config::Config;
+use shared::store::KeyStore;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_target(false)
+        .without_time()
+        .init();
+    let config = Config::from_env()?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let keys = KeyStore::new(aws_sdk_dynamodb::Client::new(&aws), config.tables.keys);
+    let keys = &keys;
+    run(service_fn(
+        move |event: LambdaEvent<AuthorizerRequest>| async move {
+            authorize(keys, &event.payload).await.map_err(|err| {
+                if let AuthorizerError::Store(e) = &err {
+                    tracing::error!(error = %e, "key store failure");
+                }
+                // The error's message is what API Gateway reads: exactly "Unauthorized" means 401.
+                Error::from(err)
+            })
+        },
+    ))
+    .await
+}

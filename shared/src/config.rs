@@ -1,0 +1,50 @@
+//! Deployment settings, read once at start from the environment into a typed struct. Handlers
+//! never read the environment.
+
+use crate::store::Tables;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub tables: Tables,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("missing or empty environment variable {0}")]
+pub struct ConfigError(pub &'static str);
+
+impl Config {
+    /// `LEASES_TABLE`, `REQUESTS_TABLE`, `KEYS_TABLE` (as the SAM template sets them).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = |name: &'static str| {
+            lookup(name)
+                .filter(|v| !v.is_empty())
+                .ok_or(ConfigError(name))
+        };
+        Ok(Self {
+            tables: Tables {
+                leases: var("LEASES_TABLE")?,
+                requests: var("REQUESTS_TABLE")?,
+                keys: var("KEYS_TABLE")?,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_the_missing_variable() {
+        let err =
+            Config::from_lookup(|n| (n == "LEASES_TABLE").then(|| "l".to_owned())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "missing or empty environment variable REQUESTS_TABLE"
+        );
+    }
+}

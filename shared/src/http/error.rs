@@ -1,0 +1,179 @@
+//! The API error: every non-200 answer of every route goes through this one `IntoResponse`, as
+//! `{"error": <sentence>, "code": <UPPER_SNAKE>}` plus `witnesses` for invalid input.
+
+use crate::lease::service::LeaseError;
+use crate::store::StoreError;
+use crate::witness::Witness;
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("the body is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("{}", invalid_input_sentence(.0))]
+    InvalidInput(Vec<Witness>),
+    #[error("the body is larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error(
+        "requestId was used before with different input; use a new requestId for a new request"
+    )]
+    IdempotencyConflict,
+    #[error("the store is unavailable or its answer is unknown; retry with the same requestId")]
+    StoreUnavailable,
+    #[error("no such route")]
+    NotFound,
+    #[error("method not allowed on this route")]
+    MethodNotAllowed,
+}
+
+fn invalid_input_sentence(witnesses: &[Witness]) -> String {
+    match witnesses.first() {
+        Some(w) if witnesses.len() == 1 => {
+            format!("invalid input at {}: {}", pointer(&w.path), w.detail)
+        }
+        Some(w) => format!(
+            "invalid input at {} and {} more: {}",
+            pointer(&w.path),
+            witnesses.len() - 1,
+            w.detail
+        ),
+        None => "invalid input".to_owned(),
+    }
+}
+
+fn pointer(path: &str) -> &str {
+    if path.is_empty() { "the body" } else { path }
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidJson(_) | Self::InvalidInput(_) => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::IdempotencyConflict => StatusCode::CONFLICT,
+            Self::StoreUnavailable => StatusCode::BAD_GATEWAY,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidJson(_) => "INVALID_JSON",
+            Self::InvalidInput(_) => "INVALID_INPUT",
+            Self::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            Self::Unauthorized(_) => "UNAUTHORIZED",
+            Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
+            Self::StoreUnavailable => "STORE_UNAVAILABLE",
+            Self::NotFound => "NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        // Details go to the log, never to the caller.
+        tracing::error!(error = %err, "store failure");
+        Self::StoreUnavailable
+    }
+}
+
+impl From<LeaseError> for ApiError {
+    fn from(err: LeaseError) -> Self {
+        match err {
+            LeaseError::IdempotencyConflict => Self::IdempotencyConflict,
+            LeaseError::Missing(field) => Self::InvalidInput(vec![Witness::new(
+                "REQUIRED",
+                &format!("/{field}"),
+                format!("{field} is required for this op"),
+            )]),
+            LeaseError::Contention => {
+                tracing::warn!("lease contention exhausted the retry rounds");
+                Self::StoreUnavailable
+            }
+            LeaseError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": self.to_string(), "code": self.code()});
+        if let Self::InvalidInput(witnesses) = &self {
+            body["witnesses"] = json!(witnesses);
+        }
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn parts(err: ApiError) -> (StatusCode, serde_json::Value) {
+        let response = err.into_response();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[tokio::test]
+    async fn every_variant_has_its_status_and_code() {
+        let cases = [
+            (ApiError::InvalidJson("x".into()), 400, "INVALID_JSON"),
+            (
+                ApiError::InvalidInput(vec![Witness::new(
+                    "REQUIRED",
+                    "/holder",
+                    "holder is required",
+                )]),
+                400,
+                "INVALID_INPUT",
+            ),
+            (ApiError::PayloadTooLarge(65536), 413, "PAYLOAD_TOO_LARGE"),
+            (
+                ApiError::Unauthorized("unknown API key"),
+                401,
+                "UNAUTHORIZED",
+            ),
+            (ApiError::IdempotencyConflict, 409, "IDEMPOTENCY_CONFLICT"),
+            (ApiError::StoreUnavailable, 502, "STORE_UNAVAILABLE"),
+            (ApiError::NotFound, 404, "NOT_FOUND"),
+            (ApiError::MethodNotAllowed, 405, "METHOD_NOT_ALLOWED"),
+        ];
+        for (err, status, code) in cases {
+            let (s, body) = parts(err).await;
+            assert_eq!(s.as_u16(), status);
+            assert_eq!(body["code"], code);
+            assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()));
+        }
+    }
+
+    #[tokio::test]
+    async fn invalid_input_names_the_field() {
+        let (_, body) = parts(ApiError::InvalidInput(vec![Witness::new(
+            "REQUIRED",
+            "/holder",
+            "holder is required",
+        )]))
+        .await;
+        assert_eq!(body["witnesses"][0]["path"], "/holder");
+        assert!(body["error"].as_str().unwrap().contains("/holder"));
+    }
+
+    #[tokio::test]
+    async fn store_details_stay_in_the_log() {
+        let (_, body) =
+            parts(StoreError::Unavailable("secret internal detail".into()).into()).await;
+        assert!(!body.to_string().contains("secret internal detail"));
+    }
+}

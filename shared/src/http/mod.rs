@@ -1,0 +1,49 @@
+//! The HTTP face of the service: one router, served alike by the Lambda functions (through
+//! `lambda_http`) and by `leasekit serve` (through `axum::serve`).
+
+pub mod body;
+pub mod caller;
+pub mod error;
+pub mod lambda;
+mod lease;
+
+pub use caller::{Authenticator, Caller};
+pub use error::ApiError;
+
+use crate::lease::service::LeaseService;
+use crate::store::{KeyStore, LeaseStore, Tables};
+use aws_sdk_dynamodb::Client;
+use axum::Router;
+use axum::routing::post;
+
+/// Everything a handler needs, built once per process.
+#[derive(Clone)]
+pub struct AppState {
+    pub leases: LeaseService,
+    pub auth: Authenticator,
+}
+
+impl AppState {
+    /// State over the given DynamoDB client and tables. `local_keys`: check API keys in-process
+    /// (local server) instead of trusting the API Gateway authorizer's context (Lambda).
+    pub fn new(client: Client, tables: &Tables, local_keys: bool) -> Self {
+        let auth = if local_keys {
+            Authenticator::InProcess(KeyStore::new(client.clone(), &tables.keys))
+        } else {
+            Authenticator::ApiGateway
+        };
+        Self {
+            leases: LeaseService::new(LeaseStore::new(client, &tables.leases, &tables.requests)),
+            auth,
+        }
+    }
+}
+
+/// Every route of the service.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/api/v1/lease", post(lease::handle))
+        .fallback(|| async { ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(state)
+}

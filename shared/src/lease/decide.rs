@@ -1,0 +1,258 @@
+//! The lease rules as one pure function: `decide(state, command, now)`.
+//!
+//! A granted mutation is expressed as a [`Write`]: a [`Guard`] (what must still be true of the
+//! stored lease) and an [`Effect`] (what to change). The store turns the guard into a DynamoDB
+//! condition expression, so a write commits only if the state it was decided on still stands.
+//! Invariant, tested below over every small state: whenever `decide` returns a write, its guard
+//! holds on the state it was decided from, and the guard of [`optimistic`] holds on a state exactly
+//! when `decide` grants that state the same effect. That is what lets the common path skip the read.
+
+use super::model::{LeaseState, MAX_TOKEN};
+use super::request::Command;
+use crate::clock::Millis;
+use crate::witness::Witness;
+use serde_json::json;
+
+/// What must hold of the stored lease, at `now`, for a write to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// Nobody holds a live lease, and the token space is not exhausted. Used without a prior read.
+    Vacant,
+    /// Nobody holds a live lease and the counter is exactly `last_token` (the state that was read).
+    VacantAt { last_token: u64 },
+    /// `holder` holds a live lease with `token`.
+    HeldBy { holder: String, token: u64 },
+}
+
+/// The change a granted write makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Issue the next token to `holder`, held until `expires_at`.
+    Take { holder: String, expires_at: Millis },
+    /// Same holder and token, new expiry.
+    Extend { expires_at: Millis },
+    /// Nobody holds it afterwards; the counter stays.
+    Clear,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub guard: Guard,
+    pub effect: Effect,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Granted, provided `Write` commits with its guard still holding.
+    Write(Write),
+    /// A rule stopped it: one witness per broken rule.
+    Deny(Vec<Witness>),
+    /// Nothing to change (get): answer with the state as it is.
+    Observe,
+}
+
+impl Guard {
+    /// Whether the guard holds of `state` at `now`: the same predicate the store's condition
+    /// expression evaluates inside DynamoDB.
+    pub fn holds(&self, state: &LeaseState, now: Millis) -> bool {
+        match self {
+            Guard::Vacant => state.live(now).is_none() && state.last_token < MAX_TOKEN,
+            Guard::VacantAt { last_token } => {
+                state.live(now).is_none() && state.last_token == *last_token
+            }
+            Guard::HeldBy { holder, token } => state
+                .live(now)
+                .is_some_and(|l| l.holder == holder && l.token == *token),
+        }
+    }
+}
+
+impl Effect {
+    /// The state after this effect is applied to `state`.
+    pub fn apply(&self, state: &LeaseState) -> LeaseState {
+        match self {
+            Effect::Take { holder, expires_at } => LeaseState {
+                last_token: state.last_token + 1,
+                holder: Some(holder.clone()),
+                expires_at: Some(*expires_at),
+            },
+            Effect::Extend { expires_at } => LeaseState {
+                expires_at: Some(*expires_at),
+                ..state.clone()
+            },
+            Effect::Clear => LeaseState {
+                last_token: state.last_token,
+                holder: None,
+                expires_at: None,
+            },
+        }
+    }
+}
+
+/// The write to try first, without reading: the one that succeeds in the common case (acquire of a
+/// free resource, renew or release by the holder). If its guard fails, the store returns the old
+/// item and `decide` on it says what to do instead.
+pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
+    match command {
+        Command::Acquire { holder, ttl_ms } => Some(Write {
+            guard: Guard::Vacant,
+            effect: Effect::Take {
+                holder: holder.clone(),
+                expires_at: now + ttl_ms,
+            },
+        }),
+        Command::Renew {
+            holder,
+            token,
+            ttl_ms,
+        } => Some(Write {
+            guard: Guard::HeldBy {
+                holder: holder.clone(),
+                token: *token,
+            },
+            effect: Effect::Extend {
+                expires_at: now + ttl_ms,
+            },
+        }),
+        Command::Release { holder, token } => Some(Write {
+            guard: Guard::HeldBy {
+                holder: holder.clone(),
+                token: *token,
+            },
+            effect: Effect::Clear,
+        }),
+        Command::Get => None,
+    }
+}
+
+/// Decide `command` against the stored `state` at server time `now`.
+pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
+    let live = state.live(now);
+    match command {
+        Command::Get => Decision::Observe,
+        Command::Acquire { holder, ttl_ms } => match live {
+            // Re-acquire by the live holder: same token, expiry moves to now + ttl.
+            Some(l) if l.holder == holder => Decision::Write(Write {
+                guard: Guard::HeldBy {
+                    holder: holder.clone(),
+                    token: l.token,
+                },
+                effect: Effect::Extend {
+                    expires_at: now + ttl_ms,
+                },
+            }),
+            Some(l) => Decision::Deny(vec![
+                Witness::new(
+                    "LEASE_HELD",
+                    "/resource",
+                    "another holder has this lease until it lapses or is released",
+                )
+                .expected("a free or lapsed lease")
+                .actual(json!({"holder": l.holder, "fencingToken": l.token})),
+            ]),
+            None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![
+                Witness::new(
+                    "TOKEN_EXHAUSTED",
+                    "/resource",
+                    "this resource has issued every fencing token below 2^53; use another name",
+                )
+                .actual(state.last_token),
+            ]),
+            None => Decision::Write(Write {
+                guard: Guard::VacantAt {
+                    last_token: state.last_token,
+                },
+                effect: Effect::Take {
+                    holder: holder.clone(),
+                    expires_at: now + ttl_ms,
+                },
+            }),
+        },
+        Command::Renew {
+            holder,
+            token,
+            ttl_ms,
+        } => match holder_mismatches(state, holder, *token, now) {
+            None => Decision::Write(Write {
+                guard: Guard::HeldBy {
+                    holder: holder.clone(),
+                    token: *token,
+                },
+                effect: Effect::Extend {
+                    expires_at: now + ttl_ms,
+                },
+            }),
+            Some(witnesses) => Decision::Deny(witnesses),
+        },
+        Command::Release { holder, token } => match holder_mismatches(state, holder, *token, now) {
+            None => Decision::Write(Write {
+                guard: Guard::HeldBy {
+                    holder: holder.clone(),
+                    token: *token,
+                },
+                effect: Effect::Clear,
+            }),
+            // Release reports every failure as NO_HOLD, with the reason in the detail.
+            Some(witnesses) => Decision::Deny(vec![Witness::new(
+                "NO_HOLD",
+                "/token",
+                format!(
+                    "you hold no live lease with this token: {}",
+                    witnesses
+                        .iter()
+                        .map(|w| w.detail.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            )]),
+        },
+    }
+}
+
+/// Why `holder` with `token` does not hold the live lease (`None` when it does).
+fn holder_mismatches(
+    state: &LeaseState,
+    holder: &str,
+    token: u64,
+    now: Millis,
+) -> Option<Vec<Witness>> {
+    let Some(l) = state.live(now) else {
+        let lapsed_own = state.holder.as_deref() == Some(holder)
+            && state.last_token == token
+            && state.expires_at.is_some();
+        return Some(vec![if lapsed_own {
+            Witness::new(
+                "LEASE_EXPIRED",
+                "/token",
+                "your lease lapsed; acquire it again for a new token",
+            )
+            .expected("a live lease")
+            .actual(json!({"expiredAt": state.expires_at.map(crate::clock::iso8601)}))
+        } else {
+            Witness::new("NO_HOLD", "/resource", "nobody holds this lease").expected("a live lease")
+        }]);
+    };
+    let mut witnesses = Vec::new();
+    if l.holder != holder {
+        witnesses.push(
+            Witness::new("NOT_HOLDER", "/holder", "another holder has this lease")
+                .expected(l.holder)
+                .actual(holder),
+        );
+    }
+    if l.token != token {
+        witnesses.push(
+            Witness::new(
+                "TOKEN_MISMATCH",
+                "/token",
+                "the token is not the live lease's token",
+            )
+            .expected(l.token)
+            .actual(token),
+        );
+    }
+    (!witnesses.is_empty()).then_some(witnesses)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,17 @@
+//! Leases: the rules (pure), the answers, and the service that applies them to the store.
+//!
+//! A lease on a (tenant, resource) is held while `now < expires_at` by the server clock. Each new
+//! acquisition gets a fencing token one above the last token ever issued for that (tenant,
+//! resource); the counter lives in the lease item, which is never deleted, so tokens never repeat
+//! across release, expiry, restarts or clean-up.
+
+pub mod answer;
+pub mod decide;
+pub mod model;
+pub mod request;
+pub mod service;
+
+pub use answer::LeaseAnswer;
+pub use decide::{Decision, Effect, Guard, Write, decide};
+pub use model::{LeaseState, MAX_TOKEN};
+pub use request::{Command, LeaseRequest, Op};

@@ -1,0 +1,306 @@
+//! Input validation against the JSON schemas in `shared/schemas/`, with witnesses that name the
+//! field (a JSON pointer) and the rule.
+//!
+//! The schema files are the single source of truth: handlers validate with them, and the OpenAPI
+//! document is built from them. Validation runs before anything else looks at the request, so a
+//! request that fails it is answered 400 and changes nothing.
+
+use crate::witness::Witness;
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{ValidationError, Validator};
+use serde_json::Value;
+use std::sync::LazyLock;
+
+/// The lease request schema as published.
+pub const LEASE_INPUT_JSON: &str = include_str!("../schemas/lease-input.json");
+
+/// A compiled schema.
+pub struct Schema {
+    validator: Validator,
+}
+
+static LEASE_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(LEASE_INPUT_JSON));
+
+/// The compiled lease request schema (compiled once per process).
+pub fn lease_input() -> &'static Schema {
+    &LEASE_INPUT
+}
+
+/// Longest `actual` value echoed back in a witness, in characters.
+const ECHO_LIMIT: usize = 200;
+
+impl Schema {
+    /// Compile an embedded schema. The schemas ship inside the binary and a unit test compiles
+    /// each, so a failure here is a build defect, not a runtime condition.
+    fn compile(text: &str) -> Self {
+        let schema: Value = serde_json::from_str(text).expect("embedded schema is JSON");
+        let validator = jsonschema::validator_for(&schema).expect("embedded schema compiles");
+        Self { validator }
+    }
+
+    /// `Ok` when `instance` is valid; otherwise one witness per violation, in document order.
+    pub fn check(&self, instance: &Value) -> Result<(), Vec<Witness>> {
+        let mut witnesses: Vec<Witness> = self
+            .validator
+            .iter_errors(instance)
+            .flat_map(|e| witnesses_for(&e))
+            .collect();
+        if witnesses.is_empty() {
+            return Ok(());
+        }
+        witnesses.sort_by(|a, b| a.path.cmp(&b.path).then(a.rule_id.cmp(&b.rule_id)));
+        witnesses.dedup_by(|a, b| a.path == b.path && a.rule_id == b.rule_id);
+        Err(witnesses)
+    }
+}
+
+/// Escape one property name as a JSON pointer segment (RFC 6901).
+fn pointer_segment(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+fn echo(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.chars().count() > ECHO_LIMIT => Value::String(format!(
+            "{}…",
+            s.chars().take(ECHO_LIMIT).collect::<String>()
+        )),
+        Value::Object(_) | Value::Array(_) => Value::String(format!("<{}>", type_name(value))),
+        other => other.clone(),
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn witnesses_for(error: &ValidationError<'_>) -> Vec<Witness> {
+    let at = error.instance_path().as_str().to_owned();
+    let field = if at.is_empty() {
+        "the body".to_owned()
+    } else {
+        at.clone()
+    };
+    let actual = echo(error.instance());
+    let one = |rule: &str, detail: String, expected: Value| {
+        vec![
+            Witness::new(rule, &at, detail)
+                .expected(expected)
+                .actual(actual.clone()),
+        ]
+    };
+    match error.kind() {
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().unwrap_or_default();
+            vec![
+                Witness::new(
+                    "REQUIRED",
+                    &format!("{at}/{}", pointer_segment(name)),
+                    format!("{name} is required"),
+                )
+                .expected("present"),
+            ]
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|name| {
+                Witness::new(
+                    "UNKNOWN_PROPERTY",
+                    &format!("{at}/{}", pointer_segment(name)),
+                    format!("{name} is not a property of this request"),
+                )
+            })
+            .collect(),
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(t) => t.to_string(),
+                TypeKind::Multiple(set) => format!("{set:?}").to_lowercase(),
+            };
+            one(
+                "TYPE",
+                format!("{field} must be of type {expected}"),
+                Value::String(expected),
+            )
+        }
+        ValidationErrorKind::Enum { options } => one(
+            "ENUM",
+            format!("{field} must be one of {options}"),
+            (**options).clone(),
+        ),
+        ValidationErrorKind::Pattern { pattern } => one(
+            "PATTERN",
+            format!("{field} must match {pattern}"),
+            Value::String(pattern.clone()),
+        ),
+        ValidationErrorKind::MinLength { limit } => one(
+            "MIN_LENGTH",
+            format!("{field} must have at least {limit} characters"),
+            (*limit).into(),
+        ),
+        ValidationErrorKind::MaxLength { limit } => one(
+            "MAX_LENGTH",
+            format!("{field} must have at most {limit} characters"),
+            (*limit).into(),
+        ),
+        ValidationErrorKind::Minimum { limit } => one(
+            "MINIMUM",
+            format!("{field} must be at least {limit}"),
+            limit.clone(),
+        ),
+        ValidationErrorKind::Maximum { limit } => one(
+            "MAXIMUM",
+            format!("{field} must be at most {limit}"),
+            limit.clone(),
+        ),
+        _ => one("SCHEMA", format!("{field}: {error}"), Value::Null),
+    }
+}
+
+/// Integers must be written as integers: JSON Schema counts `5.0` as an integer, but the service
+/// reads whole numbers exactly and refuses to guess. Returns a witness per offending field.
+pub fn whole_numbers(instance: &Value, fields: &[&str]) -> Vec<Witness> {
+    fields
+        .iter()
+        .filter_map(|name| {
+            let value = instance.get(name)?;
+            (!value.is_u64()).then(|| {
+                Witness::new(
+                    "TYPE",
+                    &format!("/{name}"),
+                    format!("{name} must be a whole number without a fraction or exponent"),
+                )
+                .expected("integer")
+                .actual(echo(value))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn paths(v: Value) -> Vec<(String, String)> {
+        match lease_input().check(&v) {
+            Ok(()) => vec![],
+            Err(w) => w.into_iter().map(|w| (w.rule_id, w.path)).collect(),
+        }
+    }
+
+    fn pair(rule: &str, path: &str) -> (String, String) {
+        (rule.to_owned(), path.to_owned())
+    }
+
+    #[test]
+    fn the_seed_example_is_valid() {
+        assert_eq!(
+            paths(
+                json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "requestId": "w7-claim-INV-1009"})
+            ),
+            vec![]
+        );
+        assert_eq!(
+            paths(json!({"op": "get", "resource": "deploy:prod"})),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn missing_fields_are_named() {
+        assert_eq!(
+            paths(json!({"op": "get"})),
+            vec![pair("REQUIRED", "/resource")]
+        );
+        assert_eq!(
+            paths(json!({"op": "acquire", "resource": "r"})),
+            vec![pair("REQUIRED", "/holder")]
+        );
+        assert_eq!(
+            paths(json!({"op": "renew", "resource": "r"})),
+            vec![pair("REQUIRED", "/holder"), pair("REQUIRED", "/token")]
+        );
+        assert_eq!(
+            paths(json!({"op": "release", "resource": "r", "holder": "h"})),
+            vec![pair("REQUIRED", "/token")]
+        );
+    }
+
+    #[test]
+    fn bounds_patterns_and_unknown_properties() {
+        let base = || json!({"op": "renew", "resource": "r", "holder": "h", "token": 1});
+        let with = |k: &str, v: Value| {
+            let mut b = base();
+            b[k] = v;
+            b
+        };
+        assert_eq!(
+            paths(with("ttlSeconds", json!(0))),
+            vec![pair("MINIMUM", "/ttlSeconds")]
+        );
+        assert_eq!(
+            paths(with("ttlSeconds", json!(3601))),
+            vec![pair("MAXIMUM", "/ttlSeconds")]
+        );
+        assert_eq!(paths(with("ttlSeconds", json!(3600))), vec![]);
+        assert_eq!(
+            paths(with("token", json!(0))),
+            vec![pair("MINIMUM", "/token")]
+        );
+        assert_eq!(
+            paths(with("token", json!(9007199254740992u64))),
+            vec![pair("MAXIMUM", "/token")]
+        );
+        assert_eq!(
+            paths(with("resource", json!("a b"))),
+            vec![pair("PATTERN", "/resource")]
+        );
+        assert_eq!(
+            paths(with("resource", json!("a".repeat(201)))),
+            vec![pair("PATTERN", "/resource")]
+        );
+        assert_eq!(
+            paths(with("holder", json!(""))),
+            vec![pair("MIN_LENGTH", "/holder")]
+        );
+        assert_eq!(
+            paths(with("holder", json!("h".repeat(129)))),
+            vec![pair("MAX_LENGTH", "/holder")]
+        );
+        assert_eq!(
+            paths(with("tenantId", json!("a:b"))),
+            vec![pair("PATTERN", "/tenantId")]
+        );
+        assert_eq!(
+            paths(with("requestId", json!("x".repeat(129)))),
+            vec![pair("PATTERN", "/requestId")]
+        );
+        assert_eq!(paths(with("op", json!("steal"))), vec![pair("ENUM", "/op")]);
+        assert_eq!(
+            paths(with("token", json!("1"))),
+            vec![pair("TYPE", "/token")]
+        );
+        assert_eq!(
+            paths(with("extra/~x", json!(1))),
+            vec![pair("UNKNOWN_PROPERTY", "/extra~1~0x")]
+        );
+        assert_eq!(paths(json!([1])), vec![pair("TYPE", "")]);
+    }
+
+    #[test]
+    fn fractional_integers_are_refused_by_name() {
+        let w = whole_numbers(
+            &json!({"token": 5.0, "ttlSeconds": 30}),
+            &["token", "ttlSeconds"],
+        );
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].path, "/token");
+    }
+}

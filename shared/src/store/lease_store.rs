@@ -1,0 +1,357 @@
+//! Lease items and request (idempotency) records.
+//!
+//! Guards become condition expressions here and nowhere else; a failed condition comes back as
+//! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
+
+use super::expr::Expr;
+use super::{Item, StoreError, get_n, get_s, n, req_n, req_s, s};
+use crate::clock::Millis;
+use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
+use crate::tenant::Tenant;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem, TransactWriteItem,
+    Update,
+};
+
+/// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseKey(String);
+
+impl LeaseKey {
+    pub fn new(tenant: &Tenant, resource: &str) -> Self {
+        Self(format!("{tenant}|{resource}"))
+    }
+}
+
+/// The partition key of a request record: `<tenant>|<requestId>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordKey(String);
+
+impl RecordKey {
+    pub fn new(tenant: &Tenant, request_id: &str) -> Self {
+        Self(format!("{tenant}|{request_id}"))
+    }
+}
+
+/// What a request with a requestId answered, kept for replays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRecord {
+    /// Hash of the request's canonical input.
+    pub fingerprint: String,
+    /// The answer's `data`, as JSON.
+    pub answer: String,
+    /// Replays stop at this time (ms); the TTL attribute only cleans up afterwards.
+    pub expires_at: Millis,
+}
+
+/// The outcome of a single guarded write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The guard held; the state after the write.
+    Committed(LeaseState),
+    /// The guard did not hold; the state it was checked against.
+    GuardFailed(LeaseState),
+}
+
+/// The outcome of committing an answer together with its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    Yes,
+    /// The lease changed since it was read (or a concurrent transaction touched it): decide again.
+    LeaseChanged,
+    /// A live record for this requestId exists already: answer from it.
+    RecordExists(StoredRecord),
+}
+
+#[derive(Clone)]
+pub struct LeaseStore {
+    client: Client,
+    leases: String,
+    requests: String,
+}
+
+/// Seconds of slack between a record's expiry and its TTL, so that DynamoDB's clean-up never
+/// races a record that is still replayable.
+const TTL_SLACK_SECONDS: i64 = 3600;
+
+impl LeaseStore {
+    pub fn new(
+        client: Client,
+        leases_table: impl Into<String>,
+        requests_table: impl Into<String>,
+    ) -> Self {
+        Self {
+            client,
+            leases: leases_table.into(),
+            requests: requests_table.into(),
+        }
+    }
+
+    /// The lease as stored (strongly consistent).
+    pub async fn get(&self, key: &LeaseKey) -> Result<LeaseState, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.leases)
+            .key("pk", s(&key.0))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        lease_from_item(out.item())
+    }
+
+    /// One conditional UpdateItem: commit `write` if its guard holds at `now`.
+    pub async fn apply(
+        &self,
+        key: &LeaseKey,
+        write: &Write,
+        now: Millis,
+    ) -> Result<Applied, StoreError> {
+        let (update, condition, expr) = write_expressions(write, now);
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.leases)
+            .key("pk", s(&key.0))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Applied::Committed(lease_from_item(out.attributes())?)),
+            Err(err) => match err.as_service_error() {
+                Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
+                    Ok(Applied::GuardFailed(lease_from_item(e.item())?))
+                }
+                _ => Err(StoreError::sdk(err)),
+            },
+        }
+    }
+
+    /// The lease and the live record for `record` (if any), read together in one consistent snapshot.
+    pub async fn read_with_record(
+        &self,
+        key: &LeaseKey,
+        record: &RecordKey,
+        now: Millis,
+    ) -> Result<(LeaseState, Option<StoredRecord>), StoreError> {
+        let get = |table: &str, pk: &str| {
+            Get::builder()
+                .table_name(table)
+                .key("pk", s(pk))
+                .build()
+                .map(|g| TransactGetItem::builder().get(g).build())
+                .map_err(|e| StoreError::Unavailable(e.to_string()))
+        };
+        let out = self
+            .client
+            .transact_get_items()
+            .transact_items(get(&self.leases, &key.0)?)
+            .transact_items(get(&self.requests, &record.0)?)
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        let responses = out.responses();
+        let item = |i: usize| responses.get(i).and_then(|r| r.item());
+        let lease = lease_from_item(item(0))?;
+        let record = item(1)
+            .map(record_from_item)
+            .transpose()?
+            .filter(|r| r.expires_at > now);
+        Ok((lease, record))
+    }
+
+    /// Commit `record` and, if given, `write`, atomically: both or neither. The record is written
+    /// only if no live record holds its key.
+    pub async fn commit(
+        &self,
+        key: &LeaseKey,
+        write: Option<&Write>,
+        record_key: &RecordKey,
+        record: &StoredRecord,
+        now: Millis,
+    ) -> Result<Committed, StoreError> {
+        let put = self.record_put(record_key, record, now)?;
+        let Some(write) = write else {
+            return self.put_record_alone(put).await;
+        };
+        let (update, condition, expr) = write_expressions(write, now);
+        let update = Update::builder()
+            .table_name(&self.leases)
+            .key("pk", s(&key.0))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(Committed::Yes),
+            Err(err) => err,
+        };
+        let Some(TransactWriteItemsError::TransactionCanceledException(cancel)) =
+            err.as_service_error()
+        else {
+            return Err(StoreError::sdk(err));
+        };
+        let reasons = cancel.cancellation_reasons();
+        let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
+        // The record first: if it exists, its answer stands whatever the lease did since.
+        if code(1) == "ConditionalCheckFailed" {
+            return match reasons.get(1).and_then(|r| r.item()) {
+                Some(item) => Ok(Committed::RecordExists(record_from_item(item)?)),
+                // An emulator that omits the old item: read it again.
+                None => Ok(Committed::LeaseChanged),
+            };
+        }
+        match code(0) {
+            "ConditionalCheckFailed" | "TransactionConflict" => Ok(Committed::LeaseChanged),
+            _ => Err(StoreError::sdk(err)),
+        }
+    }
+
+    async fn put_record_alone(&self, put: Put) -> Result<Committed, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(put.table_name())
+            .set_item(Some(put.item().clone()))
+            .set_condition_expression(put.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(put.expression_attribute_names().cloned())
+            .set_expression_attribute_values(put.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Committed::Yes),
+            Err(err) => match err.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(e)) => match e.item() {
+                    Some(item) => Ok(Committed::RecordExists(record_from_item(item)?)),
+                    None => Ok(Committed::LeaseChanged),
+                },
+                _ => Err(StoreError::sdk(err)),
+            },
+        }
+    }
+
+    fn record_put(
+        &self,
+        key: &RecordKey,
+        record: &StoredRecord,
+        now: Millis,
+    ) -> Result<Put, StoreError> {
+        let mut expr = Expr::default();
+        let condition = format!(
+            "attribute_not_exists(pk) OR {exp} <= {now}",
+            exp = expr.name("exp"),
+            now = expr.value("now", n(now)),
+        );
+        Put::builder()
+            .table_name(&self.requests)
+            .item("pk", s(&key.0))
+            .item("fp", s(&record.fingerprint))
+            .item("answer", s(&record.answer))
+            .item("exp", n(record.expires_at))
+            .item(
+                "ttl",
+                n(record.expires_at.div_euclid(1000) + TTL_SLACK_SECONDS),
+            )
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+}
+
+/// The update and condition expressions of a guarded write: the only translation of the domain's
+/// guards into DynamoDB conditions. Each condition is `Guard::holds` spelled for DynamoDB.
+fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
+    let mut e = Expr::default();
+    let (holder, tok, exp) = (e.name("holder"), e.name("tok"), e.name("exp"));
+    let vacant = |e: &mut Expr| {
+        format!(
+            "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now})",
+            now = e.value("now", n(now))
+        )
+    };
+    let condition = match &write.guard {
+        Guard::Vacant => format!(
+            "{} AND (attribute_not_exists({tok}) OR {tok} < {max})",
+            vacant(&mut e),
+            max = e.value("max", n(MAX_TOKEN)),
+        ),
+        Guard::VacantAt { last_token: 0 } => {
+            format!("{} AND attribute_not_exists({tok})", vacant(&mut e))
+        }
+        Guard::VacantAt { last_token } => {
+            format!(
+                "{} AND {tok} = {t}",
+                vacant(&mut e),
+                t = e.value("last", n(last_token))
+            )
+        }
+        Guard::HeldBy { holder: h, token } => format!(
+            "{holder} = {h} AND {tok} = {t} AND {exp} > {now}",
+            h = e.value("guardHolder", s(h)),
+            t = e.value("guardToken", n(token)),
+            now = e.value("now", n(now)),
+        ),
+    };
+    let update = match &write.effect {
+        Effect::Take {
+            holder: h,
+            expires_at,
+        } => format!(
+            "SET {holder} = {h}, {exp} = {x} ADD {tok} {one}",
+            h = e.value("holder", s(h)),
+            x = e.value("exp", n(expires_at)),
+            one = e.value("one", n(1)),
+        ),
+        Effect::Extend { expires_at } => {
+            format!("SET {exp} = {x}", x = e.value("exp", n(expires_at)))
+        }
+        Effect::Clear => format!("REMOVE {holder}, {exp}"),
+    };
+    // `Clear` and `Extend` do not mention every name the guard might; drop what neither uses.
+    let text = format!("{update} {condition}");
+    e.names
+        .retain(|placeholder, _| text.contains(placeholder.as_str()));
+    (update, condition, e)
+}
+
+fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
+    let Some(item) = item.filter(|i| !i.is_empty()) else {
+        return Ok(LeaseState::default());
+    };
+    Ok(LeaseState {
+        last_token: req_n(item, "tok")?,
+        holder: get_s(item, "holder")?.map(str::to_owned),
+        expires_at: get_n(item, "exp")?,
+    })
+}
+
+fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {
+    Ok(StoredRecord {
+        fingerprint: req_s(item, "fp")?.to_owned(),
+        answer: req_s(item, "answer")?.to_owned(),
+        expires_at: req_n(item, "exp")?,
+    })
+}

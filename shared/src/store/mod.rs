@@ -1,0 +1,101 @@
+//! The one storage implementation: DynamoDB through aws-sdk-dynamodb. The same code runs against
+//! AWS, the embedded dynoxide emulator (`leasekit serve`) and moto (CI).
+//!
+//! Tables (names are deployment settings, see [`Tables`]); every table's partition key is `pk` (S):
+//!
+//! | table    | pk                      | attributes                                                   |
+//! |----------|-------------------------|--------------------------------------------------------------|
+//! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
+//! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S; `exp` N (ms); `ttl` N (s)     |
+//! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
+//!
+//! Lease items are never deleted: `tok` is the fencing counter. Request records carry a TTL
+//! attribute for clean-up only; whether a record is live is decided by comparing `exp` with now.
+//!
+//! Round trips per lease op (see `lease_store`):
+//! - without requestId: acquire, renew, release: one conditional UpdateItem (re-acquire by the live
+//!   holder: two); get: one consistent GetItem.
+//! - with requestId: one TransactGetItems (lease + record), then one TransactWriteItems (the
+//!   guarded lease update and the record, atomically) or, for a denied op, one conditional PutItem
+//!   of the record. A replay: the read only.
+
+mod expr;
+pub mod key_store;
+pub mod lease_store;
+pub mod tables;
+
+pub use key_store::KeyStore;
+pub use lease_store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoredRecord};
+pub use tables::{Tables, ensure_tables};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use std::collections::HashMap;
+
+/// A DynamoDB item.
+pub(crate) type Item = HashMap<String, AttributeValue>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The request failed or its outcome is unknown (network, throttling, service error).
+    #[error("DynamoDB request failed: {0}")]
+    Unavailable(String),
+    /// A stored item does not have the shape this code writes.
+    #[error("stored item is malformed: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub(crate) fn sdk<E, R>(err: aws_sdk_dynamodb::error::SdkError<E, R>) -> Self
+    where
+        E: std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        Self::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(&err).to_string())
+    }
+}
+
+pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(value.into())
+}
+
+pub(crate) fn n(value: impl ToString) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+/// A string attribute, if present.
+pub(crate) fn get_s<'a>(item: &'a Item, name: &str) -> Result<Option<&'a str>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::S(v)) => Ok(Some(v)),
+        Some(other) => Err(StoreError::Corrupt(format!(
+            "{name} is not a string: {other:?}"
+        ))),
+    }
+}
+
+/// A number attribute, if present, parsed as `T`.
+pub(crate) fn get_n<T: std::str::FromStr>(
+    item: &Item,
+    name: &str,
+) -> Result<Option<T>, StoreError> {
+    match item.get(name) {
+        None => Ok(None),
+        Some(AttributeValue::N(v)) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| StoreError::Corrupt(format!("{name} is not a valid number: {v}"))),
+        Some(other) => Err(StoreError::Corrupt(format!(
+            "{name} is not a number: {other:?}"
+        ))),
+    }
+}
+
+/// A required string attribute.
+pub(crate) fn req_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+    get_s(item, name)?.ok_or_else(|| StoreError::Corrupt(format!("{name} is missing")))
+}
+
+/// A required number attribute.
+pub(crate) fn req_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreError> {
+    get_n(item, name)?.ok_or_else(|| StoreError::Corrupt(format!("{name} is missing")))
+}

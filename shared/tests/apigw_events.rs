@@ -1,0 +1,157 @@
+//! API Gateway REST (payload v1) events, recorded as JSON under `tests/fixtures/`, through the
+//! Lambda service and the authorizer exactly as deployed: stage prefix included.
+
+mod common;
+
+use common::test_store;
+use serde_json::Value;
+use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
+use shared::http::{AppState, lambda};
+use shared::keys::{ApiKey, KeyRecord};
+use shared::store::KeyStore;
+use tower::ServiceExt;
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+async fn call(event: &str) -> (u16, Value) {
+    let store = test_store().await;
+    let request = lambda_http::request::from_str(event).expect("a REST API event");
+    assert!(
+        request.uri().path().starts_with("/prod/"),
+        "lambda_http keeps the stage: {}",
+        request.uri()
+    );
+    let response = lambda::service(AppState::new(store.client, &store.tables, false))
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let status = response.status().as_u16();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test]
+async fn account_from_the_authorizer_context_is_the_tenant() {
+    let (status, body) = call(&fixture("apigw-rest-lease-account.json")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["granted"], true);
+    assert_eq!(body["data"]["fencingToken"], 1);
+    assert_eq!(body["data"]["holder"], "worker-7");
+}
+
+#[tokio::test]
+async fn no_account_in_the_context_is_refused() {
+    let (status, body) = call(&fixture("apigw-rest-lease-anonymous.json")).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["code"], "UNAUTHORIZED");
+}
+
+#[tokio::test]
+async fn unknown_routes_behind_the_stage_are_404() {
+    let event =
+        fixture("apigw-rest-lease-account.json").replace("\"/api/v1/lease\"", "\"/api/v1/leasex\"");
+    let (status, body) = call(&event).await;
+    assert_eq!(status, 404, "{body}");
+}
+
+async fn authorizer_with_key(record: Option<KeyRecord>) -> (KeyStore, AuthorizerRequest) {
+    let store = test_store().await;
+    let keys = KeyStore::new(store.client, &store.tables.keys);
+    if let Some(record) = record {
+        assert!(keys.insert(&record).await.unwrap());
+    }
+    let request = serde_json::from_str(&fixture("apigw-authorizer-request.json"))
+        .expect("an authorizer event");
+    (keys, request)
+}
+
+fn fixture_key() -> ApiKey {
+    ApiKey::parse("fixture-key-0123456789").unwrap()
+}
+
+#[tokio::test]
+async fn authorizer_passes_the_account_for_a_valid_key() {
+    let (keys, request) =
+        authorizer_with_key(Some(KeyRecord::new(&fixture_key(), "acme", 1))).await;
+    let answer = authorize(&keys, &request).await.unwrap();
+    assert_eq!(answer.principal_id, "acme");
+    assert_eq!(answer.context["account"], "acme");
+    let answer = serde_json::to_value(&answer).unwrap();
+    assert_eq!(answer["policyDocument"]["Statement"][0]["Effect"], "Allow");
+    assert_eq!(
+        answer["policyDocument"]["Statement"][0]["Resource"],
+        "arn:aws:execute-api:eu-west-1:123456789012:abc123/prod/*/*"
+    );
+}
+
+#[tokio::test]
+async fn authorizer_refuses_unknown_revoked_and_malformed_keys() {
+    let (keys, request) = authorizer_with_key(None).await;
+    let err = authorize(&keys, &request).await.unwrap_err();
+    assert!(matches!(err, AuthorizerError::Unauthorized));
+    assert_eq!(
+        err.to_string(),
+        "Unauthorized",
+        "API Gateway needs exactly this message for a 401"
+    );
+
+    let mut revoked = KeyRecord::new(&fixture_key(), "acme", 1);
+    revoked.revoked_at = Some(2);
+    let (keys, request) = authorizer_with_key(Some(revoked)).await;
+    assert!(matches!(
+        authorize(&keys, &request).await,
+        Err(AuthorizerError::Unauthorized)
+    ));
+
+    let (keys, mut request) =
+        authorizer_with_key(Some(KeyRecord::new(&fixture_key(), "acme", 1))).await;
+    request.headers = Some([("x-api-key".to_owned(), "short".to_owned())].into());
+    assert!(matches!(
+        authorize(&keys, &request).await,
+        Err(AuthorizerError::Unauthorized)
+    ));
+}
+
+#[tokio::test]
+async fn authorizer_lets_keyless_requests_through_without_an_account() {
+    let (keys, mut request) = authorizer_with_key(None).await;
+    request.headers = Some([("Content-Type".to_owned(), "application/json".to_owned())].into());
+    let answer = authorize(&keys, &request).await.unwrap();
+    assert!(answer.context.get("account").is_none());
+}
+
+#[tokio::test]
+async fn revoking_a_key_takes_effect() {
+    let store = test_store().await;
+    let keys = KeyStore::new(store.client, &store.tables.keys);
+    let key = ApiKey::generate().unwrap();
+    assert!(keys.insert(&KeyRecord::new(&key, "acme", 1)).await.unwrap());
+    assert!(
+        !keys
+            .insert(&KeyRecord::new(&key, "globex", 1))
+            .await
+            .unwrap(),
+        "ids are unique"
+    );
+    assert_eq!(
+        shared::auth::authenticate(&keys, key.expose())
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("acme")
+    );
+    assert!(keys.revoke(&key.id(), 5).await.unwrap());
+    assert_eq!(
+        shared::auth::authenticate(&keys, key.expose())
+            .await
+            .unwrap(),
+        None
+    );
+    let unknown = ApiKey::generate().unwrap();
+    assert!(!keys.revoke(&unknown.id(), 5).await.unwrap());
+}

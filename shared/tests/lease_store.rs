@@ -1,0 +1,431 @@
+//! The lease service over the real store: token rules, idempotency, concurrency. Time is passed
+//! in, so expiry is tested exactly and without sleeping.
+
+mod common;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use common::{TestStore, test_store};
+use serde_json::json;
+use shared::clock::{Millis, now_ms};
+use shared::lease::answer::Status;
+use shared::lease::service::{LeaseError, LeaseService, REPLAY_WINDOW_MS};
+use shared::lease::{LeaseAnswer, LeaseRequest, MAX_TOKEN};
+use shared::store::{LeaseKey, LeaseStore};
+use shared::tenant::Tenant;
+use std::sync::Arc;
+
+struct Fixture {
+    store: TestStore,
+    service: LeaseService,
+    tenant: Tenant,
+}
+
+async fn fixture() -> Fixture {
+    let store = test_store().await;
+    let leases = LeaseStore::new(
+        store.client.clone(),
+        &store.tables.leases,
+        &store.tables.requests,
+    );
+    Fixture {
+        service: LeaseService::new(leases),
+        store,
+        tenant: Tenant::for_key("acme", "t1").unwrap(),
+    }
+}
+
+fn req(v: serde_json::Value) -> LeaseRequest {
+    serde_json::from_value(v).expect("valid request")
+}
+
+fn acquire(resource: &str, holder: &str, ttl: u32) -> LeaseRequest {
+    req(json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": ttl}))
+}
+
+fn release(resource: &str, holder: &str, token: u64) -> LeaseRequest {
+    req(json!({"op": "release", "resource": resource, "holder": holder, "token": token}))
+}
+
+fn renew(resource: &str, holder: &str, token: u64, ttl: u32) -> LeaseRequest {
+    req(
+        json!({"op": "renew", "resource": resource, "holder": holder, "token": token, "ttlSeconds": ttl}),
+    )
+}
+
+fn with_id(mut r: LeaseRequest, id: &str) -> LeaseRequest {
+    r.request_id = Some(id.to_owned());
+    r
+}
+
+impl Fixture {
+    async fn run(&self, r: &LeaseRequest, now: Millis) -> LeaseAnswer {
+        self.service
+            .execute(&self.tenant, r, now)
+            .await
+            .expect("store answers")
+    }
+
+    async fn counter(&self, resource: &str) -> u64 {
+        let store = LeaseStore::new(
+            self.store.client.clone(),
+            &self.store.tables.leases,
+            &self.store.tables.requests,
+        );
+        store
+            .get(&LeaseKey::new(&self.tenant, resource))
+            .await
+            .unwrap()
+            .last_token
+    }
+}
+
+fn rules(a: &LeaseAnswer) -> Vec<&str> {
+    a.witnesses.iter().map(|w| w.rule_id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn tokens_start_at_1_and_grow_across_release_and_expiry() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    let a = f.run(&acquire("r", "a", 10), t0).await;
+    assert!(a.granted);
+    assert_eq!(a.fencing_token, Some(1));
+    // Released, then acquired again: a new, larger token.
+    assert!(f.run(&release("r", "a", 1), t0 + 1).await.granted);
+    let b = f.run(&acquire("r", "b", 10), t0 + 2).await;
+    assert_eq!(b.fencing_token, Some(2));
+    // Lapsed (expiresAt = t0 + 2 + 10 s; at that instant it is no longer held): next token.
+    let c = f.run(&acquire("r", "c", 10), t0 + 2 + 10_000).await;
+    assert!(c.granted);
+    assert_eq!(c.fencing_token, Some(3));
+    // Even the previous holder gets a new token after a lapse.
+    let d = f.run(&acquire("r", "c", 10), t0 + 2 + 20_000).await;
+    assert_eq!(d.fencing_token, Some(4));
+}
+
+#[tokio::test]
+async fn reacquire_by_the_holder_keeps_the_token_and_extends() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    f.run(&acquire("r", "a", 10), t0).await;
+    let again = f.run(&acquire("r", "a", 60), t0 + 5_000).await;
+    assert!(again.granted);
+    assert_eq!(again.fencing_token, Some(1));
+    assert_eq!(
+        again.expires_at.as_deref(),
+        Some(shared::clock::iso8601(t0 + 5_000 + 60_000).as_str())
+    );
+    assert_eq!(f.counter("r").await, 1);
+}
+
+#[tokio::test]
+async fn acquire_while_held_shows_the_live_lease() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    f.run(&acquire("r", "a", 10), t0).await;
+    let denied = f.run(&acquire("r", "b", 10), t0 + 9_999).await;
+    assert!(!denied.granted);
+    assert_eq!(denied.status, Status::Fail);
+    assert_eq!(rules(&denied), ["LEASE_HELD"]);
+    assert_eq!(denied.holder.as_deref(), Some("a"));
+    assert_eq!(denied.fencing_token, Some(1));
+    assert_eq!(f.counter("r").await, 1, "a denied acquire issues no token");
+}
+
+#[tokio::test]
+async fn renew_and_release_need_the_live_holder_and_token() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    f.run(&acquire("r", "a", 10), t0).await;
+    let renewed = f.run(&renew("r", "a", 1, 20), t0 + 1_000).await;
+    assert!(renewed.granted);
+    assert_eq!(
+        renewed.expires_at.as_deref(),
+        Some(shared::clock::iso8601(t0 + 21_000).as_str())
+    );
+    assert_eq!(
+        rules(&f.run(&renew("r", "b", 1, 20), t0 + 2_000).await),
+        ["NOT_HOLDER"]
+    );
+    assert_eq!(
+        rules(&f.run(&renew("r", "a", 2, 20), t0 + 2_000).await),
+        ["TOKEN_MISMATCH"]
+    );
+    assert_eq!(
+        rules(&f.run(&release("r", "b", 1), t0 + 2_000).await),
+        ["NO_HOLD"]
+    );
+    // A lapsed lease cannot be renewed or released.
+    assert_eq!(
+        rules(&f.run(&renew("r", "a", 1, 20), t0 + 21_000).await),
+        ["LEASE_EXPIRED"]
+    );
+    assert_eq!(
+        rules(&f.run(&release("r", "a", 1), t0 + 21_000).await),
+        ["NO_HOLD"]
+    );
+    // A live lease is released by its holder, after which nobody holds it.
+    f.run(&acquire("r", "a", 10), t0 + 22_000).await;
+    let released = f.run(&release("r", "a", 2), t0 + 23_000).await;
+    assert!(released.granted);
+    assert_eq!(
+        (released.holder, released.fencing_token, released.expires_at),
+        (None, None, None)
+    );
+    let got = f
+        .run(&req(json!({"op": "get", "resource": "r"})), t0 + 23_001)
+        .await;
+    assert!(!got.granted);
+    assert_eq!(got.status, Status::Pass);
+    assert_eq!(
+        rules(&f.run(&release("r", "a", 2), t0 + 24_000).await),
+        ["NO_HOLD"]
+    );
+}
+
+#[tokio::test]
+async fn the_token_ceiling_holds() {
+    let f = fixture().await;
+    // The item layout is `<tenant>|<resource>` (see shared::store): seed the counter at the ceiling.
+    let pk = format!("{}|r", f.tenant);
+    f.store
+        .client
+        .put_item()
+        .table_name(&f.store.tables.leases)
+        .item("pk", AttributeValue::S(pk))
+        .item("tok", AttributeValue::N(MAX_TOKEN.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let t0 = now_ms();
+    assert_eq!(
+        rules(&f.run(&acquire("r", "a", 10), t0).await),
+        ["TOKEN_EXHAUSTED"]
+    );
+    assert_eq!(
+        rules(&f.run(&with_id(acquire("r", "a", 10), "x"), t0).await),
+        ["TOKEN_EXHAUSTED"]
+    );
+    assert_eq!(f.counter("r").await, MAX_TOKEN);
+}
+
+#[tokio::test]
+async fn a_request_id_is_applied_once_and_replayed() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    let first = f.run(&with_id(acquire("r", "a", 10), "req-1"), t0).await;
+    assert!(first.granted && !first.replayed);
+    // The lease lapses and is taken by someone else; the retry still gets the original answer.
+    f.run(&acquire("r", "b", 10), t0 + 10_000).await;
+    let retry = f
+        .run(&with_id(acquire("r", "a", 10), "req-1"), t0 + 11_000)
+        .await;
+    assert!(retry.replayed);
+    assert_eq!(
+        LeaseAnswer {
+            replayed: false,
+            ..retry
+        },
+        first
+    );
+    assert_eq!(f.counter("r").await, 2);
+}
+
+#[tokio::test]
+async fn a_denied_answer_is_replayed_too() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    f.run(&acquire("r", "a", 10), t0).await;
+    let denied = f.run(&with_id(acquire("r", "b", 10), "b-1"), t0 + 1).await;
+    assert_eq!(rules(&denied), ["LEASE_HELD"]);
+    // Now it would be granted, but the retry of the same request gets the same answer.
+    let retry = f
+        .run(&with_id(acquire("r", "b", 10), "b-1"), t0 + 20_000)
+        .await;
+    assert!(retry.replayed && !retry.granted);
+}
+
+#[tokio::test]
+async fn same_request_id_with_other_input_is_a_conflict() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    f.run(&with_id(acquire("r", "a", 10), "req-1"), t0).await;
+    for other in [
+        acquire("r", "a", 11),
+        acquire("r2", "a", 10),
+        acquire("r", "b", 10),
+        release("r", "a", 1),
+    ] {
+        let err = f
+            .service
+            .execute(&f.tenant, &with_id(other, "req-1"), t0 + 1)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LeaseError::IdempotencyConflict), "{err:?}");
+    }
+    // The id is per tenant: another tenant may use it freely.
+    let other_tenant = Tenant::for_key("globex", "t1").unwrap();
+    let theirs = f
+        .service
+        .execute(
+            &other_tenant,
+            &with_id(acquire("r", "z", 10), "req-1"),
+            t0 + 2,
+        )
+        .await
+        .unwrap();
+    assert!(theirs.granted && !theirs.replayed);
+    assert_eq!(theirs.fencing_token, Some(1));
+}
+
+#[tokio::test]
+async fn records_expire_by_time_and_carry_a_ttl() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    let first = f.run(&with_id(acquire("r", "a", 10), "req-1"), t0).await;
+    f.run(&release("r", "a", 1), t0 + 1).await;
+    // One millisecond before the window closes it is still a replay...
+    assert!(
+        f.run(
+            &with_id(acquire("r", "a", 10), "req-1"),
+            t0 + REPLAY_WINDOW_MS - 1
+        )
+        .await
+        .replayed
+    );
+    // ...and after it the same request is new (the stored record is still there: TTL is lazy).
+    let later = f
+        .run(
+            &with_id(acquire("r", "a", 10), "req-1"),
+            t0 + REPLAY_WINDOW_MS,
+        )
+        .await;
+    assert!(!later.replayed && later.granted);
+    assert_eq!(later.fencing_token, Some(first.fencing_token.unwrap() + 1));
+    let items = f
+        .store
+        .client
+        .scan()
+        .table_name(&f.store.tables.requests)
+        .send()
+        .await
+        .unwrap();
+    let item = &items.items()[0];
+    let ttl: i64 = item["ttl"].as_n().unwrap().parse().unwrap();
+    let exp: i64 = item["exp"].as_n().unwrap().parse().unwrap();
+    assert!(
+        ttl * 1000 > exp,
+        "TTL clean-up must come after the replay window"
+    );
+}
+
+/// 50 concurrent acquirers per round, 5 rounds: exactly one winner each round, and every
+/// winner's token is larger than all before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_acquirers_get_one_winner_and_fresh_tokens() {
+    let f = Arc::new(fixture().await);
+    let mut last = 0;
+    for round in 0..5 {
+        let now = now_ms();
+        let tasks: Vec<_> = (0..50)
+            .map(|i| {
+                let f = Arc::clone(&f);
+                tokio::spawn(async move {
+                    f.run(&acquire("hot", &format!("w{round}-{i}"), 30), now)
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            let a = t.await.unwrap();
+            if a.granted {
+                winners.push(a);
+            } else {
+                assert_eq!(rules(&a), ["LEASE_HELD"]);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {} winners", winners.len());
+        let w = &winners[0];
+        let token = w.fencing_token.unwrap();
+        assert!(token > last, "round {round}: token {token} after {last}");
+        last = token;
+        assert!(
+            f.run(
+                &release("hot", w.holder.as_deref().unwrap(), token),
+                now + 1
+            )
+            .await
+            .granted
+        );
+    }
+}
+
+/// Identical requests with one requestId, racing: one applies, every answer is that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_identical_requests_apply_once() {
+    let f = Arc::new(fixture().await);
+    for round in 0..5 {
+        let resource = format!("r{round}");
+        let now = now_ms();
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let f = Arc::clone(&f);
+                let r = with_id(acquire(&resource, "a", 30), &format!("id-{round}"));
+                tokio::spawn(async move { f.run(&r, now).await })
+            })
+            .collect();
+        let mut applied = 0;
+        for t in tasks {
+            let a = t.await.unwrap();
+            assert!(a.granted);
+            assert_eq!(a.fencing_token, Some(1));
+            applied += usize::from(!a.replayed);
+        }
+        assert_eq!(applied, 1, "round {round}: applied {applied} times");
+        assert_eq!(f.counter(&resource).await, 1);
+    }
+}
+
+/// Different requestIds racing for one resource: exactly one wins and the counter moves once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_acquirers_with_request_ids_get_one_winner() {
+    let f = Arc::new(fixture().await);
+    let now = now_ms();
+    let tasks: Vec<_> = (0..30)
+        .map(|i| {
+            let f = Arc::clone(&f);
+            let r = with_id(acquire("hot", &format!("w{i}"), 30), &format!("id-{i}"));
+            tokio::spawn(async move { f.run(&r, now).await })
+        })
+        .collect();
+    let mut winners = 0;
+    for t in tasks {
+        winners += usize::from(t.await.unwrap().granted);
+    }
+    assert_eq!(winners, 1);
+    assert_eq!(f.counter("hot").await, 1);
+}
+
+/// Identical renews with one requestId, racing. Every one of them would pass the lease's guard
+/// (same holder, same token), so only the record's own condition keeps it to one application.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_identical_renews_apply_once() {
+    let f = Arc::new(fixture().await);
+    let now = now_ms();
+    f.run(&acquire("r", "a", 30), now).await;
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let f = Arc::clone(&f);
+            let r = with_id(renew("r", "a", 1, 60), "renew-1");
+            tokio::spawn(async move { f.run(&r, now + 1).await })
+        })
+        .collect();
+    let mut applied = 0;
+    for t in tasks {
+        let a = t.await.unwrap();
+        assert!(a.granted);
+        applied += usize::from(!a.replayed);
+    }
+    assert_eq!(applied, 1);
+}

@@ -1,0 +1,95 @@
+//! `leasekit keys create|revoke`: API keys in the data dir's store or any DynamoDB.
+
+use crate::connect::{Store, StoreArgs};
+use anyhow::{Result, bail};
+use clap::Subcommand;
+use shared::clock::now_ms;
+use shared::keys::{ApiKey, KeyId, KeyRecord};
+use shared::store::KeyStore;
+use shared::tenant::is_valid_name;
+
+#[derive(Subcommand)]
+pub enum KeysCommand {
+    /// Create a key for ACCOUNT. Prints the key (shown only this once) on stdout, nothing else.
+    Create {
+        #[arg(long)]
+        account: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Revoke a key by its id (printed at creation), or by the key itself.
+    Revoke {
+        key_id: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+pub async fn run(command: KeysCommand) -> Result<()> {
+    match command {
+        KeysCommand::Create { account, store } => {
+            if !is_valid_name(&account) {
+                bail!("--account must match [A-Za-z0-9_.-]{{1,64}}");
+            }
+            let store = Store::open(&store).await?;
+            let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
+            let key = ApiKey::generate()
+                .map_err(|e| anyhow::anyhow!("no randomness from the OS: {e}"))?;
+            if !keys
+                .insert(&KeyRecord::new(&key, &account, now_ms()))
+                .await?
+            {
+                bail!("a key with the same id exists already; run the command again");
+            }
+            store.close().await?;
+            println!("{}", key.expose());
+            eprintln!(
+                "created key {} for account {account}; it is not shown again",
+                key.id().as_str()
+            );
+            Ok(())
+        }
+        KeysCommand::Revoke { key_id, store } => {
+            let Some(id) = KeyId::parse(&key_id).or_else(|| ApiKey::parse(&key_id).map(|k| k.id()))
+            else {
+                bail!("not a key id (16 hex characters) or a key");
+            };
+            let store = Store::open(&store).await?;
+            let revoked = KeyStore::new(store.client.clone(), &store.tables.keys)
+                .revoke(&id, now_ms())
+                .await?;
+            store.close().await?;
+            if !revoked {
+                bail!("no key with id {}", id.as_str());
+            }
+            eprintln!("revoked key {}", id.as_str());
+            Ok(())
+        }
+    }
+}
+
+/// Register `ACCOUNT:KEY` pairs given to `serve --api-key`. An existing registration of the same
+/// key for the same account is fine; the same key for another account is an error.
+pub async fn seed(keys: &KeyStore, pairs: &[String]) -> Result<()> {
+    for pair in pairs {
+        let Some((account, key)) = pair.split_once(':') else {
+            bail!("--api-key takes ACCOUNT:KEY");
+        };
+        if !is_valid_name(account) {
+            bail!("--api-key: the account must match [A-Za-z0-9_.-]{{1,64}}");
+        }
+        let Some(key) = ApiKey::parse(key) else {
+            bail!("--api-key: a key is 16 to 256 printable ASCII characters without spaces");
+        };
+        if !keys
+            .insert(&KeyRecord::new(&key, account, now_ms()))
+            .await?
+        {
+            match keys.find(&key.id()).await? {
+                Some(existing) if existing.account == account && existing.accepts(&key) => {}
+                _ => bail!("--api-key: this key is registered to another account, or revoked"),
+            }
+        }
+    }
+    Ok(())
+}

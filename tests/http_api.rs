@@ -1,0 +1,536 @@
+//! The lease API over real HTTP against `leasekit serve` on the embedded store: every rule of the
+//! contract's lease section, bad input, keys, tenants, idempotency, concurrency, restarts.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+
+fn serve() -> (TempDir, Server) {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    (dir, server)
+}
+
+fn rule_ids(data: &Value) -> Vec<String> {
+    data["witnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["ruleId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `2026-11-29T10:00:00.000Z`: ISO 8601, UTC, milliseconds.
+fn is_iso_millis(v: &Value) -> bool {
+    let s = v.as_str().unwrap_or_default();
+    s.len() == 24
+        && s.ends_with('Z')
+        && s.as_bytes()[10] == b'T'
+        && s.as_bytes()[19] == b'.'
+        && s.chars().filter(|c| c.is_ascii_digit()).count() == 17
+}
+
+#[tokio::test]
+async fn acquire_renew_release_get_follow_the_contract() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+
+    // get of a never-used resource: pass, nobody holds it.
+    let d = c.data(get("t1", "deploy:prod")).await;
+    assert_eq!(
+        (d["status"].clone(), d["granted"].clone()),
+        (json!("pass"), json!(false))
+    );
+    assert_eq!(
+        (
+            d["holder"].clone(),
+            d["fencingToken"].clone(),
+            d["expiresAt"].clone()
+        ),
+        (Value::Null, Value::Null, Value::Null)
+    );
+
+    // acquire, free: granted, token 1, default ttl 30 s.
+    let before = std::time::SystemTime::now();
+    let d = c.data(acquire("t1", "deploy:prod", "w1")).await;
+    assert_eq!(d["status"], "pass");
+    assert_eq!(d["op"], "acquire");
+    assert_eq!(d["granted"], true);
+    assert_eq!(d["holder"], "w1");
+    assert_eq!(d["fencingToken"], 1);
+    assert_eq!(d["replayed"], false);
+    assert_eq!(d["deterministic"], true);
+    assert!(d["witnesses"].as_array().unwrap().is_empty());
+    assert!(
+        d["versions"]["engine"]
+            .as_str()
+            .unwrap()
+            .starts_with("leasekit/")
+    );
+    assert!(!d["limits"].as_array().unwrap().is_empty());
+    assert!(is_iso_millis(&d["expiresAt"]), "{}", d["expiresAt"]);
+    let expires = chrono_like_millis(d["expiresAt"].as_str().unwrap());
+    let start = before
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        (29_000..=31_000).contains(&(expires - start)),
+        "default ttl is 30 s: {}",
+        expires - start
+    );
+
+    // re-acquire by the holder: same token, later expiry.
+    let d2 = c.data(json!({"op": "acquire", "tenantId": "t1", "resource": "deploy:prod", "holder": "w1", "ttlSeconds": 120})).await;
+    assert_eq!(
+        (d2["granted"].clone(), d2["fencingToken"].clone()),
+        (json!(true), json!(1))
+    );
+    assert!(chrono_like_millis(d2["expiresAt"].as_str().unwrap()) > expires);
+
+    // acquire by another while held: fail, LEASE_HELD, and the live lease is shown.
+    let d = c.data(acquire("t1", "deploy:prod", "w2")).await;
+    assert_eq!(
+        (d["status"].clone(), d["granted"].clone()),
+        (json!("fail"), json!(false))
+    );
+    assert_eq!(rule_ids(&d), ["LEASE_HELD"]);
+    assert_eq!(
+        (d["holder"].clone(), d["fencingToken"].clone()),
+        (json!("w1"), json!(1))
+    );
+
+    // renew by holder and token: granted; wrong holder or token: the rule that broke.
+    let renew = |holder: &str, token: u64| json!({"op": "renew", "tenantId": "t1", "resource": "deploy:prod", "holder": holder, "token": token, "ttlSeconds": 60});
+    let d = c.data(renew("w1", 1)).await;
+    assert_eq!(
+        (
+            d["status"].clone(),
+            d["granted"].clone(),
+            d["fencingToken"].clone()
+        ),
+        (json!("pass"), json!(true), json!(1))
+    );
+    assert_eq!(rule_ids(&c.data(renew("w2", 1)).await), ["NOT_HOLDER"]);
+    assert_eq!(rule_ids(&c.data(renew("w1", 2)).await), ["TOKEN_MISMATCH"]);
+    assert_eq!(
+        rule_ids(&c.data(renew("w2", 7)).await),
+        ["NOT_HOLDER", "TOKEN_MISMATCH"]
+    );
+
+    // release needs holder and token too; anything else is NO_HOLD.
+    let release = |holder: &str, token: u64| json!({"op": "release", "tenantId": "t1", "resource": "deploy:prod", "holder": holder, "token": token});
+    for (h, t) in [("w2", 1), ("w1", 2)] {
+        let d = c.data(release(h, t)).await;
+        assert_eq!(
+            (d["status"].clone(), d["granted"].clone()),
+            (json!("fail"), json!(false))
+        );
+        assert_eq!(rule_ids(&d), ["NO_HOLD"]);
+    }
+    let d = c.data(release("w1", 1)).await;
+    assert_eq!(
+        (
+            d["status"].clone(),
+            d["granted"].clone(),
+            d["holder"].clone()
+        ),
+        (json!("pass"), json!(true), Value::Null)
+    );
+    assert_eq!(rule_ids(&c.data(release("w1", 1)).await), ["NO_HOLD"]);
+    assert_eq!(c.data(get("t1", "deploy:prod")).await["granted"], false);
+
+    // After release, the next acquisition gets a strictly larger token.
+    assert_eq!(
+        c.data(acquire("t1", "deploy:prod", "w2")).await["fencingToken"],
+        2
+    );
+    let d = c.data(get("t1", "deploy:prod")).await;
+    assert_eq!(
+        (
+            d["granted"].clone(),
+            d["holder"].clone(),
+            d["fencingToken"].clone()
+        ),
+        (json!(true), json!("w2"), json!(2))
+    );
+}
+
+/// Milliseconds since the epoch of `YYYY-MM-DDTHH:MM:SS.mmmZ` (days from the civil calendar).
+fn chrono_like_millis(s: &str) -> i64 {
+    let n = |a: usize, b: usize| s[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    let (y, m) = if m <= 2 { (y - 1, m + 12) } else { (y, m) };
+    let days = 365 * y + y / 4 - y / 100 + y / 400 + (153 * (m - 3) + 2) / 5 + d - 719_469;
+    ((days * 24 + n(11, 13)) * 60 + n(14, 16)) * 60_000 + n(17, 19) * 1000 + n(20, 23)
+}
+
+#[tokio::test]
+async fn a_lapsed_lease_cannot_be_renewed_and_is_reissued_with_a_new_token() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let d = c.data(json!({"op": "acquire", "tenantId": "t1", "resource": "job", "holder": "w1", "ttlSeconds": 1})).await;
+    assert_eq!(d["fencingToken"], 1);
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    assert_eq!(
+        c.data(get("t1", "job")).await["granted"],
+        false,
+        "server clock says it lapsed"
+    );
+    let d = c
+        .data(
+            json!({"op": "renew", "tenantId": "t1", "resource": "job", "holder": "w1", "token": 1}),
+        )
+        .await;
+    assert_eq!(rule_ids(&d), ["LEASE_EXPIRED"]);
+    let d = c.data(acquire("t1", "job", "w2")).await;
+    assert_eq!(
+        (d["granted"].clone(), d["fencingToken"].clone()),
+        (json!(true), json!(2))
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_a_400_naming_the_field_and_writes_nothing() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r"}),
+            "/holder",
+            "REQUIRED",
+        ),
+        (
+            json!({"op": "renew", "tenantId": "t1", "resource": "r", "holder": "w"}),
+            "/token",
+            "REQUIRED",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "resource": "r", "token": 1}),
+            "/holder",
+            "REQUIRED",
+        ),
+        (
+            json!({"tenantId": "t1", "resource": "r", "holder": "w"}),
+            "/op",
+            "REQUIRED",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "holder": "w"}),
+            "/resource",
+            "REQUIRED",
+        ),
+        (
+            json!({"op": "acquire", "resource": "r", "holder": "w"}),
+            "/tenantId",
+            "REQUIRED",
+        ),
+        (
+            json!({"op": "steal", "tenantId": "t1", "resource": "r", "holder": "w"}),
+            "/op",
+            "ENUM",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "has space", "holder": "w"}),
+            "/resource",
+            "PATTERN",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r".repeat(201), "holder": "w"}),
+            "/resource",
+            "PATTERN",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": ""}),
+            "/holder",
+            "MIN_LENGTH",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w".repeat(129)}),
+            "/holder",
+            "MAX_LENGTH",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "ttlSeconds": 0}),
+            "/ttlSeconds",
+            "MINIMUM",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "ttlSeconds": 3601}),
+            "/ttlSeconds",
+            "MAXIMUM",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "ttlSeconds": 2.5}),
+            "/ttlSeconds",
+            "TYPE",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "ttlSeconds": "30"}),
+            "/ttlSeconds",
+            "TYPE",
+        ),
+        (
+            json!({"op": "renew", "tenantId": "t1", "resource": "r", "holder": "w", "token": 0}),
+            "/token",
+            "MINIMUM",
+        ),
+        (
+            json!({"op": "renew", "tenantId": "t1", "resource": "r", "holder": "w", "token": 9007199254740992u64}),
+            "/token",
+            "MAXIMUM",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t:1", "resource": "r", "holder": "w"}),
+            "/tenantId",
+            "PATTERN",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "requestId": "has space"}),
+            "/requestId",
+            "PATTERN",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "owner": "me"}),
+            "/owner",
+            "UNKNOWN_PROPERTY",
+        ),
+        (json!(["op", "acquire"]), "", "TYPE"),
+    ];
+    for (body, path, rule) in cases {
+        let (status, answer) = c.call(body.clone()).await;
+        assert_eq!(status, 400, "{body} -> {answer}");
+        assert_eq!(answer["code"], "INVALID_INPUT", "{body}");
+        let witnesses = answer["witnesses"].as_array().unwrap();
+        assert!(
+            witnesses
+                .iter()
+                .any(|w| w["path"] == path && w["ruleId"] == rule),
+            "{body}: expected {rule} at {path:?}, got {answer}"
+        );
+        assert!(
+            answer["error"]
+                .as_str()
+                .unwrap()
+                .contains(if path.is_empty() { "the body" } else { path })
+        );
+    }
+    let (status, answer) = c.raw("{\"op\": \"acquire\",").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_JSON"))
+    );
+    let (status, answer) = c.raw("").await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (400, Some("INVALID_JSON"))
+    );
+    let big = json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "pad": "x".repeat(70_000)});
+    let (status, answer) = c.call(big).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (413, Some("PAYLOAD_TOO_LARGE"))
+    );
+    // None of the above wrote anything: the resource was never acquired.
+    let d = c.data(acquire("t1", "r", "w")).await;
+    assert_eq!(d["fencingToken"], 1);
+}
+
+#[tokio::test]
+async fn api_keys_are_required_and_checked() {
+    let dir = TempDir::new().unwrap();
+    // A key created with the CLI against the same data dir, before the server starts.
+    let out = leasekit()
+        .args(["keys", "create", "--account", "initech", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(
+        key.starts_with("lk_") && !key.contains('\n'),
+        "stdout is the key and nothing else: {key:?}"
+    );
+
+    let server = Server::start(dir.path());
+    let body = acquire("t1", "r", "w");
+    for bad in [
+        None,
+        Some("unknown-key-0123456789"),
+        Some("short"),
+        Some("with space 0123456789"),
+    ] {
+        let (status, answer) = server.client(bad).call(body.clone()).await;
+        assert_eq!(status, 401, "{bad:?}: {answer}");
+        assert_eq!(answer["code"], "UNAUTHORIZED");
+    }
+    let c = server.client(Some(&key));
+    assert_eq!(c.data(body.clone()).await["granted"], true);
+
+    // Revoked while the server runs: refused from then on.
+    let out = leasekit()
+        .args(["keys", "revoke", &key, "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, _) = c.call(get("t1", "r")).await;
+    assert_eq!(status, 401);
+    // Nothing about the key itself is in the store: only its hash.
+    // (Every file of the data dir: in WAL mode recent writes live in the -wal file.)
+    let mut scanned = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        scanned += bytes.len();
+        assert!(
+            !bytes.windows(key.len()).any(|w| w == key.as_bytes()),
+            "the plain key is stored"
+        );
+    }
+    assert!(scanned > 0);
+}
+
+#[tokio::test]
+async fn tenants_and_accounts_never_see_each_other() {
+    let (_dir, server) = serve();
+    let acme = server.client(Some(ACME_KEY));
+    let globex = server.client(Some(GLOBEX_KEY));
+    assert_eq!(
+        acme.data(acquire("t1", "shared-name", "a")).await["fencingToken"],
+        1
+    );
+    // Another account with the same tenantId: a different namespace.
+    let d = globex.data(get("t1", "shared-name")).await;
+    assert_eq!(d["granted"], false);
+    let d = globex.data(acquire("t1", "shared-name", "g")).await;
+    assert_eq!(
+        (d["granted"].clone(), d["fencingToken"].clone()),
+        (json!(true), json!(1))
+    );
+    // The same account with another tenantId: also separate.
+    assert_eq!(acme.data(get("t2", "shared-name")).await["granted"], false);
+    // And acme's lease is untouched by globex.
+    assert_eq!(acme.data(get("t1", "shared-name")).await["holder"], "a");
+}
+
+#[tokio::test]
+async fn request_ids_replay_and_conflict() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let body = json!({"op": "acquire", "tenantId": "t1", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "requestId": "w7-claim-INV-1009"});
+    let first = c.data(body.clone()).await;
+    assert_eq!(
+        (first["granted"].clone(), first["replayed"].clone()),
+        (json!(true), json!(false))
+    );
+    let again = c.data(body.clone()).await;
+    assert_eq!(again["replayed"], true);
+    let mut same = again.clone();
+    same["replayed"] = json!(false);
+    assert_eq!(same, first, "the stored answer, not a new one");
+    let mut other = body.clone();
+    other["holder"] = json!("worker-8");
+    let (status, answer) = c.call(other).await;
+    assert_eq!(
+        (status, answer["code"].as_str()),
+        (409, Some("IDEMPOTENCY_CONFLICT"))
+    );
+    // Another tenant of the same account has its own requestId space.
+    let mut t2 = body.clone();
+    t2["tenantId"] = json!("t2");
+    assert_eq!(c.data(t2).await["replayed"], false);
+}
+
+/// 50 concurrent HTTP clients per round, 4 rounds: one winner a round, tokens never repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_acquirers_one_winner_per_round() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let mut seen = Vec::new();
+    for round in 0..4 {
+        let tasks: Vec<_> = (0..50)
+            .map(|i| {
+                let c = c.clone();
+                tokio::spawn(async move {
+                    c.data(acquire("t1", "hot", &format!("r{round}-w{i}")))
+                        .await
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            let d = t.await.unwrap();
+            if d["granted"] == true {
+                winners.push(d);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}");
+        let token = winners[0]["fencingToken"].as_u64().unwrap();
+        assert!(
+            seen.iter().all(|&t| t < token),
+            "token {token} after {seen:?}"
+        );
+        seen.push(token);
+        let release = json!({"op": "release", "tenantId": "t1", "resource": "hot", "holder": winners[0]["holder"], "token": token});
+        assert_eq!(c.data(release).await["granted"], true);
+    }
+}
+
+#[tokio::test]
+async fn tokens_and_replays_survive_a_restart() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = server.client(Some(ACME_KEY));
+    let with_id = json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w1", "requestId": "before-restart"});
+    assert_eq!(c.data(with_id.clone()).await["fencingToken"], 1);
+    c.data(json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w1", "token": 1}))
+        .await;
+    server.stop();
+
+    let server = Server::start(dir.path());
+    let c = server.client(Some(ACME_KEY));
+    assert_eq!(
+        c.data(acquire("t1", "r", "w2")).await["fencingToken"],
+        2,
+        "the counter survived"
+    );
+    let replay = c.data(with_id).await;
+    assert_eq!(
+        (replay["replayed"].clone(), replay["fencingToken"].clone()),
+        (json!(true), json!(1))
+    );
+    server.stop();
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_json() {
+    let (_dir, server) = serve();
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("{}/nope", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(r.json::<Value>().await.unwrap()["code"], "NOT_FOUND");
+    let r = http
+        .get(format!("{}/api/v1/lease", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["code"],
+        "METHOD_NOT_ALLOWED"
+    );
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Run every test: formatting and lints, the whole workspace against the embedded store (dynoxide),
+# then the store tests again against moto's DynamoDB, a second, independent implementation.
+# Installs what it needs (Python packages into .venv) and starts and stops moto itself.
+# Usage: bash tests/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "Python test tools (.venv)"
+if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt .venv/requirements.txt; then
+  rm -rf .venv
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+  cp tests/requirements.txt .venv/requirements.txt
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "cargo test (embedded dynoxide)"
+cargo test --workspace
+
+step "store tests against moto (single-threaded)"
+port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+.venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &
+moto_pid=$!
+trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  if .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port" cargo test -p shared --tests
+
+step "all tests passed"

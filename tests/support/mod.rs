@@ -1,0 +1,141 @@
+//! Black-box harness: the real `leasekit` binary, serving on a free loopback port, over HTTP.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub const ACME_KEY: &str = "acme-key-0123456789abcdef";
+pub const GLOBEX_KEY: &str = "globex-key-0123456789abcdef";
+
+pub fn leasekit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_leasekit"))
+}
+
+/// A running `leasekit serve`; stopped with SIGTERM when dropped.
+pub struct Server {
+    child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+impl Server {
+    /// Serve on `data_dir` with the two test accounts' keys.
+    pub fn start(data_dir: &Path) -> Self {
+        let mut child = leasekit()
+            .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args([
+                "--api-key",
+                &format!("acme:{ACME_KEY}"),
+                "--api-key",
+                &format!("globex:{GLOBEX_KEY}"),
+            ])
+            .env("RUST_LOG", "warn,dynoxide=error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start leasekit serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read the URL");
+        let url = line.trim().to_owned();
+        assert!(
+            url.starts_with("http://127.0.0.1:"),
+            "first line is the URL, got {line:?}"
+        );
+        Self {
+            child,
+            url,
+            data_dir: data_dir.to_owned(),
+        }
+    }
+
+    /// SIGTERM, and wait for a clean exit.
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        sigterm(self.child.id());
+        let status = self.child.wait().expect("wait for leasekit");
+        assert!(status.success(), "leasekit serve exited with {status}");
+    }
+
+    pub fn client(&self, key: Option<&str>) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            url: format!("{}/api/v1/lease", self.url),
+            key: key.map(str::to_owned),
+        }
+    }
+}
+
+/// Send SIGTERM, as a service manager or Ctrl-C would.
+pub fn sigterm(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Calls POST /api/v1/lease with an optional API key.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    pub url: String,
+    key: Option<String>,
+}
+
+impl Client {
+    /// POST a raw body; answers (status, JSON body).
+    pub async fn raw(&self, body: impl Into<reqwest::Body>) -> (u16, Value) {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(key) = &self.key {
+            request = request.header("x-api-key", key);
+        }
+        let response = request.send().await.expect("HTTP round trip");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}")),
+        )
+    }
+
+    pub async fn call(&self, body: Value) -> (u16, Value) {
+        self.raw(body.to_string()).await
+    }
+
+    /// A 200 answer's `data`.
+    pub async fn data(&self, body: Value) -> Value {
+        let (status, answer) = self.call(body).await;
+        assert_eq!(status, 200, "{answer}");
+        answer["data"].clone()
+    }
+}
+
+pub fn acquire(tenant: &str, resource: &str, holder: &str) -> Value {
+    json!({"op": "acquire", "tenantId": tenant, "resource": resource, "holder": holder})
+}
+
+pub fn get(tenant: &str, resource: &str) -> Value {
+    json!({"op": "get", "tenantId": tenant, "resource": resource})
+}
