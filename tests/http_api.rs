@@ -534,3 +534,51 @@ async fn unknown_routes_and_methods_answer_json() {
         "METHOD_NOT_ALLOWED"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_on_another_dynamodb_endpoint() {
+    let endpoint = Endpoint::start().await;
+    let dir = TempDir::new().unwrap();
+    let prefix = unique_prefix();
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "--dynamodb-endpoint",
+            &endpoint.url,
+            "--table-prefix",
+            &prefix,
+        ],
+    );
+    let c = server.client(Some(ACME_KEY));
+    assert_eq!(c.data(acquire("t1", "r", "w1")).await["fencingToken"], 1);
+    assert_eq!(
+        c.data(acquire("t1", "r", "w2")).await["witnesses"][0]["ruleId"],
+        "LEASE_HELD"
+    );
+    server.stop();
+    // Nothing went to the data dir: the store is the endpoint.
+    assert!(!dir.path().join("leasekit.sqlite3").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_is_a_502_without_internals() {
+    let mut endpoint = Endpoint::dynoxide().await;
+    let dir = TempDir::new().unwrap();
+    let server = Server::start_with(dir.path(), &["--dynamodb-endpoint", &endpoint.url.clone()]);
+    let c = server.client(Some(ACME_KEY));
+    assert_eq!(c.data(acquire("t1", "r", "w1")).await["granted"], true);
+    endpoint.stop().await;
+    for body in [
+        acquire("t1", "r2", "w1"),
+        get("t1", "r"),
+        json!({"op": "acquire", "tenantId": "t1", "resource": "r3", "holder": "w", "requestId": "x"}),
+    ] {
+        let (status, answer) = c.call(body).await;
+        assert_eq!(status, 502, "{answer}");
+        assert_eq!(answer["code"], "STORE_UNAVAILABLE");
+        assert!(
+            !answer["error"].as_str().unwrap().contains("dispatch"),
+            "no internals: {answer}"
+        );
+    }
+}

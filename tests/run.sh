@@ -16,6 +16,9 @@ if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt .venv/requiremen
   cp tests/requirements.txt .venv/requirements.txt
 fi
 
+step "cfn-lint infra/template.yaml"
+.venv/bin/cfn-lint infra/template.yaml
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -34,6 +37,8 @@ for _ in $(seq 1 100); do
   if .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then break; fi
   sleep 0.1
 done
-LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port" cargo test -p shared --tests
+export LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port"
+cargo test -p shared --tests
+cargo test --test http_api -- serves_on_another_dynamodb_endpoint
 
 step "all tests passed"

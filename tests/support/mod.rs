@@ -24,6 +24,12 @@ pub struct Server {
 impl Server {
     /// Serve on `data_dir` with the two test accounts' keys.
     pub fn start(data_dir: &Path) -> Self {
+        Self::start_with(data_dir, &[])
+    }
+
+    /// Serve with the two test accounts' keys and `extra` arguments; AWS settings for a
+    /// `--dynamodb-endpoint` that ignores credentials.
+    pub fn start_with(data_dir: &Path, extra: &[&str]) -> Self {
         let mut child = leasekit()
             .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -33,6 +39,11 @@ impl Server {
                 "--api-key",
                 &format!("globex:{GLOBEX_KEY}"),
             ])
+            .args(extra)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("RUST_LOG", "warn,dynoxide=error")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -138,4 +149,58 @@ pub fn acquire(tenant: &str, resource: &str, holder: &str) -> Value {
 
 pub fn get(tenant: &str, resource: &str) -> Value {
     json!({"op": "get", "tenantId": tenant, "resource": resource})
+}
+
+/// A DynamoDB endpoint for `--dynamodb-endpoint` tests: `LEASEKIT_TEST_DYNAMODB_ENDPOINT` (moto in
+/// CI) if set, else a dynoxide HTTP server in this process, which `stop` shuts down.
+pub struct Endpoint {
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), String>>>,
+}
+
+impl Endpoint {
+    pub async fn start() -> Self {
+        if let Ok(url) = std::env::var("LEASEKIT_TEST_DYNAMODB_ENDPOINT") {
+            return Self {
+                url,
+                stop: None,
+                task: None,
+            };
+        }
+        Self::dynoxide().await
+    }
+
+    /// Always an in-process dynoxide, which the test can stop.
+    pub async fn dynoxide() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let db = dynoxide::Database::memory().unwrap();
+        let task = tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            url,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Shut the endpoint down: from now on every store request fails.
+    pub async fn stop(&mut self) {
+        if let (Some(stop), Some(task)) = (self.stop.take(), self.task.take()) {
+            let _ = stop.send(());
+            task.await.unwrap().unwrap();
+        }
+    }
+}
+
+/// A table prefix no other test uses.
+pub fn unique_prefix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("t{nanos}-{}-", std::process::id())
 }
