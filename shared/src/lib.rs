@@ -7,6 +7,7 @@
 //! - [`http`]: the routers and the HTTP error type, served alike by Lambda and by `leasekit serve`.
 
 pub mod auth;
+pub mod bootstrap;
 pub mod clock;
 pub mod config;
 pub mod http;

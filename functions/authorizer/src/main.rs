@@ -2,19 +2,12 @@
 
 use lambda_http::lambda_runtime::{Error, LambdaEvent, run, service_fn};
 use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
-use shared::config::Config;
 use shared::store::KeyStore;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tracing_subscriber::fmt()
-        .with_target(false)
-        .without_time()
-        .init();
-    let config = Config::from_env()?;
-    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let keys = KeyStore::new(aws_sdk_dynamodb::Client::new(&aws), config.tables.keys);
-    let keys = &keys;
+    let (config, client) = shared::bootstrap::lambda().await?;
+    let keys = &KeyStore::new(client, config.tables.keys);
     run(service_fn(
         move |event: LambdaEvent<AuthorizerRequest>| async move {
             authorize(keys, &event.payload).await.map_err(|err| {

@@ -94,118 +94,115 @@ impl Effect {
 /// item and `decide` on it says what to do instead.
 pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
     match command {
-        Command::Acquire { holder, ttl_ms } => Some(Write {
-            guard: Guard::Vacant,
-            effect: Effect::Take {
-                holder: holder.clone(),
-                expires_at: now + ttl_ms,
-            },
-        }),
+        Command::Acquire { holder, ttl_ms } => Some(take(Guard::Vacant, holder, now + ttl_ms)),
+        Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
+        Command::Get => None,
+    }
+}
+
+/// Issue the next token to `holder` if `guard` holds.
+fn take(guard: Guard, holder: &str, expires_at: Millis) -> Write {
+    Write {
+        guard,
+        effect: Effect::Take {
+            holder: holder.to_owned(),
+            expires_at,
+        },
+    }
+}
+
+/// The write of a renew or release by the live holder: the same whether decided on a read state
+/// or tried optimistically.
+fn holder_write(command: &Command, now: Millis) -> Option<Write> {
+    let held_by = |holder: &str, token: u64| Guard::HeldBy {
+        holder: holder.to_owned(),
+        token,
+    };
+    match command {
         Command::Renew {
             holder,
             token,
             ttl_ms,
         } => Some(Write {
-            guard: Guard::HeldBy {
-                holder: holder.clone(),
-                token: *token,
-            },
+            guard: held_by(holder, *token),
             effect: Effect::Extend {
                 expires_at: now + ttl_ms,
             },
         }),
         Command::Release { holder, token } => Some(Write {
-            guard: Guard::HeldBy {
-                holder: holder.clone(),
-                token: *token,
-            },
+            guard: held_by(holder, *token),
             effect: Effect::Clear,
         }),
-        Command::Get => None,
+        Command::Acquire { .. } | Command::Get => None,
     }
 }
 
 /// Decide `command` against the stored `state` at server time `now`.
 pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
-    let live = state.live(now);
+    let (holder, token) = match command {
+        Command::Get => return Decision::Observe,
+        Command::Acquire { holder, ttl_ms } => {
+            return decide_acquire(state, holder, now + ttl_ms, now);
+        }
+        Command::Renew { holder, token, .. } | Command::Release { holder, token } => {
+            (holder, *token)
+        }
+    };
+    let Some(witnesses) = holder_mismatches(state, holder, token, now) else {
+        return holder_write(command, now).map_or(Decision::Observe, Decision::Write);
+    };
     match command {
-        Command::Get => Decision::Observe,
-        Command::Acquire { holder, ttl_ms } => match live {
-            // Re-acquire by the live holder: same token, expiry moves to now + ttl.
-            Some(l) if l.holder == holder => Decision::Write(Write {
-                guard: Guard::HeldBy {
-                    holder: holder.clone(),
-                    token: l.token,
-                },
-                effect: Effect::Extend {
-                    expires_at: now + ttl_ms,
-                },
-            }),
-            Some(l) => Decision::Deny(vec![
-                Witness::new(
-                    "LEASE_HELD",
-                    "/resource",
-                    "another holder has this lease until it lapses or is released",
-                )
-                .expected("a free or lapsed lease")
-                .actual(json!({"holder": l.holder, "fencingToken": l.token})),
-            ]),
-            None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![
-                Witness::new(
-                    "TOKEN_EXHAUSTED",
-                    "/resource",
-                    "this resource has issued every fencing token below 2^53; use another name",
-                )
-                .actual(state.last_token),
-            ]),
-            None => Decision::Write(Write {
-                guard: Guard::VacantAt {
-                    last_token: state.last_token,
-                },
-                effect: Effect::Take {
-                    holder: holder.clone(),
-                    expires_at: now + ttl_ms,
-                },
-            }),
-        },
-        Command::Renew {
+        // Release reports every failure as NO_HOLD, with the reason in the detail.
+        Command::Release { .. } => Decision::Deny(vec![Witness::new(
+            "NO_HOLD",
+            "/token",
+            format!(
+                "you hold no live lease with this token: {}",
+                witnesses
+                    .iter()
+                    .map(|w| w.detail.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )]),
+        _ => Decision::Deny(witnesses),
+    }
+}
+
+fn decide_acquire(state: &LeaseState, holder: &str, expires_at: Millis, now: Millis) -> Decision {
+    match state.live(now) {
+        // Re-acquire by the live holder: same token, expiry moves to now + ttl.
+        Some(l) if l.holder == holder => Decision::Write(Write {
+            guard: Guard::HeldBy {
+                holder: holder.to_owned(),
+                token: l.token,
+            },
+            effect: Effect::Extend { expires_at },
+        }),
+        Some(l) => Decision::Deny(vec![
+            Witness::new(
+                "LEASE_HELD",
+                "/resource",
+                "another holder has this lease until it lapses or is released",
+            )
+            .expected("a free or lapsed lease")
+            .actual(json!({"holder": l.holder, "fencingToken": l.token})),
+        ]),
+        None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![
+            Witness::new(
+                "TOKEN_EXHAUSTED",
+                "/resource",
+                "this resource has issued every fencing token below 2^53; use another name",
+            )
+            .actual(state.last_token),
+        ]),
+        None => Decision::Write(take(
+            Guard::VacantAt {
+                last_token: state.last_token,
+            },
             holder,
-            token,
-            ttl_ms,
-        } => match holder_mismatches(state, holder, *token, now) {
-            None => Decision::Write(Write {
-                guard: Guard::HeldBy {
-                    holder: holder.clone(),
-                    token: *token,
-                },
-                effect: Effect::Extend {
-                    expires_at: now + ttl_ms,
-                },
-            }),
-            Some(witnesses) => Decision::Deny(witnesses),
-        },
-        Command::Release { holder, token } => match holder_mismatches(state, holder, *token, now) {
-            None => Decision::Write(Write {
-                guard: Guard::HeldBy {
-                    holder: holder.clone(),
-                    token: *token,
-                },
-                effect: Effect::Clear,
-            }),
-            // Release reports every failure as NO_HOLD, with the reason in the detail.
-            Some(witnesses) => Decision::Deny(vec![Witness::new(
-                "NO_HOLD",
-                "/token",
-                format!(
-                    "you hold no live lease with this token: {}",
-                    witnesses
-                        .iter()
-                        .map(|w| w.detail.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-            )]),
-        },
+            expires_at,
+        )),
     }
 }
 

@@ -1,12 +1,10 @@
 //! API key records. Only hashes are stored; the plain key is shown once, at creation.
 
 use super::expr::Expr;
-use super::{Item, StoreError, get_n, n, req_n, req_s, s};
+use super::{Item, StoreError, conditional, get_n, n, req_n, req_s, s};
 use crate::clock::Millis;
 use crate::keys::{KeyId, KeyRecord};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
 
@@ -45,18 +43,7 @@ impl KeyStore {
             .condition_expression("attribute_not_exists(pk)")
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(PutItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(err) => Err(StoreError::sdk(err)),
-        }
+        Ok(conditional(result)?.is_ok())
     }
 
     /// The record with this id, if any.
@@ -92,18 +79,7 @@ impl KeyStore {
             .set_expression_attribute_values(e.values())
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(err)
-                if matches!(
-                    err.as_service_error(),
-                    Some(UpdateItemError::ConditionalCheckFailedException(_))
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(err) => Err(StoreError::sdk(err)),
-        }
+        Ok(conditional(result)?.is_ok())
     }
 }
 

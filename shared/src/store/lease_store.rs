@@ -4,14 +4,12 @@
 //! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
 
 use super::expr::Expr;
-use super::{Item, StoreError, get_n, get_s, n, req_n, req_s, s};
+use super::{Item, StoreError, conditional, get_n, get_s, n, req_n, req_s, s};
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem, TransactWriteItem,
     Update,
@@ -126,15 +124,10 @@ impl LeaseStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result {
-            Ok(out) => Ok(Applied::Committed(lease_from_item(out.attributes())?)),
-            Err(err) => match err.as_service_error() {
-                Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
-                    Ok(Applied::GuardFailed(lease_from_item(e.item())?))
-                }
-                _ => Err(StoreError::sdk(err)),
-            },
-        }
+        Ok(match conditional(result)? {
+            Ok(out) => Applied::Committed(lease_from_item(out.attributes())?),
+            Err(old) => Applied::GuardFailed(lease_from_item(old.as_ref())?),
+        })
     }
 
     /// The lease and the live record for `record` (if any), read together in one consistent snapshot.
@@ -238,16 +231,12 @@ impl LeaseStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(Committed::Yes),
-            Err(err) => match err.as_service_error() {
-                Some(PutItemError::ConditionalCheckFailedException(e)) => match e.item() {
-                    Some(item) => Ok(Committed::RecordExists(record_from_item(item)?)),
-                    None => Ok(Committed::LeaseChanged),
-                },
-                _ => Err(StoreError::sdk(err)),
-            },
-        }
+        Ok(match conditional(result)? {
+            Ok(_) => Committed::Yes,
+            Err(Some(existing)) => Committed::RecordExists(record_from_item(&existing)?),
+            // An emulator that omits the old item: read it again.
+            Err(None) => Committed::LeaseChanged,
+        })
     }
 
     fn record_put(

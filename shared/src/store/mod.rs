@@ -54,6 +54,52 @@ impl StoreError {
     }
 }
 
+/// An operation error that may be a failed condition, carrying the item it was checked against
+/// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`; `None` where the item did not exist or was not
+/// asked for).
+pub(crate) trait ConditionFailure {
+    fn condition_failed(&self) -> Option<Option<&Item>>;
+}
+
+impl ConditionFailure for aws_sdk_dynamodb::operation::put_item::PutItemError {
+    fn condition_failed(&self) -> Option<Option<&Item>> {
+        match self {
+            Self::ConditionalCheckFailedException(e) => Some(e.item()),
+            _ => None,
+        }
+    }
+}
+
+impl ConditionFailure for aws_sdk_dynamodb::operation::update_item::UpdateItemError {
+    fn condition_failed(&self) -> Option<Option<&Item>> {
+        match self {
+            Self::ConditionalCheckFailedException(e) => Some(e.item()),
+            _ => None,
+        }
+    }
+}
+
+/// The one place a conditional write's failed condition becomes an outcome: `Ok(Ok(output))`
+/// committed, `Ok(Err(old item))` the condition did not hold, `Err` the store failed.
+pub(crate) fn conditional<T, E, R>(
+    result: Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>,
+) -> Result<Result<T, Option<Item>>, StoreError>
+where
+    E: ConditionFailure + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match result {
+        Ok(output) => Ok(Ok(output)),
+        Err(err) => match err
+            .as_service_error()
+            .and_then(ConditionFailure::condition_failed)
+        {
+            Some(item) => Ok(Err(item.cloned())),
+            None => Err(StoreError::sdk(err)),
+        },
+    }
+}
+
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
     AttributeValue::S(value.into())
 }
