@@ -304,6 +304,14 @@ async fn bad_input_is_a_400_naming_the_field_and_writes_nothing() {
         assert_eq!(status, 400, "{body} -> {answer}");
         assert_eq!(answer["code"], "INVALID_INPUT", "{body}");
         let witnesses = answer["witnesses"].as_array().unwrap();
+        for w in witnesses {
+            for field in ["ruleId", "path", "detail", "expected", "actual"] {
+                assert!(
+                    w.get(field).is_some(),
+                    "{body}: witness without {field}: {w}"
+                );
+            }
+        }
         assert!(
             witnesses
                 .iter()

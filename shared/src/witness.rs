@@ -13,9 +13,11 @@ pub struct Witness {
     pub path: String,
     /// A sentence for a person.
     pub detail: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the rule required (`null` when there is nothing to say).
+    #[serde(default)]
     pub expected: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What the input or the stored lease had (`null` when absent).
+    #[serde(default)]
     pub actual: Option<Value>,
 }
 

@@ -32,6 +32,8 @@ impl AppState {
         } else {
             Authenticator::ApiGateway
         };
+        // Compile the request schema now, at init, not on the first request.
+        crate::schema::lease_input();
         Self {
             leases: LeaseService::new(LeaseStore::new(client, &tables.leases, &tables.requests)),
             auth,

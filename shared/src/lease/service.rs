@@ -6,6 +6,10 @@
 //! (re-acquire by the holder). With requestId, the lease and the record are read together, the
 //! decision is committed with its record in one transaction guarded by the state that was read,
 //! and a concurrent change sends it round again. Both loops are bounded.
+//!
+//! `now` is read once per request, before any store call, and every condition and answer uses it.
+//! If the request stalls, `now` is earlier than the real time: a lease judged lapsed then is lapsed
+//! now too, so a stale `now` can only deny or grant a shorter lease, never grant one still held.
 
 use super::answer::LeaseAnswer;
 use super::decide::{Decision, decide, optimistic};
