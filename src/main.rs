@@ -1,6 +1,7 @@
 //! `leasekit`: run the lease service locally, manage API keys, and (later) use it from scripts.
 
 mod connect;
+mod identity;
 mod keys;
 mod serve;
 

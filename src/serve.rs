@@ -26,7 +26,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         &args.api_keys,
     )
     .await?;
-    let app = router(AppState::new(store.client.clone(), &store.tables, true));
+    let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
+    tracing::info!(issuer = issuer.did(), "answers are signed by this key");
+    let app = router(AppState::new(
+        store.client.clone(),
+        &store.tables,
+        issuer,
+        true,
+    ));
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;

@@ -28,6 +28,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "cargo test (embedded dynoxide)"
 cargo test --workspace
 
+step "interop: independent verifiers and clients (pytest)"
+LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop
+
 step "store tests against moto (single-threaded)"
 port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &

@@ -1,15 +1,66 @@
-//! What every Lambda function does once at init: logging, configuration, the DynamoDB client.
+//! What a Lambda function does once at init: logging, configuration, AWS clients, and, for the
+//! functions that sign, the signing key. Nothing here runs per request.
 
 use crate::config::{Config, ConfigError};
+use crate::provenance::Issuer;
 
-/// Initialise logging and read the configuration and AWS settings (from the Lambda environment:
-/// region and role credentials; no IMDS on Lambda). Call once, before the first request.
-pub async fn lambda() -> Result<(Config, aws_sdk_dynamodb::Client), ConfigError> {
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("reading the signing key secret: {0}")]
+    Secret(String),
+    #[error("the signing key secret: {0}")]
+    BadSeed(#[from] crate::provenance::issuer::BadSeed),
+}
+
+/// Everything a function builds at init.
+pub struct Boot {
+    pub config: Config,
+    pub aws: aws_config::SdkConfig,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+}
+
+/// Initialise logging, read the configuration and the AWS settings (region and role credentials
+/// from the Lambda environment). Call once, before the first request.
+pub async fn lambda() -> Result<Boot, BootError> {
     tracing_subscriber::fmt()
         .with_target(false)
         .without_time()
         .init();
     let config = Config::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    Ok((config, aws_sdk_dynamodb::Client::new(&aws)))
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    Ok(Boot {
+        config,
+        aws,
+        dynamodb,
+    })
+}
+
+impl Boot {
+    /// The signing key, from the Secrets Manager secret `SIGNING_KEY_SECRET` (64 hex characters).
+    pub async fn issuer(&self) -> Result<Issuer, BootError> {
+        let id = self
+            .config
+            .signing_key_secret
+            .as_deref()
+            .ok_or(ConfigError("SIGNING_KEY_SECRET"))?;
+        let secret = aws_sdk_secretsmanager::Client::new(&self.aws)
+            .get_secret_value()
+            .secret_id(id)
+            .send()
+            .await
+            .map_err(|e| {
+                BootError::Secret(
+                    aws_sdk_secretsmanager::error::DisplayErrorContext(&e).to_string(),
+                )
+            })?;
+        let text = secret
+            .secret_string()
+            .ok_or_else(|| BootError::Secret("the secret has no string value".into()))?;
+        let issuer = Issuer::from_hex(text)?;
+        tracing::info!(issuer = issuer.did(), "signing key loaded");
+        Ok(issuer)
+    }
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod http;
 pub mod keys;
 pub mod lease;
+pub mod provenance;
 pub mod schema;
 pub mod store;
 pub mod tenant;

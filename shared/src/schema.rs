@@ -19,11 +19,20 @@ pub struct Schema {
     validator: Validator,
 }
 
+/// The verify-provenance request schema as published.
+pub const VERIFY_INPUT_JSON: &str = include_str!("../schemas/verify-provenance-input.json");
+
 static LEASE_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(LEASE_INPUT_JSON));
+static VERIFY_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(VERIFY_INPUT_JSON));
 
 /// The compiled lease request schema (compiled once per process).
 pub fn lease_input() -> &'static Schema {
     &LEASE_INPUT
+}
+
+/// The compiled verify-provenance request schema.
+pub fn verify_input() -> &'static Schema {
+    &VERIFY_INPUT
 }
 
 /// Longest `actual` value echoed back in a witness, in characters.
@@ -197,6 +206,12 @@ mod tests {
 
     fn pair(rule: &str, path: &str) -> (String, String) {
         (rule.to_owned(), path.to_owned())
+    }
+
+    #[test]
+    fn every_embedded_schema_compiles() {
+        let _ = lease_input();
+        let _ = verify_input();
     }
 
     #[test]

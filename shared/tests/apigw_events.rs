@@ -8,6 +8,7 @@ use serde_json::Value;
 use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
 use shared::http::{AppState, lambda};
 use shared::keys::{ApiKey, KeyRecord};
+use shared::provenance::Issuer;
 use shared::store::KeyStore;
 use tower::ServiceExt;
 
@@ -24,10 +25,15 @@ async fn call(event: &str) -> (u16, Value) {
         "lambda_http keeps the stage: {}",
         request.uri()
     );
-    let response = lambda::service(AppState::new(store.client, &store.tables, false))
-        .oneshot(request)
-        .await
-        .expect("infallible");
+    let response = lambda::service(AppState::new(
+        store.client,
+        &store.tables,
+        Issuer::from_seed(&[9; 32]),
+        false,
+    ))
+    .oneshot(request)
+    .await
+    .expect("infallible");
     let status = response.status().as_u16();
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
@@ -42,6 +48,10 @@ async fn account_from_the_authorizer_context_is_the_tenant() {
     assert_eq!(body["data"]["granted"], true);
     assert_eq!(body["data"]["fencingToken"], 1);
     assert_eq!(body["data"]["holder"], "worker-7");
+    assert_eq!(
+        body["_provenance"]["credential"]["proof"]["cryptosuite"],
+        "eddsa-jcs-2022"
+    );
 }
 
 #[tokio::test]

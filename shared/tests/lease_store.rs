@@ -8,8 +8,9 @@ use common::{TestStore, test_store};
 use serde_json::json;
 use shared::clock::{Millis, now_ms};
 use shared::lease::answer::Status;
-use shared::lease::service::{LeaseError, LeaseService, REPLAY_WINDOW_MS};
+use shared::lease::service::{LeaseError, LeaseService, REPLAY_WINDOW_MS, SignedAnswer};
 use shared::lease::{LeaseAnswer, LeaseRequest, MAX_TOKEN};
+use shared::provenance::Issuer;
 use shared::store::{LeaseKey, LeaseStore};
 use shared::tenant::Tenant;
 use std::sync::Arc;
@@ -28,7 +29,7 @@ async fn fixture() -> Fixture {
         &store.tables.requests,
     );
     Fixture {
-        service: LeaseService::new(leases),
+        service: LeaseService::new(leases, Issuer::from_seed(&[9; 32])),
         store,
         tenant: Tenant::for_key("acme", "t1").unwrap(),
     }
@@ -59,8 +60,12 @@ fn with_id(mut r: LeaseRequest, id: &str) -> LeaseRequest {
 
 impl Fixture {
     async fn run(&self, r: &LeaseRequest, now: Millis) -> LeaseAnswer {
+        self.signed(r, now).await.data
+    }
+
+    async fn signed(&self, r: &LeaseRequest, now: Millis) -> SignedAnswer {
         self.service
-            .execute(&self.tenant, r, now)
+            .execute(&self.tenant, r, [0; 32], now)
             .await
             .expect("store answers")
     }
@@ -258,7 +263,7 @@ async fn same_request_id_with_other_input_is_a_conflict() {
     ] {
         let err = f
             .service
-            .execute(&f.tenant, &with_id(other, "req-1"), t0 + 1)
+            .execute(&f.tenant, &with_id(other, "req-1"), [0; 32], t0 + 1)
             .await
             .unwrap_err();
         assert!(matches!(err, LeaseError::IdempotencyConflict), "{err:?}");
@@ -270,10 +275,12 @@ async fn same_request_id_with_other_input_is_a_conflict() {
         .execute(
             &other_tenant,
             &with_id(acquire("r", "z", 10), "req-1"),
+            [0; 32],
             t0 + 2,
         )
         .await
-        .unwrap();
+        .unwrap()
+        .data;
     assert!(theirs.granted && !theirs.replayed);
     assert_eq!(theirs.fencing_token, Some(1));
 }
@@ -428,4 +435,24 @@ async fn concurrent_identical_renews_apply_once() {
         applied += usize::from(!a.replayed);
     }
     assert_eq!(applied, 1);
+}
+
+#[tokio::test]
+async fn a_replay_carries_the_original_proof_and_it_still_verifies() {
+    let f = fixture().await;
+    let t0 = now_ms();
+    let first = f.signed(&with_id(acquire("r", "a", 10), "p-1"), t0).await;
+    let replay = f
+        .signed(&with_id(acquire("r", "a", 10), "p-1"), t0 + 5_000)
+        .await;
+    assert!(replay.data.replayed);
+    assert_eq!(
+        replay.provenance, first.provenance,
+        "the original proof, not a new one"
+    );
+    let data = serde_json::to_value(&replay.data).unwrap();
+    let key = Issuer::from_seed(&[9; 32]).verifying_key();
+    let report =
+        shared::provenance::verify::verify(&data, replay.provenance.as_object().unwrap(), &key);
+    assert!(report.verified, "{report:?}");
 }

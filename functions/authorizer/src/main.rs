@@ -6,8 +6,8 @@ use shared::store::KeyStore;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (config, client) = shared::bootstrap::lambda().await?;
-    let keys = &KeyStore::new(client, config.tables.keys);
+    let boot = shared::bootstrap::lambda().await?;
+    let keys = &KeyStore::new(boot.dynamodb, boot.config.tables.keys);
     run(service_fn(
         move |event: LambdaEvent<AuthorizerRequest>| async move {
             authorize(keys, &event.payload).await.map_err(|err| {

@@ -5,10 +5,12 @@ use shared::http::{AppState, lambda};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let (config, client) = shared::bootstrap::lambda().await?;
+    let boot = shared::bootstrap::lambda().await?;
+    let issuer = boot.issuer().await?;
     run(lambda::service(AppState::new(
-        client,
-        &config.tables,
+        boot.dynamodb,
+        &boot.config.tables,
+        issuer,
         false,
     )))
     .await

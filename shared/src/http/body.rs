@@ -26,12 +26,12 @@ pub async fn read_limited(body: Body) -> Result<axum::body::Bytes, ApiError> {
 }
 
 /// Parse `bytes` as JSON, validate it against `schema` (integers in `whole` must be written as
-/// integers), then deserialize it as `T`.
+/// integers), then deserialize it as `T`. Also returns the JSON as sent, for hashing.
 pub fn parse_valid<T: DeserializeOwned>(
     bytes: &[u8],
     schema: &Schema,
     whole: &[&str],
-) -> Result<T, ApiError> {
+) -> Result<(T, Value), ApiError> {
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     schema.check(&value).map_err(ApiError::InvalidInput)?;
@@ -40,11 +40,12 @@ pub fn parse_valid<T: DeserializeOwned>(
         return Err(ApiError::InvalidInput(fractions));
     }
     // The schema admitted it, so this only fails if the schema and the type disagree: say so.
-    serde_json::from_value(value).map_err(|e| {
+    let typed = serde_json::from_value(value.clone()).map_err(|e| {
         ApiError::InvalidInput(vec![crate::witness::Witness::new(
             "SCHEMA",
             "",
             e.to_string(),
         )])
-    })
+    })?;
+    Ok((typed, value))
 }

@@ -6,37 +6,44 @@ pub mod caller;
 pub mod error;
 pub mod lambda;
 mod lease;
+mod provenance;
 
 pub use caller::{Authenticator, Caller};
 pub use error::ApiError;
 
 use crate::lease::service::LeaseService;
+use crate::provenance::Issuer;
 use crate::store::{KeyStore, LeaseStore, Tables};
 use aws_sdk_dynamodb::Client;
 use axum::Router;
-use axum::routing::post;
+use axum::routing::{get, post};
 
 /// Everything a handler needs, built once per process.
 #[derive(Clone)]
 pub struct AppState {
     pub leases: LeaseService,
     pub auth: Authenticator,
+    /// The key that signs answers (its public half is published and checked against).
+    pub issuer: Issuer,
 }
 
 impl AppState {
     /// State over the given DynamoDB client and tables. `local_keys`: check API keys in-process
     /// (local server) instead of trusting the API Gateway authorizer's context (Lambda).
-    pub fn new(client: Client, tables: &Tables, local_keys: bool) -> Self {
+    pub fn new(client: Client, tables: &Tables, issuer: Issuer, local_keys: bool) -> Self {
         let auth = if local_keys {
             Authenticator::InProcess(KeyStore::new(client.clone(), &tables.keys))
         } else {
             Authenticator::ApiGateway
         };
-        // Compile the request schema now, at init, not on the first request.
+        // Compile the request schemas now, at init, not on the first request.
         crate::schema::lease_input();
+        crate::schema::verify_input();
+        let store = LeaseStore::new(client, &tables.leases, &tables.requests);
         Self {
-            leases: LeaseService::new(LeaseStore::new(client, &tables.leases, &tables.requests)),
+            leases: LeaseService::new(store, issuer.clone()),
             auth,
+            issuer,
         }
     }
 }
@@ -45,6 +52,8 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/lease", post(lease::handle))
+        .route("/api/v1/verify-provenance", post(provenance::verify))
+        .route("/.well-known/did.json", get(provenance::did_document))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(state)

@@ -16,8 +16,15 @@ use super::decide::{Decision, decide, optimistic};
 use super::model::LeaseState;
 use super::request::{Command, LeaseRequest, MissingField};
 use crate::clock::Millis;
+use crate::provenance::Issuer;
+use crate::provenance::answer::{Subject, provenance};
 use crate::store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoreError, StoredRecord};
 use crate::tenant::Tenant;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The route every lease answer is signed for.
+pub const ROUTE: &str = "POST /api/v1/lease";
 
 /// How long a requestId's answer is replayed.
 pub const REPLAY_WINDOW_MS: Millis = 24 * 3600 * 1000;
@@ -44,33 +51,74 @@ impl From<MissingField> for LeaseError {
     }
 }
 
+/// An answer as sent: `{"data": ..., "_provenance": ...}`. Request records keep it whole, so a
+/// replay carries the original proof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignedAnswer {
+    pub data: LeaseAnswer,
+    #[serde(rename = "_provenance")]
+    pub provenance: Value,
+}
+
 #[derive(Clone)]
 pub struct LeaseService {
     store: LeaseStore,
+    issuer: Issuer,
+}
+
+/// What a request is, for signing: its op and the SHA-256 of its canonical body.
+struct Signing<'a> {
+    op: &'a str,
+    request_sha256: [u8; 32],
+    now: Millis,
 }
 
 impl LeaseService {
-    pub fn new(store: LeaseStore) -> Self {
-        Self { store }
+    pub fn new(store: LeaseStore, issuer: Issuer) -> Self {
+        Self { store, issuer }
     }
 
-    /// Carry out `request` for `tenant` at server time `now`.
+    fn sign(&self, answer: LeaseAnswer, signing: &Signing<'_>) -> Result<SignedAnswer, LeaseError> {
+        let data = serde_json::to_value(&answer).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let subject = Subject {
+            route: ROUTE,
+            op: signing.op,
+            request_sha256: signing.request_sha256,
+        };
+        let provenance = provenance(&self.issuer, &subject, &data, signing.now);
+        Ok(SignedAnswer {
+            data: answer,
+            provenance,
+        })
+    }
+
+    /// Carry out `request` for `tenant` at server time `now`, and sign the answer.
+    /// `request_sha256` is the SHA-256 of the request body's canonical JSON (RFC 8785).
     pub async fn execute(
         &self,
         tenant: &Tenant,
         request: &LeaseRequest,
+        request_sha256: [u8; 32],
         now: Millis,
-    ) -> Result<LeaseAnswer, LeaseError> {
+    ) -> Result<SignedAnswer, LeaseError> {
         let command = request.command()?;
         let key = LeaseKey::new(tenant, &request.resource);
-        match (&command, &request.request_id) {
-            (Command::Get, _) => Ok(LeaseAnswer::observed(&self.store.get(&key).await?, now)),
-            (_, None) => self.mutate(&key, &command, request, now).await,
+        let signing = Signing {
+            op: request.op.as_str(),
+            request_sha256,
+            now,
+        };
+        let answer = match (&command, &request.request_id) {
+            (Command::Get, _) => LeaseAnswer::observed(&self.store.get(&key).await?, now),
+            (_, None) => self.mutate(&key, &command, request, now).await?,
             (_, Some(id)) => {
-                self.mutate_once(&key, &RecordKey::new(tenant, id), &command, request, now)
-                    .await
+                let record = RecordKey::new(tenant, id);
+                return self
+                    .mutate_once(&key, &record, &command, request, &signing)
+                    .await;
             }
-        }
+        };
+        self.sign(answer, &signing)
     }
 
     async fn mutate(
@@ -107,8 +155,9 @@ impl LeaseService {
         record_key: &RecordKey,
         command: &Command,
         request: &LeaseRequest,
-        now: Millis,
-    ) -> Result<LeaseAnswer, LeaseError> {
+        signing: &Signing<'_>,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let now = signing.now;
         let fingerprint = request.fingerprint();
         for _ in 0..MAX_ROUNDS {
             let (state, record) = self.store.read_with_record(key, record_key, now).await?;
@@ -126,6 +175,7 @@ impl LeaseService {
                 ),
                 Decision::Observe => (None, LeaseAnswer::observed(&state, now)),
             };
+            let answer = self.sign(answer, signing)?;
             let stored = StoredRecord {
                 fingerprint: fingerprint.clone(),
                 answer: serde_json::to_string(&answer)
@@ -146,13 +196,14 @@ impl LeaseService {
     }
 }
 
-/// The stored answer, marked as replayed, or a conflict if the input differs.
-fn replay(record: &StoredRecord, fingerprint: &str) -> Result<LeaseAnswer, LeaseError> {
+/// The stored answer with its original proof, marked as replayed (`replayed` is not signed), or a
+/// conflict if the input differs.
+fn replay(record: &StoredRecord, fingerprint: &str) -> Result<SignedAnswer, LeaseError> {
     if record.fingerprint != fingerprint {
         return Err(LeaseError::IdempotencyConflict);
     }
-    let mut answer: LeaseAnswer = serde_json::from_str(&record.answer)
+    let mut answer: SignedAnswer = serde_json::from_str(&record.answer)
         .map_err(|e| StoreError::Corrupt(format!("stored answer: {e}")))?;
-    answer.replayed = true;
+    answer.data.replayed = true;
     Ok(answer)
 }

@@ -1,0 +1,191 @@
+//! Data Integrity proofs with the `eddsa-jcs-2022` cryptosuite (W3C vc-di-eddsa), over any JSON
+//! object:
+//!
+//! hashData = SHA-256(JCS(proof config)) || SHA-256(JCS(document without proof)); the proof value
+//! is `z` + base58btc(Ed25519 signature of hashData). The proof config is the proof without
+//! `proofValue`, carrying the document's `@context`.
+
+use super::did;
+use super::jcs::sha256;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use serde_json::{Map, Value, json};
+
+pub const PROOF_TYPE: &str = "DataIntegrityProof";
+pub const CRYPTOSUITE: &str = "eddsa-jcs-2022";
+pub const PURPOSE: &str = "assertionMethod";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProofError {
+    #[error("the document has no proof object")]
+    Missing,
+    #[error("the proof's {0} is not as eddsa-jcs-2022 requires")]
+    Malformed(&'static str),
+    #[error("the verification method is not an Ed25519 did:key")]
+    UnknownKey,
+    #[error("the proof's @context does not match the document's")]
+    ContextMismatch,
+    #[error("the signature does not verify")]
+    BadSignature,
+}
+
+/// `document` secured with a proof by `key`, created at `created` (an XML Schema dateTime).
+/// Any proof already in `document` is replaced.
+pub fn sign(document: &Map<String, Value>, key: &SigningKey, created: &str) -> Map<String, Value> {
+    let mut unsecured = document.clone();
+    unsecured.remove("proof");
+    let mut config = json!({
+        "type": PROOF_TYPE,
+        "cryptosuite": CRYPTOSUITE,
+        "created": created,
+        "verificationMethod": did::verification_method(&key.verifying_key()),
+        "proofPurpose": PURPOSE,
+    });
+    if let Some(context) = unsecured.get("@context") {
+        config["@context"] = context.clone();
+    }
+    let signature = key.sign(&hash_data(&config, &unsecured));
+    config["proofValue"] = Value::String(format!(
+        "z{}",
+        bs58::encode(signature.to_bytes()).into_string()
+    ));
+    let mut secured = unsecured;
+    secured.insert("proof".into(), config);
+    secured
+}
+
+/// Verify `secured`'s proof; the key that signed it on success.
+pub fn verify(secured: &Map<String, Value>) -> Result<VerifyingKey, ProofError> {
+    let mut proof = secured
+        .get("proof")
+        .and_then(Value::as_object)
+        .ok_or(ProofError::Missing)?
+        .clone();
+    let field = |name: &'static str, expected: &str| {
+        (proof.get(name).and_then(Value::as_str) == Some(expected))
+            .then_some(())
+            .ok_or(ProofError::Malformed(name))
+    };
+    field("type", PROOF_TYPE)?;
+    field("cryptosuite", CRYPTOSUITE)?;
+    field("proofPurpose", PURPOSE)?;
+    proof
+        .get("created")
+        .and_then(Value::as_str)
+        .ok_or(ProofError::Malformed("created"))?;
+    let method = proof
+        .get("verificationMethod")
+        .and_then(Value::as_str)
+        .ok_or(ProofError::Malformed("verificationMethod"))?;
+    let key = did::resolve(method).ok_or(ProofError::UnknownKey)?;
+    let value = proof
+        .remove("proofValue")
+        .ok_or(ProofError::Malformed("proofValue"))?;
+    let signature = value
+        .as_str()
+        .and_then(|v| v.strip_prefix('z'))
+        .and_then(|v| bs58::decode(v).into_vec().ok())
+        .and_then(|bytes| <[u8; 64]>::try_from(bytes).ok())
+        .map(|bytes| Signature::from_bytes(&bytes))
+        .ok_or(ProofError::Malformed("proofValue"))?;
+    let mut unsecured = secured.clone();
+    unsecured.remove("proof");
+    // The proof's @context, if any, must be a prefix of the document's, in order.
+    if let Some(context) = proof.get("@context") {
+        let as_list = |v: &Value| match v {
+            Value::Array(items) => items.clone(),
+            other => vec![other.clone()],
+        };
+        let document_context = unsecured.get("@context").map(as_list).unwrap_or_default();
+        if !document_context.starts_with(&as_list(context)) {
+            return Err(ProofError::ContextMismatch);
+        }
+    }
+    key.verify_strict(&hash_data(&Value::Object(proof), &unsecured), &signature)
+        .map_err(|_| ProofError::BadSignature)?;
+    Ok(key)
+}
+
+fn hash_data(config: &Value, unsecured: &Map<String, Value>) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    out[..32].copy_from_slice(&sha256(config));
+    out[32..].copy_from_slice(&sha256(&Value::Object(unsecured.clone())));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provenance::jcs::canonical;
+
+    // W3C vc-di-eddsa, test vectors for eddsa-jcs-2022 (the Alumni credential).
+    const SEED: &str = "c96ef9ea10c5e414c471723aff9de72c35fa5b70fae97e8832ecac7d2e2b8ed6";
+    const CREATED: &str = "2023-02-24T23:36:38Z";
+    const PROOF_CONFIG_JCS: &str = r#"{"@context":["https://www.w3.org/ns/credentials/v2","https://www.w3.org/ns/credentials/examples/v2"],"created":"2023-02-24T23:36:38Z","cryptosuite":"eddsa-jcs-2022","proofPurpose":"assertionMethod","type":"DataIntegrityProof","verificationMethod":"did:key:z6MkrJVnaZkeFzdQyMZu1cgjg7k1pZZ6pvBQ7XJPt4swbTQ2#z6MkrJVnaZkeFzdQyMZu1cgjg7k1pZZ6pvBQ7XJPt4swbTQ2"}"#;
+    const HASH_DATA: &str = "66ab154f5c2890a140cb8388a22a160454f80575f6eae09e5a097cabe539a1db59b7cb6251b8991add1ce0bc83107e3db9dbbab5bd2c28f687db1a03abc92f19";
+    const PROOF_VALUE: &str =
+        "z2HnFSSPPBzR36zdDgK8PbEHeXbR56YF24jwMpt3R1eHXQzJDMWS93FCzpvJpwTWd3GAVFuUfjoJdcnTMuVor51aX";
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&hex::decode(SEED).unwrap().try_into().unwrap())
+    }
+
+    fn alumni() -> Map<String, Value> {
+        let doc = json!({
+            "@context": ["https://www.w3.org/ns/credentials/v2", "https://www.w3.org/ns/credentials/examples/v2"],
+            "id": "urn:uuid:58172aac-d8ba-11ed-83dd-0b3aef56cc33",
+            "type": ["VerifiableCredential", "AlumniCredential"],
+            "name": "Alumni Credential",
+            "description": "A minimum viable example of an Alumni Credential.",
+            "issuer": "https://vc.example/issuers/5678",
+            "validFrom": "2023-01-01T00:00:00Z",
+            "credentialSubject": {"id": "did:example:abcdefgh", "alumniOf": "The School of Examples"}
+        });
+        doc.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn reproduces_the_w3c_test_vector_byte_for_byte() {
+        let secured = sign(&alumni(), &key(), CREATED);
+        let mut config = secured["proof"].clone();
+        config.as_object_mut().unwrap().remove("proofValue");
+        assert_eq!(
+            String::from_utf8(canonical(&config)).unwrap(),
+            PROOF_CONFIG_JCS
+        );
+        assert_eq!(hex::encode(hash_data(&config, &alumni())), HASH_DATA);
+        assert_eq!(secured["proof"]["proofValue"], PROOF_VALUE);
+        assert_eq!(verify(&secured), Ok(key().verifying_key()));
+    }
+
+    #[test]
+    fn any_change_breaks_the_proof() {
+        let secured = sign(&alumni(), &key(), CREATED);
+        let mut tampered = secured.clone();
+        tampered["credentialSubject"]["alumniOf"] = json!("The School of Examplez");
+        assert_eq!(verify(&tampered), Err(ProofError::BadSignature));
+        let mut tampered = secured.clone();
+        tampered["proof"]["created"] = json!("2023-02-24T23:36:39Z");
+        assert_eq!(verify(&tampered), Err(ProofError::BadSignature));
+        let mut tampered = secured.clone();
+        tampered["proof"]["cryptosuite"] = json!("eddsa-rdfc-2022");
+        assert_eq!(verify(&tampered), Err(ProofError::Malformed("cryptosuite")));
+        let mut tampered = secured.clone();
+        tampered["proof"]["@context"] = json!(["https://example.com/other"]);
+        assert_eq!(verify(&tampered), Err(ProofError::ContextMismatch));
+        let mut tampered = secured.clone();
+        tampered["proof"]["proofValue"] = json!("z111");
+        assert_eq!(verify(&tampered), Err(ProofError::Malformed("proofValue")));
+        let mut unsigned = secured;
+        unsigned.remove("proof");
+        assert_eq!(verify(&unsigned), Err(ProofError::Missing));
+    }
+
+    #[test]
+    fn another_key_cannot_pass_as_the_signer() {
+        let other = SigningKey::from_bytes(&[7; 32]);
+        let mut forged = sign(&alumni(), &other, CREATED);
+        forged["proof"]["verificationMethod"] =
+            json!(did::verification_method(&key().verifying_key()));
+        assert_eq!(verify(&forged), Err(ProofError::BadSignature));
+    }
+}
