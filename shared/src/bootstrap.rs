@@ -64,3 +64,12 @@ impl Boot {
         Ok(issuer)
     }
 }
+
+/// Serve the HTTP routes on Lambda: init as above, load the signing key, then run the router
+/// until the runtime stops. API Gateway decides which routes reach which function.
+pub async fn serve_http() -> Result<(), lambda_http::Error> {
+    let boot = lambda().await?;
+    let issuer = boot.issuer().await?;
+    let state = crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, false);
+    lambda_http::run(crate::http::lambda::service(state)).await
+}

@@ -7,7 +7,6 @@
 
 use super::issuer::Issuer;
 use super::jcs::sha256;
-use super::proof;
 use crate::clock::{Millis, iso8601};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -89,7 +88,7 @@ pub fn provenance(issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Mil
         },
     });
     let credential = match credential {
-        Value::Object(fields) => proof::sign(&fields, issuer.signing_key(), &when),
+        Value::Object(fields) => issuer.secure(fields, &when),
         _ => Map::new(),
     };
     json!({"manifest": manifest, "credential": credential})

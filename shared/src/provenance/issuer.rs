@@ -1,7 +1,8 @@
 //! The service's signing identity: one Ed25519 key, published as a `did:key`.
 
-use super::did;
+use super::{did, proof};
 use ed25519_dalek::{SigningKey, VerifyingKey};
+use serde_json::{Map, Value};
 use std::fmt;
 
 /// The key that signs every answer. Its Debug form shows only the public DID.
@@ -9,6 +10,8 @@ use std::fmt;
 pub struct Issuer {
     key: SigningKey,
     did: String,
+    /// `did#fragment`, computed once: encoding it costs more than hashing an answer.
+    verification_method: String,
 }
 
 impl fmt::Debug for Issuer {
@@ -25,7 +28,12 @@ impl Issuer {
     pub fn from_seed(seed: &[u8; 32]) -> Self {
         let key = SigningKey::from_bytes(seed);
         let did = did::did(&key.verifying_key());
-        Self { key, did }
+        let verification_method = did::verification_method(&key.verifying_key());
+        Self {
+            key,
+            did,
+            verification_method,
+        }
     }
 
     /// From a seed written as 64 hex characters (surrounding white space ignored).
@@ -50,7 +58,8 @@ impl Issuer {
         self.key.verifying_key()
     }
 
-    pub(crate) fn signing_key(&self) -> &SigningKey {
-        &self.key
+    /// Sign `document` with an eddsa-jcs-2022 proof created at `created`.
+    pub fn secure(&self, document: Map<String, Value>, created: &str) -> Map<String, Value> {
+        proof::sign(document, &self.key, &self.verification_method, created)
     }
 }

@@ -1,16 +1,18 @@
 //! RFC 8785 JSON Canonicalization Scheme: the bytes that get hashed and signed.
 
+use serde::Serialize;
+#[cfg(test)]
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The canonical UTF-8 bytes of `value`.
-pub fn canonical(value: &Value) -> Vec<u8> {
-    // Serializing a `Value` cannot fail: its keys are strings and its numbers finite.
+/// The canonical UTF-8 bytes of `value` (a `Value` or a JSON object's `Map`).
+pub fn canonical<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing JSON values cannot fail: their keys are strings and their numbers finite.
     serde_json_canonicalizer::to_vec(value).unwrap_or_default()
 }
 
 /// SHA-256 of the canonical bytes of `value`.
-pub fn sha256(value: &Value) -> [u8; 32] {
+pub fn sha256<T: Serialize>(value: &T) -> [u8; 32] {
     Sha256::digest(canonical(value)).into()
 }
 
@@ -19,7 +21,7 @@ mod tests {
     use super::*;
 
     fn jcs(text: &str) -> String {
-        String::from_utf8(canonical(&serde_json::from_str(text).unwrap())).unwrap()
+        String::from_utf8(canonical(&serde_json::from_str::<Value>(text).unwrap())).unwrap()
     }
 
     /// RFC 8785 section 3.2.3: properties sorted by their UTF-16 code units (so U+1F600, a

@@ -28,29 +28,33 @@ pub enum ProofError {
     BadSignature,
 }
 
-/// `document` secured with a proof by `key`, created at `created` (an XML Schema dateTime).
-/// Any proof already in `document` is replaced.
-pub fn sign(document: &Map<String, Value>, key: &SigningKey, created: &str) -> Map<String, Value> {
-    let mut unsecured = document.clone();
-    unsecured.remove("proof");
+/// `document` secured with a proof by `key`, whose verification method is `method` (a did:key
+/// URL), created at `created` (an XML Schema dateTime). Any proof already in `document` is
+/// replaced.
+pub fn sign(
+    mut document: Map<String, Value>,
+    key: &SigningKey,
+    method: &str,
+    created: &str,
+) -> Map<String, Value> {
+    document.remove("proof");
     let mut config = json!({
         "type": PROOF_TYPE,
         "cryptosuite": CRYPTOSUITE,
         "created": created,
-        "verificationMethod": did::verification_method(&key.verifying_key()),
+        "verificationMethod": method,
         "proofPurpose": PURPOSE,
     });
-    if let Some(context) = unsecured.get("@context") {
+    if let Some(context) = document.get("@context") {
         config["@context"] = context.clone();
     }
-    let signature = key.sign(&hash_data(&config, &unsecured));
+    let signature = key.sign(&hash_data(&config, &document));
     config["proofValue"] = Value::String(format!(
         "z{}",
         bs58::encode(signature.to_bytes()).into_string()
     ));
-    let mut secured = unsecured;
-    secured.insert("proof".into(), config);
-    secured
+    document.insert("proof".into(), config);
+    document
 }
 
 /// Verify `secured`'s proof; the key that signed it on success.
@@ -108,7 +112,7 @@ pub fn verify(secured: &Map<String, Value>) -> Result<VerifyingKey, ProofError> 
 fn hash_data(config: &Value, unsecured: &Map<String, Value>) -> [u8; 64] {
     let mut out = [0u8; 64];
     out[..32].copy_from_slice(&sha256(config));
-    out[32..].copy_from_slice(&sha256(&Value::Object(unsecured.clone())));
+    out[32..].copy_from_slice(&sha256(unsecured));
     out
 }
 
@@ -124,6 +128,10 @@ mod tests {
     const HASH_DATA: &str = "66ab154f5c2890a140cb8388a22a160454f80575f6eae09e5a097cabe539a1db59b7cb6251b8991add1ce0bc83107e3db9dbbab5bd2c28f687db1a03abc92f19";
     const PROOF_VALUE: &str =
         "z2HnFSSPPBzR36zdDgK8PbEHeXbR56YF24jwMpt3R1eHXQzJDMWS93FCzpvJpwTWd3GAVFuUfjoJdcnTMuVor51aX";
+
+    fn method(key: &SigningKey) -> String {
+        did::verification_method(&key.verifying_key())
+    }
 
     fn key() -> SigningKey {
         SigningKey::from_bytes(&hex::decode(SEED).unwrap().try_into().unwrap())
@@ -145,7 +153,7 @@ mod tests {
 
     #[test]
     fn reproduces_the_w3c_test_vector_byte_for_byte() {
-        let secured = sign(&alumni(), &key(), CREATED);
+        let secured = sign(alumni(), &key(), &method(&key()), CREATED);
         let mut config = secured["proof"].clone();
         config.as_object_mut().unwrap().remove("proofValue");
         assert_eq!(
@@ -159,7 +167,7 @@ mod tests {
 
     #[test]
     fn any_change_breaks_the_proof() {
-        let secured = sign(&alumni(), &key(), CREATED);
+        let secured = sign(alumni(), &key(), &method(&key()), CREATED);
         let mut tampered = secured.clone();
         tampered["credentialSubject"]["alumniOf"] = json!("The School of Examplez");
         assert_eq!(verify(&tampered), Err(ProofError::BadSignature));
@@ -183,7 +191,7 @@ mod tests {
     #[test]
     fn another_key_cannot_pass_as_the_signer() {
         let other = SigningKey::from_bytes(&[7; 32]);
-        let mut forged = sign(&alumni(), &other, CREATED);
+        let mut forged = sign(alumni(), &other, &method(&other), CREATED);
         forged["proof"]["verificationMethod"] =
             json!(did::verification_method(&key().verifying_key()));
         assert_eq!(verify(&forged), Err(ProofError::BadSignature));

@@ -1,0 +1,6 @@
+//! The free public routes: POST /api/v1/verify-provenance and GET /.well-known/did.json.
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::bootstrap::serve_http().await
+}
