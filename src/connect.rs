@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use clap::Args;
 use shared::store::{Tables, ensure_tables};
 use std::path::PathBuf;
@@ -47,7 +46,7 @@ impl Store {
             Some(endpoint) => (remote_client(endpoint).await, None),
             None => {
                 let (url, embedded) = start_embedded(args).await?;
-                (local_client(&url), Some(embedded))
+                (shared::store::local_client(&url), Some(embedded))
             }
         };
         ensure_tables(&client, &tables)
@@ -95,23 +94,6 @@ async fn start_embedded(args: &StoreArgs) -> Result<(String, Embedded)> {
         },
     ));
     Ok((url, Embedded { stop, task }))
-}
-
-/// A client for the embedded emulator: it ignores credentials, but the SDK wants some.
-fn local_client(url: &str) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(url)
-        .credentials_provider(Credentials::new(
-            "leasekit",
-            "local",
-            None,
-            None,
-            "leasekit-embedded",
-        ))
-        .build();
-    Client::from_conf(config)
 }
 
 async fn remote_client(endpoint: &str) -> Client {

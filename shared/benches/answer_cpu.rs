@@ -104,7 +104,6 @@ fn main() {
 /// Median time of one guarded acquire (a conditional UpdateItem) against dynoxide on loopback:
 /// the I/O every answer waits for, to put the CPU figures above in proportion.
 fn store_round_trip() -> Duration {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
     use shared::lease::{Effect, Guard, Write};
     use shared::store::{LeaseKey, LeaseStore, Tables, ensure_tables};
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -115,13 +114,7 @@ fn store_round_trip() -> Duration {
             listener,
             dynoxide::Database::memory().unwrap(),
         ));
-        let config = aws_sdk_dynamodb::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new("us-east-1"))
-            .endpoint_url(url)
-            .credentials_provider(Credentials::new("bench", "bench", None, None, "bench"))
-            .build();
-        let client = aws_sdk_dynamodb::Client::from_conf(config);
+        let client = shared::store::local_client(&url);
         let tables = Tables::with_prefix("bench-");
         ensure_tables(&client, &tables).await.unwrap();
         let store = LeaseStore::new(client, &tables.leases, &tables.requests);

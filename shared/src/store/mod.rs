@@ -31,6 +31,25 @@ pub use tables::{Tables, ensure_tables};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
+/// A client for a DynamoDB endpoint that ignores credentials (the embedded emulator, moto, tests):
+/// fixed region and placeholder credentials, so nothing is looked up in the environment.
+pub fn local_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "leasekit-local",
+        ))
+        .build();
+    aws_sdk_dynamodb::Client::from_conf(config)
+}
+
 /// A DynamoDB item.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 

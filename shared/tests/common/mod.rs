@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use shared::store::{Tables, ensure_tables};
 
 pub const ENDPOINT_VAR: &str = "LEASEKIT_TEST_DYNAMODB_ENDPOINT";
@@ -21,13 +20,7 @@ pub async fn test_store() -> TestStore {
         Ok(url) if !url.is_empty() => url,
         _ => start_dynoxide().await,
     };
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
-        .build();
-    let client = Client::from_conf(config);
+    let client = shared::store::local_client(&endpoint);
     let mut suffix = [0u8; 6];
     getrandom::fill(&mut suffix).expect("randomness");
     let tables = Tables::with_prefix(&format!("t{}-", hex::encode(suffix)));
