@@ -3,8 +3,11 @@
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};
 use clap::Args;
+use shared::config::{FacilitatorConfig, PaymentConfig};
 use shared::http::{AppState, router};
-use shared::store::KeyStore;
+use shared::store::{KeyStore, PaymentLedger};
+use shared::x402::payments::Payments;
+use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::io::Write;
 
 #[derive(Args)]
@@ -17,23 +20,29 @@ pub struct ServeArgs {
     /// Register an API key at start, for development and tests (repeatable).
     #[arg(long = "api-key", value_name = "ACCOUNT:KEY")]
     api_keys: Vec<String>,
+    /// The address that receives x402 payments (Base Sepolia USDC, local facilitator: no chain).
+    #[arg(long, default_value = LOCAL_PAY_TO, env = "LEASEKIT_PAY_TO")]
+    pay_to: String,
 }
+
+/// A receiving address for local runs: nobody's wallet, and no money moves locally anyway.
+const LOCAL_PAY_TO: &str = "0x000000000000000000000000000000000000dEaD";
 
 pub async fn run(args: ServeArgs) -> Result<()> {
     let store = Store::open(&args.store).await?;
-    crate::keys::seed(
-        &KeyStore::new(store.client.clone(), &store.tables.keys),
-        &args.api_keys,
-    )
-    .await?;
+    let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
+    crate::keys::seed(&keys, &args.api_keys).await?;
     let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
     tracing::info!(issuer = issuer.did(), "answers are signed by this key");
-    let app = router(AppState::new(
+    let payments = local_payments(&store, &args.pay_to)?;
+    let state = AppState::new(
         store.client.clone(),
         &store.tables,
         issuer,
         true,
-    ));
+        Some(payments),
+    );
+    let app = router(state);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
@@ -47,6 +56,26 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     store.close().await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// x402 as the contract sets it for local runs: Base Sepolia USDC (EIP-712 domain "USDC", "2"),
+/// 0.005 USDC a lease call, the built-in local facilitator.
+fn local_payments(store: &Store, pay_to: &str) -> Result<Payments> {
+    let settings = PaymentSettings::new(BASE_SEPOLIA, BASE_SEPOLIA_USDC, "USDC", "2", pay_to)
+        .with_context(|| format!("--pay-to {pay_to}"))?;
+    let facilitator = FacilitatorConfig::Local;
+    let config = PaymentConfig {
+        settings,
+        lease_price: 5_000,
+        facilitator,
+    };
+    let ledger = PaymentLedger::new(store.client.clone(), &store.tables.payments);
+    let payments = Payments::new(&config, ledger)?;
+    tracing::info!(
+        pay_to,
+        "x402 on the LOCAL facilitator: checked and recorded, never on a chain"
+    );
+    Ok(payments)
 }
 
 /// Ctrl-C or SIGTERM.

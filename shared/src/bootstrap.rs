@@ -3,6 +3,8 @@
 
 use crate::config::{Config, ConfigError};
 use crate::provenance::Issuer;
+use crate::store::PaymentLedger;
+use crate::x402::payments::Payments;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootError {
@@ -39,13 +41,29 @@ pub async fn lambda() -> Result<Boot, BootError> {
 }
 
 impl Boot {
+    /// x402 payments as configured (`None` without `X402_PAY_TO`).
+    pub fn payments(&self) -> Result<Option<Payments>, BootError> {
+        let Some(config) = &self.config.payments else {
+            return Ok(None);
+        };
+        let ledger = PaymentLedger::new(self.dynamodb.clone(), &self.config.tables.payments);
+        let payments =
+            Payments::new(config, ledger).map_err(|e| BootError::Secret(e.to_string()))?;
+        if payments.is_local() {
+            tracing::warn!(
+                "x402: LOCAL facilitator - payments are checked but never settled on a chain"
+            );
+        }
+        Ok(Some(payments))
+    }
+
     /// The signing key, from the Secrets Manager secret `SIGNING_KEY_SECRET` (64 hex characters).
     pub async fn issuer(&self) -> Result<Issuer, BootError> {
         let id = self
             .config
             .signing_key_secret
             .as_deref()
-            .ok_or(ConfigError("SIGNING_KEY_SECRET"))?;
+            .ok_or(ConfigError::Missing("SIGNING_KEY_SECRET"))?;
         let secret = aws_sdk_secretsmanager::Client::new(&self.aws)
             .get_secret_value()
             .secret_id(id)
@@ -70,6 +88,8 @@ impl Boot {
 pub async fn serve_http() -> Result<(), lambda_http::Error> {
     let boot = lambda().await?;
     let issuer = boot.issuer().await?;
-    let state = crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, false);
+    let payments = boot.payments()?;
+    let state =
+        crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, false, payments);
     lambda_http::run(crate::http::lambda::service(state)).await
 }

@@ -18,6 +18,7 @@ pub mod schema;
 pub mod store;
 pub mod tenant;
 pub mod witness;
+pub mod x402;
 
 /// The engine version reported in every answer's `versions`.
 pub const ENGINE_VERSION: &str = concat!("leasekit/", env!("CARGO_PKG_VERSION"));

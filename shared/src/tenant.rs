@@ -25,6 +25,11 @@ impl Tenant {
             .then(|| Self(format!("key:{account}:{tenant_id}")))
     }
 
+    /// The tenant of a paying wallet: `wallet:<lowercase 0x address>`.
+    pub fn for_wallet(address: &crate::x402::eip712::Address) -> Self {
+        Self(format!("wallet:{}", address.lower()))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -30,6 +30,7 @@ async fn call(event: &str) -> (u16, Value) {
         &store.tables,
         Issuer::from_seed(&[9; 32]),
         false,
+        None,
     ))
     .oneshot(request)
     .await

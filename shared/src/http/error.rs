@@ -4,9 +4,15 @@
 use crate::lease::service::LeaseError;
 use crate::store::StoreError;
 use crate::witness::Witness;
+use crate::x402::types::PaymentRequired;
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+/// The x402 v2 header carrying the base64 PaymentRequired.
+pub const PAYMENT_REQUIRED_HEADER: &str = "PAYMENT-REQUIRED";
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +31,13 @@ pub enum ApiError {
     IdempotencyConflict,
     #[error("the store is unavailable or its answer is unknown; retry with the same requestId")]
     StoreUnavailable,
+    #[error("{}", .required.error.as_deref().unwrap_or("payment required: pay with x402 (see accepts) or send an API key"))]
+    Payment {
+        required: Box<PaymentRequired>,
+        code: &'static str,
+    },
+    #[error("the payment facilitator is unavailable; nothing was charged, retry")]
+    FacilitatorUnavailable,
     #[error("no such route")]
     NotFound,
     #[error("method not allowed on this route")]
@@ -57,7 +70,8 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::IdempotencyConflict => StatusCode::CONFLICT,
-            Self::StoreUnavailable => StatusCode::BAD_GATEWAY,
+            Self::StoreUnavailable | Self::FacilitatorUnavailable => StatusCode::BAD_GATEWAY,
+            Self::Payment { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
@@ -71,6 +85,8 @@ impl ApiError {
             Self::Unauthorized(_) => "UNAUTHORIZED",
             Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
+            Self::FacilitatorUnavailable => "FACILITATOR_UNAVAILABLE",
+            Self::Payment { code, .. } => code,
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
         }
@@ -106,8 +122,25 @@ impl From<LeaseError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({"error": self.to_string(), "code": self.code()});
-        if let Self::InvalidInput(witnesses) = &self {
-            body["witnesses"] = json!(witnesses);
+        match &self {
+            Self::InvalidInput(witnesses) => body["witnesses"] = json!(witnesses),
+            Self::Payment { required, code } => {
+                // The x402 PaymentRequired, in the body (with our code) and base64 in the header.
+                let required_json = serde_json::to_value(required.as_ref()).unwrap_or_default();
+                let mut body = required_json.clone();
+                body["code"] = json!(code);
+                if body.get("error").is_none() {
+                    body["error"] = json!(self.to_string());
+                }
+                let header = BASE64.encode(required_json.to_string());
+                return (
+                    self.status(),
+                    [(PAYMENT_REQUIRED_HEADER, header)],
+                    Json(body),
+                )
+                    .into_response();
+            }
+            _ => {}
         }
         (self.status(), Json(body)).into_response()
     }
@@ -149,6 +182,11 @@ mod tests {
             (ApiError::StoreUnavailable, 502, "STORE_UNAVAILABLE"),
             (ApiError::NotFound, 404, "NOT_FOUND"),
             (ApiError::MethodNotAllowed, 405, "METHOD_NOT_ALLOWED"),
+            (
+                ApiError::FacilitatorUnavailable,
+                502,
+                "FACILITATOR_UNAVAILABLE",
+            ),
         ];
         for (err, status, code) in cases {
             let (s, body) = parts(err).await;
@@ -168,6 +206,45 @@ mod tests {
         .await;
         assert_eq!(body["witnesses"][0]["path"], "/holder");
         assert!(body["error"].as_str().unwrap().contains("/holder"));
+    }
+
+    #[tokio::test]
+    async fn a_402_carries_payment_required_in_body_and_header() {
+        use crate::x402::types::{PaymentRequired, ResourceInfo};
+        let required = PaymentRequired {
+            x402_version: 2,
+            error: Some("authorization.value must be exactly the price".into()),
+            resource: ResourceInfo {
+                url: "http://h/api/v1/lease".into(),
+                description: None,
+                mime_type: None,
+            },
+            accepts: vec![],
+            extensions: None,
+        };
+        let response = ApiError::Payment {
+            required: Box::new(required.clone()),
+            code: "PAYMENT_INVALID",
+        }
+        .into_response();
+        assert_eq!(response.status().as_u16(), 402);
+        let header = response.headers()["PAYMENT-REQUIRED"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let decoded: PaymentRequired =
+            serde_json::from_slice(&BASE64.decode(header).unwrap()).unwrap();
+        assert_eq!(decoded, required);
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["code"], "PAYMENT_INVALID");
+        assert_eq!(body["x402Version"], 2);
+        assert_eq!(
+            body["error"],
+            "authorization.value must be exactly the price"
+        );
     }
 
     #[tokio::test]

@@ -1,9 +1,11 @@
 //! POST /api/v1/lease.
 
 use super::body::{parse_valid, read_limited};
+use super::paid::{self, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::clock::now_ms;
 use crate::lease::LeaseRequest;
+use crate::lease::service::ROUTE;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
 use crate::store::StoreError;
@@ -11,31 +13,48 @@ use crate::tenant::Tenant;
 use crate::witness::Witness;
 use axum::Json;
 use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-pub async fn handle(
-    State(state): State<AppState>,
-    request: Request,
-) -> Result<Json<Value>, ApiError> {
+pub async fn handle(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     // A bad key is refused first, as API Gateway's authorizer does before the function runs.
     let caller = state.auth.caller(&parts).await?;
     let bytes = read_limited(body).await?;
+    // Invalid input is a 400 before any payment is looked at.
     let (request, body): (LeaseRequest, Value) =
         parse_valid(&bytes, lease_input(), &["ttlSeconds", "token"])?;
-    let tenant = match caller {
-        Caller::Account(account) => tenant_for_key(&account, request.tenant_id.as_deref())?,
+    let now = now_ms();
+    let (tenant, paid) = match caller {
+        Caller::Account(account) => (
+            tenant_for_key(&account, request.tenant_id.as_deref())?,
+            None,
+        ),
         Caller::Anonymous => {
-            return Err(ApiError::Unauthorized("an API key (X-API-KEY) is required"));
+            let price = state.payments.as_ref().map_or(0, |p| p.lease_price);
+            let offer = Offer {
+                route: ROUTE,
+                description: "lease op (acquire, renew, release, get)",
+                price,
+            };
+            let paid = paid::accept(&state, &parts, &offer, now).await?;
+            (Tenant::for_wallet(&paid.verified.payer), Some(paid))
         }
     };
+    // A store failure returns here: no settlement, nothing charged.
     let answer = state
         .leases
-        .execute(&tenant, &request, sha256(&body), now_ms())
+        .execute(&tenant, &request, sha256(&body), now)
         .await?;
-    Ok(Json(
-        serde_json::to_value(answer).map_err(|e| StoreError::Corrupt(e.to_string()))?,
-    ))
+    let replayed = answer.data.replayed;
+    let mut response =
+        Json(serde_json::to_value(answer).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+            .into_response();
+    // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
+    if let (Some(paid), Some(payments), false) = (&paid, &state.payments, replayed) {
+        paid::settle(payments, paid, &mut response, now).await;
+    }
+    Ok(response)
 }
 
 fn tenant_for_key(account: &str, tenant_id: Option<&str>) -> Result<Tenant, ApiError> {

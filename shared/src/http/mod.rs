@@ -6,6 +6,7 @@ pub mod caller;
 pub mod error;
 pub mod lambda;
 mod lease;
+pub mod paid;
 mod provenance;
 
 pub use caller::{Authenticator, Caller};
@@ -14,6 +15,7 @@ pub use error::ApiError;
 use crate::lease::service::LeaseService;
 use crate::provenance::Issuer;
 use crate::store::{KeyStore, LeaseStore, Tables};
+use crate::x402::payments::Payments;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
@@ -25,12 +27,20 @@ pub struct AppState {
     pub auth: Authenticator,
     /// The key that signs answers (its public half is published and checked against).
     pub issuer: Issuer,
+    /// x402 payments for callers without a key; `None`: keys only.
+    pub payments: Option<Payments>,
 }
 
 impl AppState {
     /// State over the given DynamoDB client and tables. `local_keys`: check API keys in-process
     /// (local server) instead of trusting the API Gateway authorizer's context (Lambda).
-    pub fn new(client: Client, tables: &Tables, issuer: Issuer, local_keys: bool) -> Self {
+    pub fn new(
+        client: Client,
+        tables: &Tables,
+        issuer: Issuer,
+        local_keys: bool,
+        payments: Option<Payments>,
+    ) -> Self {
         let auth = if local_keys {
             Authenticator::InProcess(KeyStore::new(client.clone(), &tables.keys))
         } else {
@@ -42,6 +52,7 @@ impl AppState {
         let store = LeaseStore::new(client, &tables.leases, &tables.requests);
         Self {
             leases: LeaseService::new(store, issuer.clone()),
+            payments,
             auth,
             issuer,
         }

@@ -8,6 +8,7 @@
 //! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
 //! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S; `exp` N (ms); `ttl` N (s)     |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
+//! | payments | `auth\|<network>\|<payer>\|<nonce>` | `status` S (accepted, settled, settlement_failed); `route`, `amount`, `payTo`, `transaction` S; `accepted`, `settledAt` N |
 //!
 //! Lease items are never deleted: `tok` is the fencing counter. Request records carry a TTL
 //! attribute for clean-up only; whether a record is live is decided by comparing `exp` with now.
@@ -22,10 +23,12 @@
 mod expr;
 pub mod key_store;
 pub mod lease_store;
+pub mod payment_store;
 pub mod tables;
 
 pub use key_store::KeyStore;
 pub use lease_store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoredRecord};
+pub use payment_store::PaymentLedger;
 pub use tables::{Tables, ensure_tables};
 
 use aws_sdk_dynamodb::types::AttributeValue;

@@ -16,15 +16,17 @@ pub struct Tables {
     pub leases: String,
     pub requests: String,
     pub keys: String,
+    pub payments: String,
 }
 
 impl Tables {
-    /// `<prefix>leases`, `<prefix>requests`, `<prefix>keys`.
+    /// `<prefix>leases`, `<prefix>requests`, `<prefix>keys`, `<prefix>payments`.
     pub fn with_prefix(prefix: &str) -> Self {
         Self {
             leases: format!("{prefix}leases"),
             requests: format!("{prefix}requests"),
             keys: format!("{prefix}keys"),
+            payments: format!("{prefix}payments"),
         }
     }
 }
@@ -39,6 +41,7 @@ pub async fn ensure_tables(client: &Client, tables: &Tables) -> Result<(), Store
         (&tables.leases, false),
         (&tables.requests, true),
         (&tables.keys, false),
+        (&tables.payments, false),
     ] {
         create_if_missing(client, name, ttl).await?;
     }

@@ -1,0 +1,175 @@
+//! The facilitator: /verify before the work, /settle after the store committed.
+//!
+//! `Local` is for development and tests: the local checks are its verification, and settlement
+//! moves no money: it returns a transaction id starting `local-settlement:`, which cannot be
+//! mistaken for a chain hash, and the ledger records it. `Remote` calls an x402 facilitator over
+//! HTTPS with the HTTP/TLS stack the AWS SDK already brings.
+
+use super::types::{PaymentPayload, PaymentRequirements, SettlementResponse, X402_VERSION};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The prefix of the local facilitator's transaction ids.
+pub const LOCAL_TRANSACTION_PREFIX: &str = "local-settlement:";
+
+#[derive(Clone)]
+pub enum Facilitator {
+    Local,
+    /// Boxed: the HTTPS client is large and built once per process.
+    Remote(Box<Remote>),
+}
+
+#[derive(Clone)]
+pub struct Remote {
+    base: String,
+    timeout: Duration,
+    authorization: Option<String>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+/// The facilitator did not answer usably (network, timeout, status, body).
+#[derive(Debug, thiserror::Error)]
+#[error("facilitator: {0}")]
+pub struct Unreachable(pub String);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VerifyResponse {
+    is_valid: bool,
+    #[serde(default)]
+    invalid_reason: Option<String>,
+}
+
+impl Remote {
+    /// `base` is the facilitator's URL (its /verify and /settle are below it); `authorization` is
+    /// sent as the Authorization header when given.
+    pub fn new(
+        base: &str,
+        timeout: Duration,
+        authorization: Option<String>,
+    ) -> Result<Self, Unreachable> {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| Unreachable(format!("TLS roots: {e}")))?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            timeout,
+            authorization,
+            client,
+        })
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value, Unreachable> {
+        let mut request = hyper::Request::post(format!("{}{path}", self.base))
+            .header("content-type", "application/json");
+        if let Some(auth) = &self.authorization {
+            request = request.header("authorization", auth);
+        }
+        let request = request
+            .body(Full::new(Bytes::from(
+                serde_json::to_vec(body).unwrap_or_default(),
+            )))
+            .map_err(|e| Unreachable(e.to_string()))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| Unreachable(e.to_string()))?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Unreachable(e.to_string()))?
+                .to_bytes();
+            if !status.is_success() {
+                return Err(Unreachable(format!("{path} answered {status}")));
+            }
+            serde_json::from_slice(&bytes)
+                .map_err(|e| Unreachable(format!("{path} answered non-JSON: {e}")))
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| Unreachable(format!("{path} did not answer within {:?}", self.timeout)))?
+    }
+}
+
+fn request_body(payload: &PaymentPayload, requirements: &PaymentRequirements) -> Value {
+    json!({"x402Version": X402_VERSION, "paymentPayload": payload, "paymentRequirements": requirements})
+}
+
+impl Facilitator {
+    /// `Ok(Ok(()))` valid; `Ok(Err(reason))` the facilitator says it is not.
+    pub async fn verify(
+        &self,
+        payload: &PaymentPayload,
+        requirements: &PaymentRequirements,
+    ) -> Result<Result<(), String>, Unreachable> {
+        match self {
+            Facilitator::Local => Ok(Ok(())),
+            Facilitator::Remote(remote) => {
+                let answer = remote
+                    .post("/verify", &request_body(payload, requirements))
+                    .await?;
+                let answer: VerifyResponse = serde_json::from_value(answer)
+                    .map_err(|e| Unreachable(format!("/verify: {e}")))?;
+                Ok(if answer.is_valid {
+                    Ok(())
+                } else {
+                    Err(answer.invalid_reason.unwrap_or_else(|| "invalid".into()))
+                })
+            }
+        }
+    }
+
+    /// Settle; a facilitator that cannot be reached gives an unsuccessful response, never an error:
+    /// the work is done and the answer must still be given.
+    pub async fn settle(
+        &self,
+        payload: &PaymentPayload,
+        requirements: &PaymentRequirements,
+    ) -> SettlementResponse {
+        let failed = |reason: String| SettlementResponse {
+            success: false,
+            error_reason: Some(reason),
+            payer: Some(payload.payload.authorization.from.clone()),
+            transaction: String::new(),
+            network: requirements.network.clone(),
+            amount: Some(requirements.amount.clone()),
+        };
+        match self {
+            Facilitator::Local => {
+                let mut id = [0u8; 16];
+                if getrandom::fill(&mut id).is_err() {
+                    return failed("no randomness for a local transaction id".into());
+                }
+                SettlementResponse {
+                    success: true,
+                    error_reason: None,
+                    payer: Some(payload.payload.authorization.from.to_lowercase()),
+                    transaction: format!("{LOCAL_TRANSACTION_PREFIX}{}", hex::encode(id)),
+                    network: requirements.network.clone(),
+                    amount: Some(requirements.amount.clone()),
+                }
+            }
+            Facilitator::Remote(remote) => match remote
+                .post("/settle", &request_body(payload, requirements))
+                .await
+            {
+                Ok(answer) => serde_json::from_value(answer)
+                    .unwrap_or_else(|e| failed(format!("/settle answered: {e}"))),
+                Err(e) => failed(e.0),
+            },
+        }
+    }
+}

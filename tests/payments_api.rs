@@ -1,0 +1,310 @@
+//! x402 over HTTP against `leasekit serve` (local facilitator): the 402 offer, a paid lease, the
+//! wallet as tenant, one authorization used once, every tampered field refused with nothing
+//! written, replays not settled, denials charged, store failures not.
+
+mod support;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k256::ecdsa::SigningKey;
+use serde_json::{Value, json};
+use shared::x402::client::{address_of, header, pay};
+use shared::x402::types::{PaymentPayload, PaymentRequired, PaymentRequirements};
+use support::*;
+use tempfile::TempDir;
+
+struct Answer {
+    status: u16,
+    body: Value,
+    settlement: Option<Value>,
+    required: Option<PaymentRequired>,
+}
+
+async fn post(url: &str, body: &Value, payment: Option<&str>) -> Answer {
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}/api/v1/lease"))
+        .json(body);
+    if let Some(p) = payment {
+        request = request.header("PAYMENT-SIGNATURE", p);
+    }
+    let response = request.send().await.unwrap();
+    let decode = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| BASE64.decode(v.to_str().unwrap()).expect("standard base64"))
+    };
+    let settlement = decode("PAYMENT-RESPONSE").map(|b| serde_json::from_slice(&b).unwrap());
+    let required = decode("PAYMENT-REQUIRED").map(|b| serde_json::from_slice(&b).unwrap());
+    Answer {
+        status: response.status().as_u16(),
+        settlement,
+        required,
+        body: response.json().await.unwrap(),
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn wallet(seed: u8) -> SigningKey {
+    SigningKey::from_slice(&[seed; 32]).unwrap()
+}
+
+async fn offer(url: &str) -> PaymentRequirements {
+    let a = post(url, &json!({"op": "get", "resource": "r"}), None).await;
+    a.required.expect("a 402 with PAYMENT-REQUIRED").accepts[0].clone()
+}
+
+fn paid(key: &SigningKey, offer: &PaymentRequirements, nonce: u8) -> String {
+    header(&pay(key, offer, now(), [nonce; 32]).unwrap())
+}
+
+#[tokio::test]
+async fn no_key_and_no_payment_is_a_402_with_the_offer() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let a = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
+        None,
+    )
+    .await;
+    assert_eq!(a.status, 402);
+    assert_eq!(a.body["code"], "PAYMENT_REQUIRED");
+    let required = a.required.unwrap();
+    assert_eq!(required.x402_version, 2);
+    assert!(
+        required.resource.url.ends_with("/api/v1/lease"),
+        "{}",
+        required.resource.url
+    );
+    let o = &required.accepts[0];
+    assert_eq!(
+        (o.scheme.as_str(), o.network.as_str(), o.amount.as_str()),
+        ("exact", "eip155:84532", "5000")
+    );
+    assert_eq!(o.asset, "0x036cbd53842c5426634e7929541ec2318f3dcf7e");
+    assert_eq!(
+        (o.extra["name"].as_str(), o.extra["version"].as_str()),
+        (Some("USDC"), Some("2"))
+    );
+    assert!(o.max_timeout_seconds > 6);
+    assert_eq!(
+        a.body["accepts"][0]["payTo"],
+        o.pay_to.as_str(),
+        "the body carries the same offer"
+    );
+    // Invalid input is still a 400, before any payment is looked at.
+    let a = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r"}),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (400, Some("INVALID_INPUT"))
+    );
+}
+
+#[tokio::test]
+async fn a_paid_call_is_served_settled_and_scoped_to_the_wallet() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let body =
+        json!({"op": "acquire", "resource": "deploy:prod", "holder": "w1", "tenantId": "ignored"});
+    let a = post(&server.url, &body, Some(&paid(&alice, &offer, 1))).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        (
+            a.body["data"]["granted"].clone(),
+            a.body["data"]["fencingToken"].clone()
+        ),
+        (json!(true), json!(1))
+    );
+    let s = a.settlement.expect("PAYMENT-RESPONSE on a settled answer");
+    assert_eq!(s["success"], true);
+    assert!(
+        s["transaction"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-settlement:"),
+        "{s}"
+    );
+    assert_eq!(s["payer"], address_of(&alice).lower());
+    assert_eq!(
+        (s["network"].as_str(), s["amount"].as_str()),
+        (Some("eip155:84532"), Some("5000"))
+    );
+
+    // The wallet is the tenant: another wallet, or an API key with the same tenantId, sees nothing.
+    let get = json!({"op": "get", "resource": "deploy:prod", "tenantId": "ignored"});
+    assert_eq!(
+        post(&server.url, &get, Some(&paid(&alice, &offer, 2)))
+            .await
+            .body["data"]["holder"],
+        "w1"
+    );
+    assert_eq!(
+        post(&server.url, &get, Some(&paid(&wallet(2), &offer, 3)))
+            .await
+            .body["data"]["granted"],
+        false
+    );
+    assert_eq!(
+        server.client(Some(ACME_KEY)).data(get.clone()).await["granted"],
+        false
+    );
+
+    // A denied acquire is a 200 and is charged too.
+    let denied = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "deploy:prod", "holder": "w2"}),
+        Some(&paid(&alice, &offer, 4)),
+    )
+    .await;
+    assert_eq!(denied.body["data"]["witnesses"][0]["ruleId"], "LEASE_HELD");
+    assert_eq!(denied.settlement.unwrap()["success"], true);
+}
+
+#[tokio::test]
+async fn one_authorization_pays_once() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let payment = paid(&wallet(1), &offer, 9);
+    let body = json!({"op": "get", "resource": "r"});
+    assert_eq!(post(&server.url, &body, Some(&payment)).await.status, 200);
+    let again = post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(
+        (again.status, again.body["code"].as_str()),
+        (402, Some("PAYMENT_INVALID"))
+    );
+    assert!(
+        again.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("used before"),
+        "{}",
+        again.body
+    );
+    // Concurrent spends of one authorization: exactly one gets through.
+    let payment = paid(&wallet(1), &offer, 10);
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let (url, payment, body) = (server.url.clone(), payment.clone(), body.clone());
+            tokio::spawn(async move { post(&url, &body, Some(&payment)).await.status })
+        })
+        .collect();
+    let mut ok = 0;
+    for t in tasks {
+        ok += usize::from(t.await.unwrap() == 200);
+    }
+    assert_eq!(ok, 1);
+}
+
+#[tokio::test]
+async fn every_tampered_field_is_refused_and_nothing_is_written() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    let signed = pay(&alice, &offer, now(), [5; 32]).unwrap();
+    type Tamper = fn(&mut PaymentPayload);
+    let cases: [(&str, Tamper, &str); 7] = [
+        (
+            "amount",
+            |p| p.payload.authorization.value = "4999".into(),
+            "exactly the price",
+        ),
+        (
+            "payTo",
+            |p| p.payload.authorization.to = "0x0000000000000000000000000000000000000001".into(),
+            "pay-to",
+        ),
+        (
+            "network",
+            |p| p.accepted.network = "eip155:8453".into(),
+            "not one of the payment requirements",
+        ),
+        (
+            "validBefore",
+            |p| p.payload.authorization.valid_before = (now() + 3).to_string(),
+            "expires too soon",
+        ),
+        (
+            "validAfter",
+            |p| p.payload.authorization.valid_after = (now() + 60).to_string(),
+            "not valid yet",
+        ),
+        (
+            "signer",
+            |p| p.payload.authorization.from = "0x857b06519E91e3A54538791bDbb0E22373e36b66".into(),
+            "does not recover",
+        ),
+        ("version", |p| p.x402_version = 1, "x402Version"),
+    ];
+    for (name, tamper, message) in cases {
+        let mut p = signed.clone();
+        tamper(&mut p);
+        let a = post(&server.url, &body, Some(&header(&p))).await;
+        assert_eq!(a.status, 402, "{name}: {}", a.body);
+        assert_eq!(a.body["code"], "PAYMENT_INVALID", "{name}");
+        assert!(
+            a.body["error"].as_str().unwrap().contains(message),
+            "{name}: {}",
+            a.body["error"]
+        );
+        assert!(a.settlement.is_none(), "{name}: nothing settled");
+    }
+    let a = post(&server.url, &body, Some("bm90IGpzb24=")).await;
+    assert_eq!(a.status, 402);
+    // Nothing was consumed or written: the untampered authorization (same nonce) still pays, and
+    // the resource was never acquired.
+    let a = post(&server.url, &body, Some(&header(&signed))).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["data"]["fencingToken"], 1);
+}
+
+#[tokio::test]
+async fn a_replayed_request_id_is_answered_but_not_settled() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w", "requestId": "buy-1"});
+    let first = post(&server.url, &body, Some(&paid(&alice, &offer, 1))).await;
+    assert!(first.settlement.is_some());
+    let retry = post(&server.url, &body, Some(&paid(&alice, &offer, 2))).await;
+    assert_eq!(retry.status, 200);
+    assert_eq!(retry.body["data"]["replayed"], true);
+    assert!(retry.settlement.is_none(), "a replay is not charged again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_failure_is_a_502_and_nothing_is_settled() {
+    let mut endpoint = Endpoint::dynoxide().await;
+    let dir = TempDir::new().unwrap();
+    let server = Server::start_with(dir.path(), &["--dynamodb-endpoint", &endpoint.url.clone()]);
+    let offer = offer(&server.url).await;
+    endpoint.stop().await;
+    let a = post(
+        &server.url,
+        &json!({"op": "get", "resource": "r"}),
+        Some(&paid(&wallet(1), &offer, 1)),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (502, Some("STORE_UNAVAILABLE"))
+    );
+    assert!(a.settlement.is_none());
+}
