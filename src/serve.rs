@@ -23,6 +23,12 @@ pub struct ServeArgs {
     /// The address that receives x402 payments (Base Sepolia USDC, local facilitator: no chain).
     #[arg(long, default_value = LOCAL_PAY_TO, env = "LEASEKIT_PAY_TO")]
     pay_to: String,
+    /// An x402 facilitator to /verify and /settle with, instead of the built-in local one.
+    #[arg(long, env = "LEASEKIT_FACILITATOR_URL")]
+    facilitator_url: Option<String>,
+    /// Authorization header value sent to --facilitator-url.
+    #[arg(long, env = "LEASEKIT_FACILITATOR_AUTHORIZATION")]
+    facilitator_authorization: Option<String>,
 }
 
 /// A receiving address for local runs: nobody's wallet, and no money moves locally anyway.
@@ -34,7 +40,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     crate::keys::seed(&keys, &args.api_keys).await?;
     let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
     tracing::info!(issuer = issuer.did(), "answers are signed by this key");
-    let payments = local_payments(&store, &args.pay_to)?;
+    let payments = payments(&store, &args)?;
     let state = AppState::new(
         store.client.clone(),
         &store.tables,
@@ -59,11 +65,18 @@ pub async fn run(args: ServeArgs) -> Result<()> {
 }
 
 /// x402 as the contract sets it for local runs: Base Sepolia USDC (EIP-712 domain "USDC", "2"),
-/// 0.005 USDC a lease call, the built-in local facilitator.
-fn local_payments(store: &Store, pay_to: &str) -> Result<Payments> {
-    let settings = PaymentSettings::new(BASE_SEPOLIA, BASE_SEPOLIA_USDC, "USDC", "2", pay_to)
-        .with_context(|| format!("--pay-to {pay_to}"))?;
-    let facilitator = FacilitatorConfig::Local;
+/// 0.005 USDC a lease call, the built-in local facilitator unless --facilitator-url is given.
+fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
+    let settings = PaymentSettings::new(BASE_SEPOLIA, BASE_SEPOLIA_USDC, "USDC", "2", &args.pay_to)
+        .with_context(|| format!("--pay-to {}", args.pay_to))?;
+    let facilitator = match &args.facilitator_url {
+        Some(url) => FacilitatorConfig::Remote {
+            url: url.clone(),
+            timeout: std::time::Duration::from_secs(5),
+            authorization: args.facilitator_authorization.clone(),
+        },
+        None => FacilitatorConfig::Local,
+    };
     let config = PaymentConfig {
         settings,
         lease_price: 5_000,
@@ -71,10 +84,12 @@ fn local_payments(store: &Store, pay_to: &str) -> Result<Payments> {
     };
     let ledger = PaymentLedger::new(store.client.clone(), &store.tables.payments);
     let payments = Payments::new(&config, ledger)?;
-    tracing::info!(
-        pay_to,
-        "x402 on the LOCAL facilitator: checked and recorded, never on a chain"
-    );
+    if payments.is_local() {
+        tracing::info!(
+            pay_to = args.pay_to,
+            "x402 on the LOCAL facilitator: checked and recorded, never on a chain"
+        );
+    }
     Ok(payments)
 }
 

@@ -308,3 +308,208 @@ async fn a_store_failure_is_a_502_and_nothing_is_settled() {
     );
     assert!(a.settlement.is_none());
 }
+
+/// A stand-in x402 facilitator on loopback: /verify and /settle answer as `mode` says, and every
+/// request it gets is kept for the test to inspect.
+mod facilitator {
+    use axum::Json;
+    use axum::extract::State;
+    use axum::routing::post;
+    use serde_json::{Value, json};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Copy)]
+    pub enum Mode {
+        Accepts,
+        RefusesVerify,
+        FailsSettle,
+    }
+
+    /// One request the facilitator got: path, JSON body, Authorization header.
+    pub type Call = (String, Value, Option<String>);
+
+    #[derive(Clone)]
+    pub struct Seen(pub Arc<Mutex<Vec<Call>>>);
+
+    pub async fn start(mode: Mode) -> (String, Seen) {
+        let seen = Seen(Arc::default());
+        let record = |path: &'static str| {
+            move |State((mode, seen)): State<(Mode, Seen)>,
+                  headers: axum::http::HeaderMap,
+                  Json(body): Json<Value>| async move {
+                let auth = headers
+                    .get("authorization")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                seen.0
+                    .lock()
+                    .unwrap()
+                    .push((path.to_owned(), body.clone(), auth));
+                let payer = body["paymentPayload"]["payload"]["authorization"]["from"].clone();
+                match (path, mode) {
+                    ("/verify", Mode::RefusesVerify) => Json(
+                        json!({"isValid": false, "invalidReason": "insufficient_funds", "payer": payer}),
+                    ),
+                    ("/verify", _) => Json(json!({"isValid": true, "payer": payer})),
+                    ("/settle", Mode::FailsSettle) => Json(
+                        json!({"success": false, "errorReason": "transaction_reverted", "transaction": "", "network": "eip155:84532", "payer": payer}),
+                    ),
+                    _ => Json(
+                        json!({"success": true, "transaction": format!("0x{}", "ab".repeat(32)), "network": "eip155:84532", "payer": payer}),
+                    ),
+                }
+            }
+        };
+        let app = axum::Router::new()
+            .route("/verify", post(record("/verify")))
+            .route("/settle", post(record("/settle")))
+            .with_state((mode, seen.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, seen)
+    }
+}
+
+async fn with_facilitator(mode: facilitator::Mode) -> (TempDir, Server, facilitator::Seen) {
+    let (url, seen) = facilitator::start(mode).await;
+    let dir = TempDir::new().unwrap();
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            "--facilitator-url",
+            &url,
+            "--facilitator-authorization",
+            "Bearer t0ken",
+        ],
+    );
+    (dir, server, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_facilitator_verifies_before_and_settles_after() {
+    let (dir, server, seen) = with_facilitator(facilitator::Mode::Accepts).await;
+    let offer = offer(&server.url).await;
+    let a = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
+        Some(&paid(&wallet(1), &offer, 1)),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        a.settlement.unwrap()["transaction"],
+        format!("0x{}", "ab".repeat(32))
+    );
+    let seen = seen.0.lock().unwrap().clone();
+    let paths: Vec<&str> = seen.iter().map(|(p, _, _)| p.as_str()).collect();
+    assert_eq!(paths, ["/verify", "/settle"]);
+    server.stop();
+    let lease_key = format!("wallet:{}|r", address_of(&wallet(1)).lower());
+    assert!(
+        store_contains(dir.path(), &lease_key),
+        "the scan finds a lease that was written"
+    );
+    for (_, body, auth) in &seen {
+        assert_eq!(body["x402Version"], 2);
+        assert_eq!(body["paymentRequirements"]["amount"], "5000");
+        assert_eq!(
+            body["paymentPayload"]["accepted"],
+            body["paymentRequirements"]
+        );
+        assert_eq!(auth.as_deref(), Some("Bearer t0ken"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_facilitator_refusal_is_a_402_and_nothing_is_done() {
+    let (dir, server, seen) = with_facilitator(facilitator::Mode::RefusesVerify).await;
+    let offer = offer(&server.url).await;
+    let a = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
+        Some(&paid(&wallet(1), &offer, 1)),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (402, Some("PAYMENT_INVALID"))
+    );
+    assert!(
+        a.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("insufficient_funds")
+    );
+    assert!(
+        seen.0
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(p, _, _)| p == "/verify"),
+        "never settled"
+    );
+    server.stop();
+    let lease_key = format!("wallet:{}|r", address_of(&wallet(1)).lower());
+    assert!(
+        !store_contains(dir.path(), &lease_key),
+        "no lease was written"
+    );
+}
+
+/// Whether the stopped server's store files contain `needle` (every file: WAL included).
+fn store_contains(dir: &std::path::Path, needle: &str) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|entry| {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_settlement_still_answers_and_is_recorded() {
+    let (dir, server, _seen) = with_facilitator(facilitator::Mode::FailsSettle).await;
+    let offer = offer(&server.url).await;
+    let a = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
+        Some(&paid(&wallet(1), &offer, 1)),
+    )
+    .await;
+    assert_eq!(a.status, 200, "the work is done: the answer is given");
+    assert_eq!(a.body["data"]["granted"], true);
+    let s = a.settlement.unwrap();
+    assert_eq!(
+        (s["success"].clone(), s["errorReason"].clone()),
+        (json!(false), json!("transaction_reverted"))
+    );
+    server.stop();
+    assert!(
+        store_contains(dir.path(), "settlement_failed"),
+        "recorded in the ledger for reconciliation"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_facilitator_is_a_502_before_any_work() {
+    let dir = TempDir::new().unwrap();
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let server = Server::start_with(
+        dir.path(),
+        &["--facilitator-url", &format!("http://{closed}")],
+    );
+    let offer = offer(&server.url).await;
+    let a = post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
+        Some(&paid(&wallet(1), &offer, 1)),
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (502, Some("FACILITATOR_UNAVAILABLE"))
+    );
+    assert!(a.settlement.is_none());
+}
