@@ -64,6 +64,12 @@ fn paid(key: &SigningKey, offer: &PaymentRequirements, nonce: u8) -> String {
     header(&pay(key, offer, now(), [nonce; 32]).unwrap())
 }
 
+/// An acquire of `r` by holder `w`, paid by wallet 1 with nonce 1.
+async fn acquire_paid(url: &str, offer: &PaymentRequirements) -> Answer {
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    post(url, &body, Some(&paid(&wallet(1), offer, 1))).await
+}
+
 #[tokio::test]
 async fn no_key_and_no_payment_is_a_402_with_the_offer() {
     let dir = TempDir::new().unwrap();
@@ -389,12 +395,7 @@ async fn with_facilitator(mode: facilitator::Mode) -> (TempDir, Server, facilita
 async fn a_remote_facilitator_verifies_before_and_settles_after() {
     let (dir, server, seen) = with_facilitator(facilitator::Mode::Accepts).await;
     let offer = offer(&server.url).await;
-    let a = post(
-        &server.url,
-        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
-        Some(&paid(&wallet(1), &offer, 1)),
-    )
-    .await;
+    let a = acquire_paid(&server.url, &offer).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(
         a.settlement.unwrap()["transaction"],
@@ -424,12 +425,7 @@ async fn a_remote_facilitator_verifies_before_and_settles_after() {
 async fn a_facilitator_refusal_is_a_402_and_nothing_is_done() {
     let (dir, server, seen) = with_facilitator(facilitator::Mode::RefusesVerify).await;
     let offer = offer(&server.url).await;
-    let a = post(
-        &server.url,
-        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
-        Some(&paid(&wallet(1), &offer, 1)),
-    )
-    .await;
+    let a = acquire_paid(&server.url, &offer).await;
     assert_eq!(
         (a.status, a.body["code"].as_str()),
         (402, Some("PAYMENT_INVALID"))
@@ -468,12 +464,7 @@ fn store_contains(dir: &std::path::Path, needle: &str) -> bool {
 async fn a_failed_settlement_still_answers_and_is_recorded() {
     let (dir, server, _seen) = with_facilitator(facilitator::Mode::FailsSettle).await;
     let offer = offer(&server.url).await;
-    let a = post(
-        &server.url,
-        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
-        Some(&paid(&wallet(1), &offer, 1)),
-    )
-    .await;
+    let a = acquire_paid(&server.url, &offer).await;
     assert_eq!(a.status, 200, "the work is done: the answer is given");
     assert_eq!(a.body["data"]["granted"], true);
     let s = a.settlement.unwrap();
@@ -501,12 +492,7 @@ async fn an_unreachable_facilitator_is_a_502_before_any_work() {
         &["--facilitator-url", &format!("http://{closed}")],
     );
     let offer = offer(&server.url).await;
-    let a = post(
-        &server.url,
-        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
-        Some(&paid(&wallet(1), &offer, 1)),
-    )
-    .await;
+    let a = acquire_paid(&server.url, &offer).await;
     assert_eq!(
         (a.status, a.body["code"].as_str()),
         (502, Some("FACILITATOR_UNAVAILABLE"))

@@ -3,17 +3,12 @@ against a real `leasekit serve`, offline (only the public key from the DID docum
 
 import copy
 import json
-import os
-import subprocess
-import tempfile
 import urllib.request
 
 import pytest
 
+from conftest import API_KEY as KEY
 from verifier import public_key_of, verify, verify_proof
-
-KEY = "interop-key-0123456789"
-BIN = os.environ.get("LEASEKIT_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "leasekit"))
 
 # W3C vc-di-eddsa test vector (eddsa-jcs-2022, the Alumni credential): checks the verifier itself.
 W3C_SIGNED = {
@@ -43,22 +38,6 @@ def test_the_verifier_accepts_the_w3c_vector_and_rejects_a_change():
     changed["credentialSubject"]["alumniOf"] = "The School of Examplez"
     with pytest.raises(Exception):
         verify_proof(changed)
-
-
-@pytest.fixture(scope="module")
-def server():
-    data_dir = tempfile.mkdtemp()
-    process = subprocess.Popen(
-        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", data_dir, "--api-key", f"acme:{KEY}"],
-        stdout=subprocess.PIPE,
-        env={**os.environ, "RUST_LOG": "error"},
-        text=True,
-    )
-    url = process.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    process.terminate()
-    assert process.wait(timeout=10) == 0
 
 
 def call(url, path, body=None, key=None):

@@ -4,33 +4,12 @@ is refused."""
 
 import base64
 import json
-import os
-import subprocess
-import tempfile
 
-import pytest
 import requests
 from eth_account import Account
 from x402 import x402ClientSync
 from x402.http.clients import x402_requests
 from x402.mechanisms.evm.exact.register import register_exact_evm_client
-
-BIN = os.environ.get("LEASEKIT_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "leasekit"))
-
-
-@pytest.fixture(scope="module")
-def server():
-    process = subprocess.Popen(
-        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp()],
-        stdout=subprocess.PIPE,
-        env={**os.environ, "RUST_LOG": "error"},
-        text=True,
-    )
-    url = process.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    process.terminate()
-    assert process.wait(timeout=10) == 0
 
 
 def paying_session():
