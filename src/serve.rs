@@ -3,7 +3,7 @@
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};
 use clap::Args;
-use shared::config::{FacilitatorConfig, PaymentConfig};
+use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
 use shared::http::{AppState, router};
 use shared::store::{KeyStore, PaymentLedger};
 use shared::x402::payments::Payments;
@@ -29,6 +29,9 @@ pub struct ServeArgs {
     /// Authorization header value sent to --facilitator-url.
     #[arg(long, env = "LEASEKIT_FACILITATOR_AUTHORIZATION")]
     facilitator_authorization: Option<String>,
+    /// Free claims allowed per wallet or account per clock hour.
+    #[arg(long, default_value_t = 60, env = "LEASEKIT_FREE_CLAIMS_PER_HOUR")]
+    free_claims_per_hour: u32,
 }
 
 /// A receiving address for local runs: nobody's wallet, and no money moves locally anyway.
@@ -41,13 +44,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
     tracing::info!(issuer = issuer.did(), "answers are signed by this key");
     let payments = payments(&store, &args)?;
-    let state = AppState::new(
+    let mut state = AppState::new(
         store.client.clone(),
         &store.tables,
         issuer,
         true,
         Some(payments),
     );
+    state.free_claims_per_hour = args.free_claims_per_hour;
     let app = router(state);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
@@ -80,6 +84,7 @@ fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
     let config = PaymentConfig {
         settings,
         lease_price: 5_000,
+        claim_prices: ClaimPrices::default(),
         facilitator,
     };
     let ledger = PaymentLedger::new(store.client.clone(), &store.tables.payments);

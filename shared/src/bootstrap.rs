@@ -89,7 +89,8 @@ pub async fn serve_http() -> Result<(), lambda_http::Error> {
     let boot = lambda().await?;
     let issuer = boot.issuer().await?;
     let payments = boot.payments()?;
-    let state =
+    let mut state =
         crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, false, payments);
+    state.free_claims_per_hour = boot.config.free_claims_per_hour;
     lambda_http::run(crate::http::lambda::service(state)).await
 }

@@ -13,6 +13,8 @@ pub struct Config {
     pub signing_key_secret: Option<String>,
     /// x402 payments; `None` when `X402_PAY_TO` is unset (then only API keys are accepted).
     pub payments: Option<PaymentConfig>,
+    /// Free claims per wallet or account per clock hour.
+    pub free_claims_per_hour: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +22,41 @@ pub struct PaymentConfig {
     pub settings: PaymentSettings,
     /// Price of one lease call, in USDC atomic units (6 decimals).
     pub lease_price: u64,
+    /// Prices of the paid claim plans, atomic units.
+    pub claim_prices: ClaimPrices,
     pub facilitator: FacilitatorConfig,
+}
+
+/// Atomic USDC units per claim plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimPrices {
+    pub hour: u64,
+    pub day: u64,
+    pub week: u64,
+}
+
+impl Default for ClaimPrices {
+    /// The contract's defaults: 0.0052, 0.03 and 0.15 USDC.
+    fn default() -> Self {
+        Self {
+            hour: 5_200,
+            day: 30_000,
+            week: 150_000,
+        }
+    }
+}
+
+impl ClaimPrices {
+    /// The price of `plan`; `None` for the free plan.
+    pub fn of(&self, plan: crate::claims::Plan) -> Option<u64> {
+        use crate::claims::Plan;
+        match plan {
+            Plan::Hour => Some(self.hour),
+            Plan::Day => Some(self.day),
+            Plan::Week => Some(self.week),
+            Plan::Free => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +96,12 @@ impl Config {
             requests: var("REQUESTS_TABLE")?,
             keys: var("KEYS_TABLE")?,
             payments: var("PAYMENTS_TABLE")?,
+            claims: var("CLAIMS_TABLE")?,
+        };
+        let usdc = |name: &'static str, default: &str| {
+            let text = optional(name).unwrap_or_else(|| default.to_owned());
+            usdc_atomic(&text)
+                .ok_or_else(|| ConfigError::Invalid(name, format!("not a USDC amount: {text}")))
         };
         let payments = match optional("X402_PAY_TO") {
             None => None,
@@ -75,10 +117,12 @@ impl Config {
                     &pay_to,
                 )
                 .map_err(|e| ConfigError::Invalid("X402_*", e.to_string()))?;
-                let price = or("LEASE_PRICE_USDC", "0.005");
-                let lease_price = usdc_atomic(&price).ok_or_else(|| {
-                    ConfigError::Invalid("LEASE_PRICE_USDC", format!("not a USDC amount: {price}"))
-                })?;
+                let lease_price = usdc("LEASE_PRICE_USDC", "0.005")?;
+                let claim_prices = ClaimPrices {
+                    hour: usdc("CLAIM_PRICE_HOUR_USDC", "0.0052")?,
+                    day: usdc("CLAIM_PRICE_DAY_USDC", "0.03")?,
+                    week: usdc("CLAIM_PRICE_WEEK_USDC", "0.15")?,
+                };
                 let facilitator = match (
                     optional("X402_FACILITATOR_URL"),
                     optional("X402_LOCAL_FACILITATOR"),
@@ -103,14 +147,20 @@ impl Config {
                 Some(PaymentConfig {
                     settings,
                     lease_price,
+                    claim_prices,
                     facilitator,
                 })
             }
         };
+        let quota = optional("FREE_CLAIMS_PER_HOUR").unwrap_or_else(|| "60".into());
+        let free_claims_per_hour = quota.parse().map_err(|_| {
+            ConfigError::Invalid("FREE_CLAIMS_PER_HOUR", format!("not a count: {quota}"))
+        })?;
         Ok(Self {
             tables,
             signing_key_secret: optional("SIGNING_KEY_SECRET"),
             payments,
+            free_claims_per_hour,
         })
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod bootstrap;
+pub mod claims;
 pub mod clock;
 pub mod config;
 pub mod http;

@@ -19,11 +19,26 @@ pub struct Schema {
     validator: Validator,
 }
 
+/// The claim request schemas as published.
+pub const CLAIM_INPUT_JSON: &str = include_str!("../schemas/claim-input.json");
+pub const CLAIM_FREE_INPUT_JSON: &str = include_str!("../schemas/claim-free-input.json");
+
 /// The verify-provenance request schema as published.
 pub const VERIFY_INPUT_JSON: &str = include_str!("../schemas/verify-provenance-input.json");
 
 static LEASE_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(LEASE_INPUT_JSON));
 static VERIFY_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(VERIFY_INPUT_JSON));
+static CLAIM_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(CLAIM_INPUT_JSON));
+static CLAIM_FREE_INPUT: LazyLock<Schema> =
+    LazyLock::new(|| Schema::compile(CLAIM_FREE_INPUT_JSON));
+
+pub fn claim_input() -> &'static Schema {
+    &CLAIM_INPUT
+}
+
+pub fn claim_free_input() -> &'static Schema {
+    &CLAIM_FREE_INPUT
+}
 
 /// The compiled lease request schema (compiled once per process).
 pub fn lease_input() -> &'static Schema {
@@ -172,6 +187,25 @@ fn witnesses_for(error: &ValidationError<'_>) -> Vec<Witness> {
     }
 }
 
+/// Strings in `fields` longer than `max` UTF-8 bytes (JSON Schema counts characters).
+pub fn utf8_bytes(instance: &Value, fields: &[&str], max: usize) -> Vec<Witness> {
+    fields
+        .iter()
+        .filter_map(|name| {
+            let len = instance.get(name)?.as_str()?.len();
+            (len > max).then(|| {
+                Witness::new(
+                    "MAX_BYTES",
+                    &format!("/{name}"),
+                    format!("{name} must be at most {max} UTF-8 bytes"),
+                )
+                .expected(max)
+                .actual(len)
+            })
+        })
+        .collect()
+}
+
 /// Integers must be written as integers: JSON Schema counts `5.0` as an integer, but the service
 /// reads whole numbers exactly and refuses to guess. Returns a witness per offending field.
 pub fn whole_numbers(instance: &Value, fields: &[&str]) -> Vec<Witness> {
@@ -212,6 +246,8 @@ mod tests {
     fn every_embedded_schema_compiles() {
         let _ = lease_input();
         let _ = verify_input();
+        let _ = claim_input();
+        let _ = claim_free_input();
     }
 
     #[test]

@@ -25,6 +25,11 @@ impl Tenant {
             .then(|| Self(format!("key:{account}:{tenant_id}")))
     }
 
+    /// An API key account's scope for claims (which have no tenantId): `key:<account>`.
+    pub fn for_account(account: &str) -> Option<Self> {
+        is_valid_name(account).then(|| Self(format!("key:{account}")))
+    }
+
     /// The tenant of a paying wallet: `wallet:<lowercase 0x address>`.
     pub fn for_wallet(address: &crate::x402::eip712::Address) -> Self {
         Self(format!("wallet:{}", address.lower()))

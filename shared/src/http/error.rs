@@ -38,6 +38,8 @@ pub enum ApiError {
     },
     #[error("the payment facilitator is unavailable; nothing was charged, retry")]
     FacilitatorUnavailable,
+    #[error("too many free claims this hour; retry after {0} s")]
+    RateLimited(u64),
     #[error("no such route")]
     NotFound,
     #[error("method not allowed on this route")]
@@ -72,6 +74,7 @@ impl ApiError {
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::StoreUnavailable | Self::FacilitatorUnavailable => StatusCode::BAD_GATEWAY,
             Self::Payment { .. } => StatusCode::PAYMENT_REQUIRED,
+            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         }
@@ -87,6 +90,7 @@ impl ApiError {
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::FacilitatorUnavailable => "FACILITATOR_UNAVAILABLE",
             Self::Payment { code, .. } => code,
+            Self::RateLimited(_) => "RATE_LIMITED",
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
         }
@@ -124,6 +128,10 @@ impl IntoResponse for ApiError {
         let mut body = json!({"error": self.to_string(), "code": self.code()});
         match &self {
             Self::InvalidInput(witnesses) => body["witnesses"] = json!(witnesses),
+            Self::RateLimited(seconds) => {
+                let retry_after = [("retry-after", seconds.to_string())];
+                return (self.status(), retry_after, Json(body)).into_response();
+            }
             Self::Payment { required, code } => {
                 // The x402 PaymentRequired, in the body (with our code) and base64 in the header.
                 let required_json = serde_json::to_value(required.as_ref()).unwrap_or_default();
@@ -187,6 +195,7 @@ mod tests {
                 502,
                 "FACILITATOR_UNAVAILABLE",
             ),
+            (ApiError::RateLimited(30), 429, "RATE_LIMITED"),
         ];
         for (err, status, code) in cases {
             let (s, body) = parts(err).await;

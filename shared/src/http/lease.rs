@@ -52,7 +52,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             .into_response();
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
     if let (Some(paid), Some(payments), false) = (&paid, &state.payments, replayed) {
-        paid::settle(payments, paid, &mut response, now).await;
+        paid::attach(&mut response, &payments.settle(paid, now).await);
     }
     Ok(response)
 }

@@ -3,6 +3,7 @@
 
 pub mod body;
 pub mod caller;
+mod claims;
 pub mod error;
 pub mod lambda;
 mod lease;
@@ -14,7 +15,7 @@ pub use error::ApiError;
 
 use crate::lease::service::LeaseService;
 use crate::provenance::Issuer;
-use crate::store::{KeyStore, LeaseStore, Tables};
+use crate::store::{ClaimStore, KeyStore, LeaseStore, Tables};
 use crate::x402::payments::Payments;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
@@ -29,6 +30,9 @@ pub struct AppState {
     pub issuer: Issuer,
     /// x402 payments for callers without a key; `None`: keys only.
     pub payments: Option<Payments>,
+    pub claims: ClaimStore,
+    /// Free claims per wallet or account per clock hour.
+    pub free_claims_per_hour: u32,
 }
 
 impl AppState {
@@ -49,10 +53,13 @@ impl AppState {
         // Compile the request schemas now, at init, not on the first request.
         crate::schema::lease_input();
         crate::schema::verify_input();
+        let claims = ClaimStore::new(client.clone(), &tables.claims);
         let store = LeaseStore::new(client, &tables.leases, &tables.requests);
         Self {
             leases: LeaseService::new(store, issuer.clone()),
             payments,
+            claims,
+            free_claims_per_hour: 60,
             auth,
             issuer,
         }
@@ -64,6 +71,8 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/lease", post(lease::handle))
         .route("/api/v1/verify-provenance", post(provenance::verify))
+        .route("/claim", post(claims::paid))
+        .route("/claim/free", post(claims::free))
         .route("/.well-known/did.json", get(provenance::did_document))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -3,8 +3,8 @@
 
 use super::{ApiError, AppState};
 use crate::clock::Millis;
-use crate::x402::payments::{Paid, PaymentError, Payments};
-use crate::x402::types::ResourceInfo;
+use crate::x402::payments::{Paid, PaymentError};
+use crate::x402::types::{ResourceInfo, SettlementResponse};
 use axum::http::HeaderValue;
 use axum::http::request::Parts;
 use axum::response::Response;
@@ -63,10 +63,9 @@ pub async fn accept(
         })
 }
 
-/// Settle `paid` and put the settlement response on `response`.
-pub async fn settle(payments: &Payments, paid: &Paid, response: &mut Response, now: Millis) {
-    let outcome = payments.settle(paid, now).await;
-    let encoded = BASE64.encode(serde_json::to_vec(&outcome).unwrap_or_default());
+/// Put the settlement response on `response` (base64 JSON in `PAYMENT-RESPONSE`).
+pub fn attach(response: &mut Response, settlement: &SettlementResponse) {
+    let encoded = BASE64.encode(serde_json::to_vec(settlement).unwrap_or_default());
     if let Ok(value) = HeaderValue::from_str(&encoded) {
         response
             .headers_mut()
@@ -74,13 +73,19 @@ pub async fn settle(payments: &Payments, paid: &Paid, response: &mut Response, n
     }
 }
 
-/// The URL being paid for, as the caller addressed it.
-fn resource(parts: &Parts, offer: &Offer<'_>) -> ResourceInfo {
+/// The host and origin (`scheme://host`) the caller addressed.
+pub fn origin(parts: &Parts) -> (String, String) {
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let scheme = header("x-forwarded-proto").unwrap_or("http");
     let host = header("host").unwrap_or("localhost");
+    (host.to_owned(), format!("{scheme}://{host}"))
+}
+
+/// The URL being paid for, as the caller addressed it.
+fn resource(parts: &Parts, offer: &Offer<'_>) -> ResourceInfo {
+    let (_, origin) = origin(parts);
     ResourceInfo {
-        url: format!("{scheme}://{host}{}", parts.uri.path()),
+        url: format!("{origin}{}", parts.uri.path()),
         description: Some(offer.description.to_owned()),
         mime_type: Some("application/json".into()),
     }

@@ -8,6 +8,7 @@
 //! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
 //! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S; `exp` N (ms); `ttl` N (s)     |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
+//! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>\|<hour>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `n` N, `ttl` N (s) |
 //! | payments | `auth\|<network>\|<payer>\|<nonce>` | `status` S (accepted, settled, settlement_failed); `route`, `amount`, `payTo`, `transaction` S; `accepted`, `settledAt` N |
 //!
 //! Lease items are never deleted: `tok` is the fencing counter. Request records carry a TTL
@@ -20,12 +21,14 @@
 //!   guarded lease update and the record, atomically) or, for a denied op, one conditional PutItem
 //!   of the record. A replay: the read only.
 
+pub mod claim_store;
 mod expr;
 pub mod key_store;
 pub mod lease_store;
 pub mod payment_store;
 pub mod tables;
 
+pub use claim_store::ClaimStore;
 pub use key_store::KeyStore;
 pub use lease_store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoredRecord};
 pub use payment_store::PaymentLedger;

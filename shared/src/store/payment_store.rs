@@ -106,3 +106,24 @@ impl PaymentLedger {
         Ok(())
     }
 }
+
+impl PaymentLedger {
+    /// Record a sign-in-with-x nonce of `address` as used. `false` if it was used before.
+    pub async fn consume_siwx(
+        &self,
+        address: &str,
+        nonce: &str,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(format!("siwx|{}|{nonce}", address.to_lowercase())))
+            .item("accepted", n(now))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        Ok(conditional(result)?.is_ok())
+    }
+}

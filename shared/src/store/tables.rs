@@ -17,16 +17,18 @@ pub struct Tables {
     pub requests: String,
     pub keys: String,
     pub payments: String,
+    pub claims: String,
 }
 
 impl Tables {
-    /// `<prefix>leases`, `<prefix>requests`, `<prefix>keys`, `<prefix>payments`.
+    /// `<prefix>leases`, `<prefix>requests`, `<prefix>keys`, `<prefix>payments`, `<prefix>claims`.
     pub fn with_prefix(prefix: &str) -> Self {
         Self {
             leases: format!("{prefix}leases"),
             requests: format!("{prefix}requests"),
             keys: format!("{prefix}keys"),
             payments: format!("{prefix}payments"),
+            claims: format!("{prefix}claims"),
         }
     }
 }
@@ -42,6 +44,7 @@ pub async fn ensure_tables(client: &Client, tables: &Tables) -> Result<(), Store
         (&tables.requests, true),
         (&tables.keys, false),
         (&tables.payments, false),
+        (&tables.claims, true),
     ] {
         create_if_missing(client, name, ttl).await?;
     }

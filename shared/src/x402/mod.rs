@@ -8,4 +8,5 @@ pub mod eip712;
 pub mod facilitator;
 pub mod payments;
 pub mod settings;
+pub mod siwx;
 pub mod types;

@@ -9,7 +9,7 @@ use super::types::{
     PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse, X402_VERSION,
 };
 use crate::clock::Millis;
-use crate::config::{FacilitatorConfig, PaymentConfig};
+use crate::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
 use crate::store::StoreError;
 use crate::store::payment_store::{Accepted, AuthorizationKey, PaymentLedger};
 
@@ -18,6 +18,7 @@ pub struct Payments {
     pub settings: PaymentSettings,
     /// Price of one lease call, atomic units.
     pub lease_price: u64,
+    pub claim_prices: ClaimPrices,
     facilitator: Facilitator,
     ledger: PaymentLedger,
 }
@@ -55,9 +56,15 @@ impl Payments {
         Ok(Self {
             settings: config.settings.clone(),
             lease_price: config.lease_price,
+            claim_prices: config.claim_prices,
             facilitator,
             ledger,
         })
+    }
+
+    /// The wallet-proof ledger (sign-in-with-x nonces share the payments ledger).
+    pub fn ledger(&self) -> &PaymentLedger {
+        &self.ledger
     }
 
     /// Whether settlements go to the built-in local facilitator (no chain).

@@ -1,0 +1,203 @@
+//! POST /claim (paid per attempt over x402) and POST /claim/free (an API key, or a wallet proven
+//! with sign-in-with-x; at most N a wallet or account per hour).
+//!
+//! Answers: 201 `{outcome: "acquired", plan, claim}` when the caller won the key; 200 `{outcome:
+//! "held", mine, plan, claim}` when a live hold exists, `mine` when its holder is the request's
+//! holder (the crash-resume signal: after a lost answer, retry the same key and holder). A paid
+//! attempt is settled and carries `payment` on both outcomes; a free one never does.
+
+use super::body::{parse_valid, read_limited};
+use super::paid::{self, Offer};
+use super::{ApiError, AppState, Caller};
+use crate::claims::{Claim, MAX_BYTES, Outcome, Plan};
+use crate::clock::{Millis, now_ms};
+use crate::schema::{claim_free_input, claim_input, utf8_bytes};
+use crate::tenant::Tenant;
+use crate::x402::siwx;
+use crate::x402::types::{PaymentRequired, ResourceInfo, SettlementResponse, X402_VERSION};
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+pub const ROUTE: &str = "POST /claim";
+
+#[derive(Deserialize)]
+struct PaidClaim {
+    key: String,
+    plan: Plan,
+    holder: String,
+}
+
+#[derive(Deserialize)]
+struct FreeClaim {
+    key: String,
+    holder: String,
+}
+
+/// Parse and validate a claim body, including the UTF-8 byte limits.
+fn parse<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    schema: &crate::schema::Schema,
+) -> Result<T, ApiError> {
+    let (claim, value): (T, Value) = parse_valid(bytes, schema, &[])?;
+    let too_long = utf8_bytes(&value, &["key", "holder"], MAX_BYTES);
+    if too_long.is_empty() {
+        Ok(claim)
+    } else {
+        Err(ApiError::InvalidInput(too_long))
+    }
+}
+
+pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let claim: PaidClaim = parse(&read_limited(body).await?, claim_input())?;
+    let now = now_ms();
+    let price = state
+        .payments
+        .as_ref()
+        .and_then(|p| p.claim_prices.of(claim.plan))
+        .unwrap_or(0);
+    let offer = Offer {
+        route: ROUTE,
+        description: "exclusive hold on a key (hour, day or week)",
+        price,
+    };
+    let paid = paid::accept(&state, &parts, &offer, now).await?;
+    let scope = Tenant::for_wallet(&paid.verified.payer);
+    // A store failure returns here: nothing settled, nothing charged.
+    let outcome = state
+        .claims
+        .claim(scope.as_str(), &claim.key, &claim.holder, claim.plan, now)
+        .await?;
+    let Some(payments) = &state.payments else {
+        return Err(ApiError::FacilitatorUnavailable);
+    };
+    // Billed per attempt: settled whether the key was won or held.
+    let settlement = payments.settle(&paid, now).await;
+    let receipt = receipt(&settlement, &paid.verified.requirements.asset);
+    let mut response = answer(outcome, claim.plan, Some(receipt));
+    paid::attach(&mut response, &settlement);
+    Ok(response)
+}
+
+pub async fn free(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let caller = state.auth.caller(&parts).await?;
+    let claim: FreeClaim = parse(&read_limited(body).await?, claim_free_input())?;
+    let now = now_ms();
+    let scope = match caller {
+        Caller::Account(account) => {
+            Tenant::for_account(&account).ok_or(ApiError::Unauthorized("malformed account"))?
+        }
+        Caller::Anonymous => prove_wallet(&state, &parts, now).await?,
+    };
+    if let Some(retry_after) = state
+        .claims
+        .count_free(scope.as_str(), state.free_claims_per_hour, now)
+        .await?
+    {
+        return Err(ApiError::RateLimited(retry_after));
+    }
+    let outcome = state
+        .claims
+        .claim(scope.as_str(), &claim.key, &claim.holder, Plan::Free, now)
+        .await?;
+    Ok(answer(outcome, Plan::Free, None))
+}
+
+/// The wallet proven by the `SIGN-IN-WITH-X` header, or the 402 that asks for it.
+async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Tenant, ApiError> {
+    let network = state
+        .payments
+        .as_ref()
+        .map_or("eip155:8453", |p| p.settings.network.as_str());
+    let (host, origin) = paid::origin(parts);
+    let ask = |error: Option<String>, code: &'static str| -> Result<ApiError, ApiError> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce).map_err(|_| ApiError::StoreUnavailable)?;
+        let uri = format!("{origin}{}", parts.uri.path());
+        let mut extensions = Map::new();
+        extensions.insert(
+            siwx::EXTENSION.into(),
+            siwx::advertise(&host, &uri, network, &hex::encode(nonce), now),
+        );
+        let required = PaymentRequired {
+            x402_version: X402_VERSION,
+            error: error
+                .or_else(|| Some("prove a wallet with sign-in-with-x, or send an API key".into())),
+            resource: ResourceInfo {
+                url: uri,
+                description: Some("free 300 s hold on a key".into()),
+                mime_type: None,
+            },
+            accepts: Vec::new(),
+            extensions: Some(extensions),
+        };
+        Ok(ApiError::Payment {
+            required: Box::new(required),
+            code,
+        })
+    };
+    let Some(header) = parts
+        .headers
+        .get(siwx::HEADER)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Err(ask(None, "IDENTITY_REQUIRED")?);
+    };
+    let proof = siwx::decode(header)
+        .and_then(|p| siwx::verify(&p, &host, &origin, network, now).map(|a| (a, p.nonce)));
+    let (address, nonce) = match proof {
+        Ok(ok) => ok,
+        Err(e) => return Err(ask(Some(e.to_string()), "IDENTITY_INVALID")?),
+    };
+    let ledger = state
+        .payments
+        .as_ref()
+        .map(|p| p.ledger())
+        .ok_or(ApiError::Unauthorized("wallets are not accepted here"))?;
+    if !ledger.consume_siwx(&address.lower(), &nonce, now).await? {
+        return Err(ask(
+            Some(siwx::SiwxError::Replayed.to_string()),
+            "IDENTITY_INVALID",
+        )?);
+    }
+    Ok(Tenant::for_wallet(&address))
+}
+
+fn receipt(settlement: &SettlementResponse, asset: &str) -> Value {
+    json!({
+        "payer": settlement.payer,
+        "amount": settlement.amount,
+        "asset": asset,
+        "network": settlement.network,
+        "transaction": settlement.transaction,
+        "settled": settlement.success,
+    })
+}
+
+fn answer(outcome: Outcome, plan: Plan, payment: Option<Value>) -> Response {
+    let (status, mut body) = match outcome {
+        Outcome::Acquired(claim) => (
+            StatusCode::CREATED,
+            json!({"outcome": "acquired", "plan": plan, "claim": view(&claim)}),
+        ),
+        Outcome::Held { claim, mine } => (
+            StatusCode::OK,
+            json!({"outcome": "held", "mine": mine, "plan": plan, "claim": view(&claim)}),
+        ),
+    };
+    if let Some(payment) = payment {
+        body["payment"] = payment;
+    }
+    (status, Json(body)).into_response()
+}
+
+/// A hold as answered: never the scope (the caller knows its own wallet or account).
+fn view(claim: &Claim) -> Value {
+    serde_json::to_value(claim).unwrap_or_default()
+}

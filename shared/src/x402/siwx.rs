@@ -1,0 +1,298 @@
+//! x402 `sign-in-with-x` (SIWX) for EVM wallets: proving a wallet without paying. The client signs
+//! an EIP-4361 message (EIP-191 `personal_sign`) and sends its fields and signature, base64 JSON,
+//! in the `SIGN-IN-WITH-X` header. Checked here: the domain is this host, the URI has this
+//! origin, the message is at most 5 minutes old (and not from the future), unexpired, and the
+//! signature recovers to `address`. That a nonce is used only once is the ledger's job.
+
+use super::eip712::{Address, keccak, recover};
+use crate::clock::{Millis, iso8601};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+pub const EXTENSION: &str = "sign-in-with-x";
+pub const HEADER: &str = "sign-in-with-x";
+/// How old a signed message may be.
+pub const MAX_AGE_MS: Millis = 5 * 60 * 1000;
+/// Clock skew tolerated for `issuedAt` in the future.
+const SKEW_MS: Millis = 30 * 1000;
+
+/// The header's fields (x402 SIWX payload).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Payload {
+    pub domain: String,
+    pub address: String,
+    pub uri: String,
+    pub version: String,
+    pub chain_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub nonce: String,
+    pub issued_at: String,
+    #[serde(default)]
+    pub statement: Option<String>,
+    #[serde(default)]
+    pub expiration_time: Option<String>,
+    #[serde(default)]
+    pub not_before: Option<String>,
+    #[serde(default)]
+    pub request_id: Option<String>,
+    #[serde(default)]
+    pub resources: Option<Vec<String>>,
+    pub signature: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SiwxError {
+    #[error("SIGN-IN-WITH-X is not base64 of a SIWX payload: {0}")]
+    Malformed(String),
+    #[error("SIWX: only EVM wallets (type eip191, chainId {0}) are supported")]
+    Chain(String),
+    #[error("SIWX: domain must be {0}")]
+    Domain(String),
+    #[error("SIWX: uri must be on {0}")]
+    Uri(String),
+    #[error("SIWX: issuedAt is not an RFC 3339 time, or more than 5 minutes old, or in the future")]
+    IssuedAt,
+    #[error("SIWX: the message has expired or is not valid yet")]
+    Window,
+    #[error("SIWX: the signature does not recover to address")]
+    Signature,
+    #[error("SIWX: this nonce was used before")]
+    Replayed,
+}
+
+pub fn decode(header: &str) -> Result<Payload, SiwxError> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(header.trim())
+        .map_err(|e| SiwxError::Malformed(format!("base64: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| SiwxError::Malformed(format!("JSON: {e}")))
+}
+
+/// The EIP-4361 message the wallet signed, laid out as the reference implementation does.
+pub fn message(p: &Payload) -> Result<String, SiwxError> {
+    let chain = p
+        .chain_id
+        .strip_prefix("eip155:")
+        .ok_or_else(|| SiwxError::Chain(p.chain_id.clone()))?;
+    let mut prefix = format!(
+        "{} wants you to sign in with your Ethereum account:\n{}",
+        p.domain, p.address
+    );
+    match &p.statement {
+        Some(statement) => {
+            prefix.push_str("\n\n");
+            prefix.push_str(statement);
+        }
+        None => prefix.push('\n'),
+    }
+    let mut suffix = vec![
+        format!("URI: {}", p.uri),
+        format!("Version: {}", p.version),
+        format!("Chain ID: {chain}"),
+        format!("Nonce: {}", p.nonce),
+        format!("Issued At: {}", p.issued_at),
+    ];
+    if let Some(t) = &p.expiration_time {
+        suffix.push(format!("Expiration Time: {t}"));
+    }
+    if let Some(t) = &p.not_before {
+        suffix.push(format!("Not Before: {t}"));
+    }
+    if let Some(id) = &p.request_id {
+        suffix.push(format!("Request ID: {id}"));
+    }
+    if let Some(resources) = &p.resources {
+        let mut lines = vec!["Resources:".to_owned()];
+        lines.extend(resources.iter().map(|r| format!("- {r}")));
+        suffix.push(lines.join("\n"));
+    }
+    Ok(format!("{prefix}\n\n{}", suffix.join("\n")))
+}
+
+/// The EIP-191 digest of a personal message.
+pub fn personal_digest(message: &str) -> [u8; 32] {
+    let mut bytes = format!("\x19Ethereum Signed Message:\n{}", message.len()).into_bytes();
+    bytes.extend_from_slice(message.as_bytes());
+    keccak(&bytes)
+}
+
+fn millis(text: &str) -> Option<Millis> {
+    let t = OffsetDateTime::parse(text, &Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// Check `p` for a request to `host` (the Host header) on `origin` (`scheme://host`) at `now`,
+/// on `network` (CAIP-2). The wallet it proves, on success.
+pub fn verify(
+    p: &Payload,
+    host: &str,
+    origin: &str,
+    network: &str,
+    now: Millis,
+) -> Result<Address, SiwxError> {
+    if p.kind != "eip191" || p.chain_id != network {
+        return Err(SiwxError::Chain(network.to_owned()));
+    }
+    if p.domain != host {
+        return Err(SiwxError::Domain(host.to_owned()));
+    }
+    let uri_origin = p.uri.split_once("://").map(|(scheme, rest)| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        format!("{scheme}://{authority}")
+    });
+    if uri_origin.as_deref() != Some(origin) {
+        return Err(SiwxError::Uri(origin.to_owned()));
+    }
+    let issued = millis(&p.issued_at).ok_or(SiwxError::IssuedAt)?;
+    if now - issued > MAX_AGE_MS || issued - now > SKEW_MS {
+        return Err(SiwxError::IssuedAt);
+    }
+    let expired = p
+        .expiration_time
+        .as_deref()
+        .map(|t| millis(t).is_none_or(|t| t <= now));
+    let early = p
+        .not_before
+        .as_deref()
+        .map(|t| millis(t).is_none_or(|t| t > now));
+    if expired == Some(true) || early == Some(true) {
+        return Err(SiwxError::Window);
+    }
+    let address =
+        Address::parse(&p.address).ok_or_else(|| SiwxError::Malformed("address".into()))?;
+    let signature = p.signature.strip_prefix("0x").unwrap_or(&p.signature);
+    let signature = hex::decode(signature).map_err(|_| SiwxError::Malformed("signature".into()))?;
+    if recover(&personal_digest(&message(p)?), &signature) != Some(address) {
+        return Err(SiwxError::Signature);
+    }
+    Ok(address)
+}
+
+/// The `sign-in-with-x` extension a 402 advertises: what to sign, and on which chain.
+pub fn advertise(host: &str, uri: &str, network: &str, nonce: &str, now: Millis) -> Value {
+    json!({
+        "info": {
+            "domain": host,
+            "uri": uri,
+            "version": "1",
+            "nonce": nonce,
+            "issuedAt": iso8601(now),
+            "statement": "Sign in to claim a key for free.",
+        },
+        "supportedChains": [{"chainId": network, "type": "eip191"}],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::x402::client::address_of;
+    use k256::ecdsa::SigningKey;
+
+    const NOW: Millis = 1_795_946_400_000;
+
+    fn signed(key: &SigningKey, edit: impl Fn(&mut Payload)) -> Payload {
+        let mut p = Payload {
+            domain: "127.0.0.1:3000".into(),
+            address: address_of(key).lower(),
+            uri: "http://127.0.0.1:3000/claim/free".into(),
+            version: "1".into(),
+            chain_id: "eip155:84532".into(),
+            kind: "eip191".into(),
+            nonce: "a1b2c3d4e5f6a7b8".into(),
+            issued_at: iso8601(NOW - 1000),
+            statement: Some("Sign in to claim a key for free.".into()),
+            expiration_time: None,
+            not_before: None,
+            request_id: None,
+            resources: None,
+            signature: String::new(),
+        };
+        edit(&mut p);
+        let (sig, rec) = key
+            .sign_prehash_recoverable(&personal_digest(&message(&p).unwrap()))
+            .unwrap();
+        let mut bytes = sig.to_bytes().to_vec();
+        bytes.push(27 + rec.to_byte());
+        p.signature = format!("0x{}", hex::encode(bytes));
+        p
+    }
+
+    fn check(p: &Payload) -> Result<Address, SiwxError> {
+        verify(
+            p,
+            "127.0.0.1:3000",
+            "http://127.0.0.1:3000",
+            "eip155:84532",
+            NOW,
+        )
+    }
+
+    #[test]
+    fn the_message_follows_eip_4361() {
+        let key = SigningKey::from_slice(&[9; 32]).unwrap();
+        let p = signed(&key, |p| {
+            p.statement = None;
+            p.resources = Some(vec!["http://127.0.0.1:3000/claim/free".into()]);
+        });
+        let text = message(&p).unwrap();
+        assert!(
+            text.starts_with("127.0.0.1:3000 wants you to sign in with your Ethereum account:\n0x")
+        );
+        assert!(text.contains("\n\n\nURI: http://127.0.0.1:3000/claim/free\nVersion: 1\nChain ID: 84532\nNonce: a1b2c3d4e5f6a7b8\nIssued At: "));
+        assert!(text.ends_with("\nResources:\n- http://127.0.0.1:3000/claim/free"));
+    }
+
+    #[test]
+    fn a_fresh_signed_message_proves_the_wallet() {
+        let key = SigningKey::from_slice(&[9; 32]).unwrap();
+        assert_eq!(check(&signed(&key, |_| {})), Ok(address_of(&key)));
+    }
+
+    #[test]
+    fn each_check_refuses() {
+        let key = SigningKey::from_slice(&[9; 32]).unwrap();
+        assert_eq!(
+            check(&signed(&key, |p| p.domain = "evil.example".into())),
+            Err(SiwxError::Domain("127.0.0.1:3000".into()))
+        );
+        assert!(matches!(
+            check(&signed(&key, |p| p.uri = "http://evil.example/claim/free".into())),
+            Err(SiwxError::Uri(_))
+        ));
+        assert_eq!(
+            check(&signed(&key, |p| p.issued_at = iso8601(NOW - MAX_AGE_MS - 1))),
+            Err(SiwxError::IssuedAt)
+        );
+        assert_eq!(
+            check(&signed(&key, |p| p.issued_at = iso8601(NOW + 60_000))),
+            Err(SiwxError::IssuedAt)
+        );
+        assert_eq!(
+            check(&signed(&key, |p| p.issued_at = "yesterday".into())),
+            Err(SiwxError::IssuedAt)
+        );
+        assert_eq!(
+            check(&signed(&key, |p| p.expiration_time = Some(iso8601(NOW - 1)))),
+            Err(SiwxError::Window)
+        );
+        assert_eq!(
+            check(&signed(&key, |p| p.not_before = Some(iso8601(NOW + 1)))),
+            Err(SiwxError::Window)
+        );
+        assert!(matches!(
+            check(&signed(&key, |p| p.chain_id = "eip155:1".into())),
+            Err(SiwxError::Chain(_))
+        ));
+        let mut p = signed(&key, |_| {});
+        p.address = address_of(&SigningKey::from_slice(&[8; 32]).unwrap()).lower();
+        assert_eq!(check(&p), Err(SiwxError::Signature));
+        let mut p = signed(&key, |_| {});
+        p.nonce = "changed".into();
+        assert_eq!(check(&p), Err(SiwxError::Signature));
+    }
+}

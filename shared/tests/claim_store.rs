@@ -1,0 +1,122 @@
+//! Claims over the real store, time passed in: expiry frees a key, tokens grow, `mine`, scopes,
+//! and the free quota under concurrency.
+
+mod common;
+
+use common::test_store;
+use shared::claims::{Outcome, Plan};
+use shared::clock::now_ms;
+use shared::store::ClaimStore;
+use std::sync::Arc;
+
+async fn store() -> ClaimStore {
+    let s = test_store().await;
+    ClaimStore::new(s.client, &s.tables.claims)
+}
+
+#[tokio::test]
+async fn a_lapsed_hold_frees_the_key_with_a_larger_token() {
+    let claims = store().await;
+    let t0 = now_ms();
+    let Outcome::Acquired(first) = claims
+        .claim("wallet:0xa", "job-1", "w1", Plan::Free, t0)
+        .await
+        .unwrap()
+    else {
+        panic!("a free key is acquired")
+    };
+    assert_eq!(
+        (first.acquired_at, first.expires_at, first.fencing_token),
+        (t0, t0 + 300_000, 1)
+    );
+    // One millisecond before expiry it is still held (by someone else: mine false; by w1: mine true).
+    let held = claims
+        .claim("wallet:0xa", "job-1", "w2", Plan::Hour, t0 + 299_999)
+        .await
+        .unwrap();
+    assert_eq!(
+        held,
+        Outcome::Held {
+            claim: first.clone(),
+            mine: false
+        }
+    );
+    let held = claims
+        .claim("wallet:0xa", "job-1", "w1", Plan::Hour, t0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        held,
+        Outcome::Held {
+            claim: first.clone(),
+            mine: true
+        }
+    );
+    // At expiry the server clock says it is free: a new acquisition, a larger token.
+    let Outcome::Acquired(second) = claims
+        .claim("wallet:0xa", "job-1", "w2", Plan::Day, t0 + 300_000)
+        .await
+        .unwrap()
+    else {
+        panic!("a lapsed key is acquired")
+    };
+    assert_eq!(
+        (second.holder.as_str(), second.plan, second.fencing_token),
+        ("w2", Plan::Day, 2)
+    );
+    assert_eq!(second.expires_at, t0 + 300_000 + 86_400_000);
+}
+
+#[tokio::test]
+async fn scopes_are_separate_and_keys_may_contain_the_separator() {
+    let claims = store().await;
+    let t0 = now_ms();
+    for scope in ["wallet:0xa", "wallet:0xb", "key:acme"] {
+        assert!(matches!(
+            claims
+                .claim(scope, "a|b", "w", Plan::Hour, t0)
+                .await
+                .unwrap(),
+            Outcome::Acquired(_)
+        ));
+    }
+    assert!(matches!(
+        claims
+            .claim("wallet:0xa", "a", "w", Plan::Hour, t0)
+            .await
+            .unwrap(),
+        Outcome::Acquired(_)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_free_quota_holds_under_concurrency() {
+    let claims = Arc::new(store().await);
+    let now = now_ms();
+    let tasks: Vec<_> = (0..30)
+        .map(|_| {
+            let claims = Arc::clone(&claims);
+            tokio::spawn(async move { claims.count_free("key:acme", 10, now).await.unwrap() })
+        })
+        .collect();
+    let mut counted = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            None => counted += 1,
+            Some(retry_after) => assert!((1..=3600).contains(&retry_after)),
+        }
+    }
+    assert_eq!(counted, 10);
+    // Another scope, and the next hour, have their own counts.
+    assert_eq!(
+        claims.count_free("key:globex", 10, now).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        claims
+            .count_free("key:acme", 10, now + 3_600_000)
+            .await
+            .unwrap(),
+        None
+    );
+}
