@@ -1,0 +1,6 @@
+//! Free claims: POST /claim/free (an API key, or a wallet proven with sign-in-with-x).
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::bootstrap::serve_http().await
+}

@@ -1,0 +1,6 @@
+//! Paid claims: POST /claim (x402 only; hour, day or week).
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    shared::bootstrap::serve_http().await
+}
