@@ -4,56 +4,12 @@
 
 mod support;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k256::ecdsa::SigningKey;
-use serde_json::{Value, json};
+use serde_json::json;
 use shared::x402::client::{address_of, header, pay};
-use shared::x402::types::{PaymentRequired, PaymentRequirements};
+use shared::x402::types::PaymentRequirements;
 use support::*;
 use tempfile::TempDir;
-
-struct Answer {
-    status: u16,
-    body: Value,
-    required: Option<PaymentRequired>,
-    retry_after: Option<String>,
-}
-
-async fn post(url: &str, path: &str, body: &Value, headers: &[(&str, String)]) -> Answer {
-    let mut request = reqwest::Client::new()
-        .post(format!("{url}{path}"))
-        .json(body);
-    for (name, value) in headers {
-        request = request.header(*name, value);
-    }
-    let response = request.send().await.unwrap();
-    let required = response
-        .headers()
-        .get("PAYMENT-REQUIRED")
-        .map(|v| serde_json::from_slice(&BASE64.decode(v.to_str().unwrap()).unwrap()).unwrap());
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_owned());
-    Answer {
-        status: response.status().as_u16(),
-        required,
-        retry_after,
-        body: response.json().await.unwrap(),
-    }
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn wallet(seed: u8) -> SigningKey {
-    SigningKey::from_slice(&[seed; 32]).unwrap()
-}
 
 /// The offer for `plan`, from the 402 an unpaid claim gets.
 async fn offer(url: &str, plan: &str) -> PaymentRequirements {
@@ -77,7 +33,7 @@ async fn paid_claim(
     nonce: [u8; 32],
 ) -> Answer {
     let offer = offer(url, plan).await;
-    let payment = header(&pay(wallet, &offer, now(), nonce).unwrap());
+    let payment = header(&pay(wallet, &offer, now_secs(), nonce).unwrap());
     post(
         url,
         "/claim",
@@ -279,7 +235,7 @@ async fn fifty_holders_racing_for_one_key_one_acquires() {
     let alice = wallet(1);
     let tasks: Vec<_> = (0..50u8)
         .map(|i| {
-            let payment = header(&pay(&alice, &offer, now(), [i + 1; 32]).unwrap());
+            let payment = header(&pay(&alice, &offer, now_secs(), [i + 1; 32]).unwrap());
             let url = server.url.clone();
             tokio::spawn(async move {
                 let body = json!({"key": "the-one", "plan": "hour", "holder": format!("h{i}")});

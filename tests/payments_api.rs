@@ -4,77 +4,42 @@
 
 mod support;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use k256::ecdsa::SigningKey;
 use serde_json::{Value, json};
 use shared::x402::client::{address_of, header, pay};
-use shared::x402::types::{PaymentPayload, PaymentRequired, PaymentRequirements};
+use shared::x402::types::{PaymentPayload, PaymentRequirements};
 use support::*;
 use tempfile::TempDir;
 
-struct Answer {
-    status: u16,
-    body: Value,
-    settlement: Option<Value>,
-    required: Option<PaymentRequired>,
-}
-
-async fn post(url: &str, body: &Value, payment: Option<&str>) -> Answer {
-    let mut request = reqwest::Client::new()
-        .post(format!("{url}/api/v1/lease"))
-        .json(body);
-    if let Some(p) = payment {
-        request = request.header("PAYMENT-SIGNATURE", p);
-    }
-    let response = request.send().await.unwrap();
-    let decode = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .map(|v| BASE64.decode(v.to_str().unwrap()).expect("standard base64"))
-    };
-    let settlement = decode("PAYMENT-RESPONSE").map(|b| serde_json::from_slice(&b).unwrap());
-    let required = decode("PAYMENT-REQUIRED").map(|b| serde_json::from_slice(&b).unwrap());
-    Answer {
-        status: response.status().as_u16(),
-        settlement,
-        required,
-        body: response.json().await.unwrap(),
-    }
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn wallet(seed: u8) -> SigningKey {
-    SigningKey::from_slice(&[seed; 32]).unwrap()
-}
-
 async fn offer(url: &str) -> PaymentRequirements {
-    let a = post(url, &json!({"op": "get", "resource": "r"}), None).await;
+    let a = pay_post(url, &json!({"op": "get", "resource": "r"}), None).await;
     a.required.expect("a 402 with PAYMENT-REQUIRED").accepts[0].clone()
 }
 
+/// POST to the lease route, with a payment if given.
+async fn pay_post(url: &str, body: &Value, payment: Option<&str>) -> Answer {
+    let headers: Vec<(&str, String)> = payment
+        .map(|p| ("PAYMENT-SIGNATURE", p.to_owned()))
+        .into_iter()
+        .collect();
+    post(url, "/api/v1/lease", body, &headers).await
+}
+
 fn paid(key: &SigningKey, offer: &PaymentRequirements, nonce: u8) -> String {
-    header(&pay(key, offer, now(), [nonce; 32]).unwrap())
+    header(&pay(key, offer, now_secs(), [nonce; 32]).unwrap())
 }
 
 /// An acquire of `r` by holder `w`, paid by wallet 1 with nonce 1.
 async fn acquire_paid(url: &str, offer: &PaymentRequirements) -> Answer {
     let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
-    post(url, &body, Some(&paid(&wallet(1), offer, 1))).await
+    pay_post(url, &body, Some(&paid(&wallet(1), offer, 1))).await
 }
 
 #[tokio::test]
 async fn no_key_and_no_payment_is_a_402_with_the_offer() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
-    let a = post(
+    let a = pay_post(
         &server.url,
         &json!({"op": "acquire", "resource": "r", "holder": "w"}),
         None,
@@ -106,7 +71,7 @@ async fn no_key_and_no_payment_is_a_402_with_the_offer() {
         "the body carries the same offer"
     );
     // Invalid input is still a 400, before any payment is looked at.
-    let a = post(
+    let a = pay_post(
         &server.url,
         &json!({"op": "acquire", "resource": "r"}),
         None,
@@ -126,7 +91,7 @@ async fn a_paid_call_is_served_settled_and_scoped_to_the_wallet() {
     let alice = wallet(1);
     let body =
         json!({"op": "acquire", "resource": "deploy:prod", "holder": "w1", "tenantId": "ignored"});
-    let a = post(&server.url, &body, Some(&paid(&alice, &offer, 1))).await;
+    let a = pay_post(&server.url, &body, Some(&paid(&alice, &offer, 1))).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(
         (
@@ -153,13 +118,13 @@ async fn a_paid_call_is_served_settled_and_scoped_to_the_wallet() {
     // The wallet is the tenant: another wallet, or an API key with the same tenantId, sees nothing.
     let get = json!({"op": "get", "resource": "deploy:prod", "tenantId": "ignored"});
     assert_eq!(
-        post(&server.url, &get, Some(&paid(&alice, &offer, 2)))
+        pay_post(&server.url, &get, Some(&paid(&alice, &offer, 2)))
             .await
             .body["data"]["holder"],
         "w1"
     );
     assert_eq!(
-        post(&server.url, &get, Some(&paid(&wallet(2), &offer, 3)))
+        pay_post(&server.url, &get, Some(&paid(&wallet(2), &offer, 3)))
             .await
             .body["data"]["granted"],
         false
@@ -170,7 +135,7 @@ async fn a_paid_call_is_served_settled_and_scoped_to_the_wallet() {
     );
 
     // A denied acquire is a 200 and is charged too.
-    let denied = post(
+    let denied = pay_post(
         &server.url,
         &json!({"op": "acquire", "resource": "deploy:prod", "holder": "w2"}),
         Some(&paid(&alice, &offer, 4)),
@@ -187,8 +152,11 @@ async fn one_authorization_pays_once() {
     let offer = offer(&server.url).await;
     let payment = paid(&wallet(1), &offer, 9);
     let body = json!({"op": "get", "resource": "r"});
-    assert_eq!(post(&server.url, &body, Some(&payment)).await.status, 200);
-    let again = post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(
+        pay_post(&server.url, &body, Some(&payment)).await.status,
+        200
+    );
+    let again = pay_post(&server.url, &body, Some(&payment)).await;
     assert_eq!(
         (again.status, again.body["code"].as_str()),
         (402, Some("PAYMENT_INVALID"))
@@ -206,7 +174,7 @@ async fn one_authorization_pays_once() {
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let (url, payment, body) = (server.url.clone(), payment.clone(), body.clone());
-            tokio::spawn(async move { post(&url, &body, Some(&payment)).await.status })
+            tokio::spawn(async move { pay_post(&url, &body, Some(&payment)).await.status })
         })
         .collect();
     let mut ok = 0;
@@ -223,7 +191,7 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
     let offer = offer(&server.url).await;
     let alice = wallet(1);
     let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
-    let signed = pay(&alice, &offer, now(), [5; 32]).unwrap();
+    let signed = pay(&alice, &offer, now_secs(), [5; 32]).unwrap();
     type Tamper = fn(&mut PaymentPayload);
     let cases: [(&str, Tamper, &str); 7] = [
         (
@@ -243,12 +211,12 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
         ),
         (
             "validBefore",
-            |p| p.payload.authorization.valid_before = (now() + 3).to_string(),
+            |p| p.payload.authorization.valid_before = (now_secs() + 3).to_string(),
             "expires too soon",
         ),
         (
             "validAfter",
-            |p| p.payload.authorization.valid_after = (now() + 60).to_string(),
+            |p| p.payload.authorization.valid_after = (now_secs() + 60).to_string(),
             "not valid yet",
         ),
         (
@@ -261,7 +229,7 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
     for (name, tamper, message) in cases {
         let mut p = signed.clone();
         tamper(&mut p);
-        let a = post(&server.url, &body, Some(&header(&p))).await;
+        let a = pay_post(&server.url, &body, Some(&header(&p))).await;
         assert_eq!(a.status, 402, "{name}: {}", a.body);
         assert_eq!(a.body["code"], "PAYMENT_INVALID", "{name}");
         assert!(
@@ -271,11 +239,11 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
         );
         assert!(a.settlement.is_none(), "{name}: nothing settled");
     }
-    let a = post(&server.url, &body, Some("bm90IGpzb24=")).await;
+    let a = pay_post(&server.url, &body, Some("bm90IGpzb24=")).await;
     assert_eq!(a.status, 402);
     // Nothing was consumed or written: the untampered authorization (same nonce) still pays, and
     // the resource was never acquired.
-    let a = post(&server.url, &body, Some(&header(&signed))).await;
+    let a = pay_post(&server.url, &body, Some(&header(&signed))).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.body["data"]["fencingToken"], 1);
 }
@@ -287,9 +255,9 @@ async fn a_replayed_request_id_is_answered_but_not_settled() {
     let offer = offer(&server.url).await;
     let alice = wallet(1);
     let body = json!({"op": "acquire", "resource": "r", "holder": "w", "requestId": "buy-1"});
-    let first = post(&server.url, &body, Some(&paid(&alice, &offer, 1))).await;
+    let first = pay_post(&server.url, &body, Some(&paid(&alice, &offer, 1))).await;
     assert!(first.settlement.is_some());
-    let retry = post(&server.url, &body, Some(&paid(&alice, &offer, 2))).await;
+    let retry = pay_post(&server.url, &body, Some(&paid(&alice, &offer, 2))).await;
     assert_eq!(retry.status, 200);
     assert_eq!(retry.body["data"]["replayed"], true);
     assert!(retry.settlement.is_none(), "a replay is not charged again");
@@ -302,7 +270,7 @@ async fn a_store_failure_is_a_502_and_nothing_is_settled() {
     let server = Server::start_with(dir.path(), &["--dynamodb-endpoint", &endpoint.url.clone()]);
     let offer = offer(&server.url).await;
     endpoint.stop().await;
-    let a = post(
+    let a = pay_post(
         &server.url,
         &json!({"op": "get", "resource": "r"}),
         Some(&paid(&wallet(1), &offer, 1)),

@@ -204,3 +204,64 @@ pub fn unique_prefix() -> String {
         .as_nanos();
     format!("t{nanos}-{}-", std::process::id())
 }
+
+/// An HTTP answer with the x402 headers decoded.
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+    /// `PAYMENT-RESPONSE`, decoded.
+    pub settlement: Option<Value>,
+    /// `PAYMENT-REQUIRED`, decoded.
+    pub required: Option<shared::x402::types::PaymentRequired>,
+    pub retry_after: Option<String>,
+}
+
+/// POST `body` as JSON to `url` + `path` with extra `headers`.
+pub async fn post(url: &str, path: &str, body: &Value, headers: &[(&str, String)]) -> Answer {
+    use base64::Engine;
+    let mut request = reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .json(body);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let response = request.send().await.expect("HTTP round trip");
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().expect("ASCII header").to_owned())
+    };
+    let decode = |name: &str| {
+        header(name).map(|v| {
+            base64::engine::general_purpose::STANDARD
+                .decode(v)
+                .expect("standard base64")
+        })
+    };
+    let settlement = decode("PAYMENT-RESPONSE").map(|b| serde_json::from_slice(&b).expect("JSON"));
+    let required =
+        decode("PAYMENT-REQUIRED").map(|b| serde_json::from_slice(&b).expect("PaymentRequired"));
+    let retry_after = header("retry-after");
+    let status = response.status().as_u16();
+    Answer {
+        status,
+        settlement,
+        required,
+        retry_after,
+        body: response.json().await.expect("JSON body"),
+    }
+}
+
+/// Unix seconds now.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// A test wallet from a one-byte seed.
+pub fn wallet(seed: u8) -> k256::ecdsa::SigningKey {
+    k256::ecdsa::SigningKey::from_slice(&[seed; 32]).expect("a valid secp256k1 key")
+}
