@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod claims;
 pub mod clock;
 pub mod config;
+pub mod discovery;
 pub mod http;
 pub mod keys;
 pub mod lease;

@@ -4,6 +4,7 @@
 pub mod body;
 pub mod caller;
 mod claims;
+mod discovery;
 pub mod error;
 pub mod lambda;
 mod lease;
@@ -72,6 +73,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/lease", post(lease::handle))
         .route("/api/v1/verify-provenance", post(provenance::verify))
         .route("/claim", post(claims::paid))
+        .route("/openapi.json", get(discovery::openapi))
+        .route("/api/v1/catalog", get(discovery::catalog))
+        .route("/docs/index.json", get(discovery::catalog))
+        .route("/docs/lease/", get(discovery::lease_page))
+        .route("/docs/lease", get(discovery::lease_page))
+        .route("/docs/lease.json", get(discovery::lease_page_json))
+        .route("/api/v1/samples/lease", get(discovery::lease_sample))
         .route("/claim/free", post(claims::free))
         .route("/.well-known/did.json", get(provenance::did_document))
         .fallback(|| async { ApiError::NotFound })

@@ -1,0 +1,186 @@
+//! The catalog (GET /api/v1/catalog, /docs/index.json), the lease docs page (GET /docs/lease/ as
+//! HTML, /docs/lease.json as JSON, from one source) and a worked sample (GET
+//! /api/v1/samples/lease), signed with the service's key so that it verifies like any answer.
+
+use super::openapi::LEASE_DESCRIPTION;
+use super::{Prices, usdc};
+use crate::clock::Millis;
+use crate::lease::{LeaseAnswer, LeaseState, Op};
+use crate::provenance::Issuer;
+use crate::provenance::answer::{Subject, provenance};
+use crate::provenance::jcs::sha256;
+use crate::schema::LEASE_INPUT_JSON;
+use serde_json::{Value, json};
+
+fn links(base: &str) -> Value {
+    json!({
+        "docs": format!("{base}/docs/lease/"),
+        "docsJson": format!("{base}/docs/lease.json"),
+        "sample": format!("{base}/api/v1/samples/lease"),
+        "openapi": format!("{base}/openapi.json"),
+        "catalog": format!("{base}/api/v1/catalog"),
+        "verifyProvenance": format!("{base}/api/v1/verify-provenance"),
+        "didDocument": format!("{base}/.well-known/did.json"),
+    })
+}
+
+fn price(atomic: Option<u64>, network: Option<&str>) -> Value {
+    match atomic {
+        Some(a) => {
+            json!({"amount": usdc(a), "atomic": a.to_string(), "currency": "USDC", "network": network, "perCall": true, "failedCallsCharged": false})
+        }
+        None => Value::Null,
+    }
+}
+
+/// The machine-readable list of capabilities, prices, channels and links.
+pub fn catalog(base: &str, prices: &Prices) -> Value {
+    let input: Value = serde_json::from_str(LEASE_INPUT_JSON).unwrap_or_default();
+    let plans = prices.claims.map(|c| {
+        json!({
+            "hour": {"seconds": 3_600, "price": usdc(c.hour)},
+            "day": {"seconds": 86_400, "price": usdc(c.day)},
+            "week": {"seconds": 604_800, "price": usdc(c.week)},
+        })
+    });
+    let channels = |paid: bool| {
+        if paid && prices.lease.is_some() {
+            json!(["x402", "api-key"])
+        } else {
+            json!(["api-key"])
+        }
+    };
+    json!({
+        "service": "leasekit",
+        "version": env!("CARGO_PKG_VERSION"),
+        "capabilities": [
+            {
+                "id": "lease",
+                "title": "Short lease with fencing tokens: claim a task for N seconds, renew, release",
+                "description": LEASE_DESCRIPTION,
+                "audience": "agent-infra",
+                "channels": channels(true),
+                "endpoint": {"method": "POST", "path": "/api/v1/lease", "url": format!("{base}/api/v1/lease"), "contentType": "application/json"},
+                "price": price(prices.lease, prices.network.as_deref()),
+                "inputSchema": input,
+                "signedAnswers": "W3C VC 2.0, eddsa-jcs-2022; verify offline or at /api/v1/verify-provenance",
+                "links": links(base),
+            },
+            {
+                "id": "claim",
+                "title": "Exclusive hold on a key for an hour, a day or a week",
+                "description": "Paid per attempt over x402: 201 when you won the key, 200 held (mine tells you whether the holder is yours: crash-resume). Scoped to the paying wallet.",
+                "channels": if prices.claims.is_some() { json!(["x402"]) } else { json!([]) },
+                "endpoint": {"method": "POST", "path": "/claim", "url": format!("{base}/claim"), "contentType": "application/json"},
+                "plans": plans,
+                "links": {"openapi": format!("{base}/openapi.json")},
+            },
+            {
+                "id": "claim-free",
+                "title": "Free 300 s hold on a key",
+                "description": "For an API key's account or a wallet proven with x402 sign-in-with-x; a few per hour.",
+                "channels": ["api-key", "sign-in-with-x"],
+                "endpoint": {"method": "POST", "path": "/claim/free", "url": format!("{base}/claim/free"), "contentType": "application/json"},
+                "price": {"amount": "0", "currency": "USDC"},
+                "links": {"openapi": format!("{base}/openapi.json")},
+            }
+        ],
+    })
+}
+
+/// The docs page's sections: (title, paragraphs). One source for the HTML and the JSON.
+fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
+    let price = prices.lease.map_or_else(
+        || "API keys only on this deployment".to_owned(),
+        |p| format!("{} USDC per call over x402", usdc(p)),
+    );
+    vec![
+        ("What a lease is", vec![
+            "A lease says which one of many workers may act on a named resource, for a while. Acquire it for 1 to 3600 seconds, renew it while you work, release it when you are done. If you stop renewing, it lapses and someone else can take it.".into(),
+            "The server's clock decides: a lease is held while now < expiresAt. Your clock may differ, so renew well before expiresAt (say at a third of the ttl).".into(),
+        ]),
+        ("Fencing tokens", vec![
+            "Every new acquisition returns a fencingToken strictly larger than any issued before for that resource, across release, expiry and restarts. Pass it to whatever you write to, and have that store refuse a write carrying a smaller token than the largest it has seen.".into(),
+            "That is what protects you from the paused holder: a worker that stalled (GC pause, sleep, network partition) past its lease still believes it holds it; its writes carry the old token and are refused, while its successor's larger token is accepted.".into(),
+            "Re-acquiring while you hold the lease keeps the token and moves expiresAt. A renew that fails (LEASE_EXPIRED, NOT_HOLDER, TOKEN_MISMATCH) is how you learn you lost the lease: stop working.".into(),
+        ]),
+        ("Calling it", vec![
+            "POST /api/v1/lease with a JSON body: {\"op\": \"acquire\", \"resource\": \"deploy:prod\", \"holder\": \"worker-7\", \"ttlSeconds\": 60, \"tenantId\": \"team-a\", \"requestId\": \"w7-deploy-1\"}. ops: acquire, renew (with token), release (with token), get.".into(),
+            "With an API key: send X-API-KEY and a tenantId; your account and tenantId are the namespace.".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\"}'".into(),
+            format!("With x402 ({price}): call without a key; the 402 answer offers a payment (scheme exact, USDC, EIP-3009); sign it and send it in PAYMENT-SIGNATURE. Your wallet is the namespace. Every 200 answer is charged, granted or not; errors never are."),
+        ]),
+        ("Retries and crash-resume", vec![
+            "Send a requestId with every mutation you may retry. The same request again within 24 hours returns the stored answer with replayed: true and changes nothing (and is not charged again); the same requestId with different input is a 409.".into(),
+            "For claims (POST /claim, /claim/free), retry with the same key and holder: held with mine: true means the hold is already yours, resume your work.".into(),
+        ]),
+        ("Signed answers", vec![
+            "Every lease answer carries _provenance: a W3C Verifiable Credential 2.0 secured with an eddsa-jcs-2022 proof by this service's did:key (published at /.well-known/did.json), binding the SHA-256 of the canonical request, of data (without replayed) and of a C2PA-aligned manifest. Verify offline, or POST the answer to /api/v1/verify-provenance.".into(),
+        ]),
+        ("Errors", vec![
+            "{\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 409 IDEMPOTENCY_CONFLICT, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
+        ]),
+    ]
+}
+
+/// /docs/lease.json.
+pub fn page_json(base: &str, prices: &Prices) -> Value {
+    let sections: Vec<Value> = sections(prices)
+        .into_iter()
+        .map(|(title, paragraphs)| json!({"title": title, "paragraphs": paragraphs}))
+        .collect();
+    json!({"title": "Leases with fencing tokens", "sections": sections, "links": links(base)})
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// /docs/lease/: the same content, as a page for people.
+pub fn page_html(base: &str, prices: &Prices) -> String {
+    let mut html = String::from(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <title>Leases with fencing tokens - leasekit</title>\
+         <style>body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}\
+         h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem}code{background:#f3f3f3;padding:0 .2rem}</style></head><body>\n\
+         <h1>Leases with fencing tokens</h1>\n",
+    );
+    for (title, paragraphs) in sections(prices) {
+        html.push_str(&format!("<h2>{}</h2>\n", escape(title)));
+        for p in paragraphs {
+            html.push_str(&format!("<p>{}</p>\n", escape(&p)));
+        }
+    }
+    html.push_str(&format!(
+        "<p><a href=\"{0}/openapi.json\">OpenAPI</a> · <a href=\"{0}/api/v1/catalog\">catalog</a> · <a href=\"{0}/api/v1/samples/lease\">sample</a> · <a href=\"{0}/.well-known/did.json\">signing key</a></p>\n</body></html>\n",
+        escape(base)
+    ));
+    html
+}
+
+/// A worked acquire and its answer, signed now by `issuer`: it validates against the OpenAPI
+/// schemas and verifies like any answer.
+pub fn sample(issuer: &Issuer, now: Millis) -> Value {
+    let request = json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "tenantId": "team-a", "requestId": "w7-claim-INV-1009"});
+    let after = LeaseState {
+        last_token: 42,
+        holder: Some("worker-7".into()),
+        expires_at: Some(now + 60_000),
+    };
+    let data =
+        serde_json::to_value(LeaseAnswer::granted(Op::Acquire, &after, now)).unwrap_or_default();
+    let subject = Subject {
+        route: crate::lease::service::ROUTE,
+        op: "acquire",
+        request_sha256: sha256(&request),
+    };
+    let answer = json!({"data": data, "_provenance": provenance(issuer, &subject, &data, now)});
+    json!({
+        "description": "Acquire invoice:INV-1009 for 60 s as worker-7 (API key, tenant team-a). The resource had issued 41 tokens before, so this acquisition gets 42. The answer is signed by this service and verifies at /api/v1/verify-provenance.",
+        "request": {"method": "POST", "path": "/api/v1/lease", "headers": {"content-type": "application/json", "x-api-key": "<your key>"}, "body": request},
+        "response": {"status": 200, "body": answer},
+    })
+}

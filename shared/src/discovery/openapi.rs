@@ -1,0 +1,213 @@
+//! GET /openapi.json: OpenAPI 3.1 of every route, its request and answer schemas taken from
+//! `shared/schemas/` (the files the handlers validate with), with the x402 prices of this
+//! deployment per operation (and per plan for /claim).
+
+use super::{Prices, schema, usdc};
+use crate::schema::{CLAIM_FREE_INPUT_JSON, CLAIM_INPUT_JSON, LEASE_INPUT_JSON, VERIFY_INPUT_JSON};
+use serde_json::{Map, Value, json};
+
+const LEASE_ANSWER: &str = include_str!("../../schemas/lease-answer.json");
+const CLAIM_ANSWER: &str = include_str!("../../schemas/claim-answer.json");
+const VERIFY_ANSWER: &str = include_str!("../../schemas/verify-provenance-answer.json");
+const ERROR: &str = include_str!("../../schemas/error.json");
+
+/// The lease description, as the product states it.
+pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Scoped to the paying wallet (or to the API key's account and tenantId).";
+
+fn reference(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn json_body(schema_name: &str, description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": reference(schema_name)}}})
+}
+
+fn error(description: &str) -> Value {
+    json_body("Error", description)
+}
+
+/// The x402 extensions of a fixed-price operation.
+fn x402_price(atomic: u64, network: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("x-x402-price-usdc".into(), json!(usdc(atomic)));
+    m.insert("x-x402-amount".into(), json!(atomic.to_string()));
+    m.insert("x-x402-network".into(), json!(network));
+    m.insert(
+        "x-payment-info".into(),
+        json!({"protocols": ["x402"], "price": {"mode": "fixed", "currency": "USD", "amount": usdc(atomic)}}),
+    );
+    m
+}
+
+fn operation(base: Value, extensions: Map<String, Value>) -> Value {
+    let mut op = base;
+    if let Some(object) = op.as_object_mut() {
+        object.extend(extensions);
+    }
+    op
+}
+
+/// The document for a deployment reachable at `base_url`.
+pub fn document(base_url: &str, prices: &Prices) -> Value {
+    let network = prices.network.as_deref().unwrap_or("eip155:8453");
+    let lease_example = json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "tenantId": "team-a", "requestId": "w7-claim-INV-1009"});
+    let paid_security = json!([{"x402": []}, {"apiKey": []}]);
+
+    let lease = operation(
+        json!({
+            "operationId": "lease",
+            "summary": "Short lease with fencing tokens: acquire, renew, release, get",
+            "description": LEASE_DESCRIPTION,
+            "security": paid_security,
+            "requestBody": {"required": true, "content": {"application/json": {"schema": reference("LeaseRequest"), "example": lease_example}}},
+            "responses": {
+                "200": json_body("LeaseAnswer", "The op's result (granted or not: see status and witnesses), signed."),
+                "400": error("Invalid input: witnesses name each field (JSON pointer). Nothing was written or charged."),
+                "401": error("A malformed, unknown or revoked API key."),
+                "402": json_body("PaymentRequired", "Payment required or invalid: x402 v2 PaymentRequired, also base64 in PAYMENT-REQUIRED."),
+                "409": error("requestId reused with different input."),
+                "413": error("Body over 64 KiB."),
+                "502": error("The store or facilitator failed or its answer is unknown; nothing charged; retry with the same requestId."),
+            }
+        }),
+        prices
+            .lease
+            .map(|p| x402_price(p, network))
+            .unwrap_or_default(),
+    );
+
+    let mut plans = Map::new();
+    if let Some(c) = &prices.claims {
+        for (plan, atomic, seconds) in [
+            ("hour", c.hour, 3_600),
+            ("day", c.day, 86_400),
+            ("week", c.week, 604_800),
+        ] {
+            plans.insert(
+                plan.into(),
+                json!({"seconds": seconds, "amount": atomic.to_string(), "usdc": usdc(atomic)}),
+            );
+        }
+    }
+    let mut claim_extensions = Map::new();
+    if !plans.is_empty() {
+        claim_extensions.insert("x-x402-network".into(), json!(network));
+        claim_extensions.insert(
+            "x-payment-info".into(),
+            json!({"protocols": ["x402"], "price": {"mode": "per-plan", "currency": "USD", "plans": plans}}),
+        );
+    }
+    let claim = operation(
+        json!({
+            "operationId": "claim",
+            "summary": "Buy an exclusive hold on a key for an hour, a day or a week (billed per attempt)",
+            "description": "One paid attempt: 201 when you won the key, 200 when a live hold exists (mine: the holder is the one you sent; the crash-resume signal). Both outcomes are billed and carry a payment receipt. Scoped to the paying wallet.",
+            "security": [{"x402": []}],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": reference("ClaimRequest"), "example": {"key": "pipeline:ingest:job-42", "plan": "hour", "holder": "worker-node-7"}}}},
+            "responses": {
+                "201": json_body("ClaimAnswer", "You won the key."),
+                "200": json_body("ClaimAnswer", "A live hold exists; see mine."),
+                "400": error("Invalid input (key and holder are 1..256 UTF-8 bytes, key without '/'). Nothing charged."),
+                "402": json_body("PaymentRequired", "Payment required or invalid; the offer is the price of the plan asked for."),
+                "413": error("Body over 64 KiB."),
+                "502": error("The store or facilitator failed; nothing charged."),
+            }
+        }),
+        claim_extensions,
+    );
+
+    let free = json!({
+        "operationId": "claimFree",
+        "summary": "A free 300 s hold on a key",
+        "description": "For an API key's account or a wallet proven with x402 sign-in-with-x (the 402 advertises the challenge). At most N per wallet or account per hour.",
+        "security": [{"apiKey": []}, {"signInWithX": []}],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": reference("ClaimFreeRequest"), "example": {"key": "cron:nightly", "holder": "host-1"}}}},
+        "responses": {
+            "201": json_body("ClaimAnswer", "You won the key."),
+            "200": json_body("ClaimAnswer", "A live hold exists; see mine."),
+            "400": error("Invalid input. Nothing written."),
+            "401": error("A malformed, unknown or revoked API key."),
+            "402": json_body("PaymentRequired", "Prove a wallet: the sign-in-with-x challenge is in extensions (no payment is asked)."),
+            "413": error("Body over 64 KiB."),
+            "429": {"description": "Too many free claims this hour.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": reference("Error")}}},
+            "502": error("The store failed."),
+        }
+    });
+
+    let verify = json!({
+        "operationId": "verifyProvenance",
+        "summary": "Check a signed answer ({data, _provenance}) of this service",
+        "security": [],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": reference("VerifyRequest")}}},
+        "responses": {
+            "200": json_body("VerifyReport", "Each check, with witnesses naming what failed."),
+            "400": error("Not a {data, _provenance} document."),
+            "413": error("Body over 64 KiB."),
+        }
+    });
+
+    let get_json = |id: &str, summary: &str| json!({"get": {"operationId": id, "summary": summary, "security": [], "responses": {"200": {"description": summary, "content": {"application/json": {"schema": {"type": "object"}}}}}}});
+    let mut schemas = Map::new();
+    for (name, text) in [
+        ("LeaseRequest", LEASE_INPUT_JSON),
+        ("LeaseAnswer", LEASE_ANSWER),
+        ("ClaimRequest", CLAIM_INPUT_JSON),
+        ("ClaimFreeRequest", CLAIM_FREE_INPUT_JSON),
+        ("ClaimAnswer", CLAIM_ANSWER),
+        ("VerifyRequest", VERIFY_INPUT_JSON),
+        ("VerifyReport", VERIFY_ANSWER),
+        ("Error", ERROR),
+    ] {
+        schemas.insert(name.into(), schema(text));
+    }
+    schemas.insert("PaymentRequired".into(), payment_required_schema());
+
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "leasekit",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Leases with fencing tokens and claims on keys, for software agents. Pay per call over x402 (USDC) or use an API key. Every lease answer is signed (W3C VC 2.0, eddsa-jcs-2022)."
+        },
+        "servers": [{"url": base_url}],
+        "paths": {
+            "/api/v1/lease": {"post": lease},
+            "/claim": {"post": claim},
+            "/claim/free": {"post": free},
+            "/api/v1/verify-provenance": {"post": verify},
+            "/.well-known/did.json": get_json("didDocument", "The DID document of the key that signs answers"),
+            "/openapi.json": get_json("openapi", "This document"),
+            "/api/v1/catalog": get_json("catalog", "The capabilities, prices and links"),
+            "/docs/index.json": get_json("docsIndex", "The capabilities, prices and links"),
+            "/docs/lease.json": get_json("leaseDocsJson", "The lease docs page as JSON"),
+            "/api/v1/samples/lease": get_json("leaseSample", "A worked lease request and its signed answer"),
+            "/docs/lease/": {"get": {"operationId": "leaseDocs", "summary": "The lease docs page", "security": [], "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-KEY", "description": "An API key of your account (leasekit keys create)."},
+                "x402": {"type": "apiKey", "in": "header", "name": "PAYMENT-SIGNATURE", "description": "x402 v2: base64 PaymentPayload for one of the offers of the 402 answer (scheme exact, EIP-3009 USDC)."},
+                "signInWithX": {"type": "apiKey", "in": "header", "name": "SIGN-IN-WITH-X", "description": "x402 sign-in-with-x: base64 of the EIP-4361 message fields and EIP-191 signature answering the 402's challenge."},
+            }
+        }
+    })
+}
+
+/// x402 v2 PaymentRequired, as the 402 answers carry it (plus our error `code`).
+fn payment_required_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["x402Version", "resource", "accepts", "error", "code"],
+        "properties": {
+            "x402Version": {"const": 2},
+            "error": {"type": "string"},
+            "code": {"type": "string"},
+            "resource": {"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}, "description": {"type": "string"}, "mimeType": {"type": "string"}}},
+            "accepts": {"type": "array", "items": {"type": "object", "required": ["scheme", "network", "asset", "amount", "payTo", "maxTimeoutSeconds", "extra"], "properties": {
+                "scheme": {"const": "exact"}, "network": {"type": "string"}, "asset": {"type": "string"}, "amount": {"type": "string"},
+                "payTo": {"type": "string"}, "maxTimeoutSeconds": {"type": "integer"}, "extra": {"type": "object"}}}},
+            "extensions": {"type": "object"}
+        }
+    })
+}

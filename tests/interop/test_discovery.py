@@ -1,0 +1,100 @@
+"""Discovery: /openapi.json passes openapi-spec-validator; the sample and real answers of every
+route validate against the document's own schemas; the sample's signature verifies."""
+
+import base64
+import json
+import urllib.error
+import urllib.request
+
+import jsonschema
+from openapi_spec_validator import validate
+
+from conftest import API_KEY
+from verifier import verify as independent_verify
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers, response.read()
+
+
+def post(url, body, headers=None):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    request.add_header("content-type", "application/json")
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def schemas(server):
+    _, _, body = get(server + "/openapi.json")
+    return json.loads(body)["components"]["schemas"]
+
+
+def check(instance, schema):
+    jsonschema.Draft202012Validator(schema).validate(instance)
+
+
+def test_the_openapi_document_is_valid_3_1(server):
+    _, _, body = get(server + "/openapi.json")
+    document = json.loads(body)
+    assert document["openapi"].startswith("3.1")
+    validate(document)
+    assert document["servers"][0]["url"] == server
+    lease = document["paths"]["/api/v1/lease"]["post"]
+    assert lease["x-x402-amount"] == "5000" and lease["x-x402-price-usdc"] == "0.005"
+    plans = document["paths"]["/claim"]["post"]["x-payment-info"]["price"]["plans"]
+    assert {p: plans[p]["amount"] for p in plans} == {"hour": "5200", "day": "30000", "week": "150000"}
+
+
+def test_the_sample_validates_and_verifies(server):
+    _, _, body = get(server + "/api/v1/samples/lease")
+    sample = json.loads(body)
+    s = schemas(server)
+    check(sample["request"]["body"], s["LeaseRequest"])
+    check(sample["response"]["body"], s["LeaseAnswer"])
+    did = json.loads(get(server + "/.well-known/did.json")[2])["id"]
+    assert independent_verify(sample["response"]["body"], did) == []
+    status, report = post(server + "/api/v1/verify-provenance", sample["response"]["body"])
+    assert status == 200 and report["verified"] is True
+
+
+def test_real_answers_match_the_documented_schemas(server):
+    s = schemas(server)
+    key = {"x-api-key": API_KEY}
+    status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs", "holder": "w", "tenantId": "t"}, key)
+    assert status == 200
+    check(answer, s["LeaseAnswer"])
+    status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs"}, key)
+    assert status == 400
+    check(answer, s["Error"])
+    status, answer = post(server + "/api/v1/lease", {"op": "get", "resource": "docs"})
+    assert status == 402
+    check(answer, s["PaymentRequired"])
+    status, answer = post(server + "/claim/free", {"key": "k", "holder": "h"}, key)
+    assert status == 201
+    check(answer, s["ClaimAnswer"])
+    status, answer = post(server + "/claim", {"key": "k", "plan": "hour", "holder": "h"})
+    assert status == 402
+    check(answer, s["PaymentRequired"])
+    status, answer = post(server + "/api/v1/verify-provenance", {"data": {}, "_provenance": {"manifest": {}, "credential": {}}})
+    assert status == 200
+    check(answer, s["VerifyReport"])
+
+
+def test_catalog_and_docs_pages(server):
+    for path in ["/api/v1/catalog", "/docs/index.json"]:
+        catalog = json.loads(get(server + path)[2])
+        ids = [c["id"] for c in catalog["capabilities"]]
+        assert ids == ["lease", "claim", "claim-free"]
+        lease = catalog["capabilities"][0]
+        assert lease["price"]["amount"] == "0.005" and lease["links"]["openapi"] == server + "/openapi.json"
+    status, headers, html = get(server + "/docs/lease/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert b"Fencing tokens" in html and b"requestId" in html
+    page = json.loads(get(server + "/docs/lease.json")[2])
+    assert [s["title"] for s in page["sections"]][:2] == ["What a lease is", "Fencing tokens"]
