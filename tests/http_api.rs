@@ -590,3 +590,17 @@ async fn a_store_failure_is_a_502_without_internals() {
         );
     }
 }
+
+/// JSON Schema counts 1.0 as the integer 1, and so does the service (found by schemathesis).
+#[tokio::test]
+async fn integral_numbers_written_with_a_fraction_are_integers() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    c.data(acquire("t1", "r", "w")).await;
+    let renew = json!({"op": "renew", "tenantId": "t1", "resource": "r", "holder": "w", "token": 1.0, "ttlSeconds": 6e1});
+    let d = c.data(renew).await;
+    assert_eq!(
+        (d["granted"].clone(), d["fencingToken"].clone()),
+        (json!(true), json!(1))
+    );
+}

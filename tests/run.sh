@@ -31,6 +31,17 @@ cargo test --workspace
 step "interop: independent verifiers and clients (pytest)"
 LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop
 
+step "schemathesis against leasekit serve (bounded, fixed seed)"
+st_dir=$(mktemp -d)
+target/debug/leasekit serve --addr 127.0.0.1:0 --data-dir "$st_dir" --api-key "st:schemathesis-key-0123456789" \
+  > "$st_dir/url" 2> "$st_dir/log" &
+serve_pid=$!
+for _ in $(seq 1 100); do [ -s "$st_dir/url" ] && break; sleep 0.1; done
+.venv/bin/schemathesis --config-file tests/schemathesis.toml run "$(head -n 1 "$st_dir/url")/openapi.json" \
+  -H "X-API-KEY: schemathesis-key-0123456789" --max-examples "${SCHEMATHESIS_EXAMPLES:-30}" \
+  --seed "${SCHEMATHESIS_SEED:-264649241082827299713738318542912631888}" --no-color
+kill "$serve_pid"
+
 step "store tests against moto (single-threaded)"
 port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &

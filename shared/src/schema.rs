@@ -206,24 +206,23 @@ pub fn utf8_bytes(instance: &Value, fields: &[&str], max: usize) -> Vec<Witness>
         .collect()
 }
 
-/// Integers must be written as integers: JSON Schema counts `5.0` as an integer, but the service
-/// reads whole numbers exactly and refuses to guess. Returns a witness per offending field.
-pub fn whole_numbers(instance: &Value, fields: &[&str]) -> Vec<Witness> {
-    fields
-        .iter()
-        .filter_map(|name| {
-            let value = instance.get(name)?;
-            (!value.is_u64()).then(|| {
-                Witness::new(
-                    "TYPE",
-                    &format!("/{name}"),
-                    format!("{name} must be a whole number without a fraction or exponent"),
-                )
-                .expected("integer")
-                .actual(echo(value))
-            })
-        })
-        .collect()
+/// Integral numbers in `fields` as integers: JSON Schema counts `998.0` and `9.98e2` as the integer
+/// 998, so the service reads them as 998 too (the schema already refused fractions, negatives and
+/// numbers out of range, so every value here is integral and at most 2^53).
+pub fn normalize_integers(instance: &mut Value, fields: &[&str]) {
+    const MAX_EXACT: f64 = 9_007_199_254_740_991.0;
+    for name in fields {
+        let Some(value) = instance.get_mut(*name) else {
+            continue;
+        };
+        let integral = value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=MAX_EXACT).contains(f));
+        if let (false, Some(f)) = (value.is_u64(), integral) {
+            // Exact: an integral f64 at most 2^53 converts to u64 without loss.
+            *value = Value::from(f as u64);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -346,12 +345,16 @@ mod tests {
     }
 
     #[test]
-    fn fractional_integers_are_refused_by_name() {
-        let w = whole_numbers(
-            &json!({"token": 5.0, "ttlSeconds": 30}),
-            &["token", "ttlSeconds"],
+    fn integral_numbers_are_read_as_integers() {
+        let mut v = json!({"token": 998.0, "ttlSeconds": 30, "op": "renew"});
+        assert!(
+            lease_input()
+                .check(&json!({"op": "get", "resource": "r", "token": 998.0}))
+                .is_ok(),
+            "the schema says 998.0 is an integer"
         );
-        assert_eq!(w.len(), 1);
-        assert_eq!(w[0].path, "/token");
+        normalize_integers(&mut v, &["token", "ttlSeconds"]);
+        assert_eq!(v, json!({"token": 998, "ttlSeconds": 30, "op": "renew"}));
+        assert!(v["token"].is_u64());
     }
 }

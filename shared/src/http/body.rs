@@ -2,7 +2,7 @@
 //! runs before this passes.
 
 use super::error::ApiError;
-use crate::schema::{Schema, whole_numbers};
+use crate::schema::{Schema, normalize_integers};
 use axum::body::Body;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -25,20 +25,17 @@ pub async fn read_limited(body: Body) -> Result<axum::body::Bytes, ApiError> {
         })
 }
 
-/// Parse `bytes` as JSON, validate it against `schema` (integers in `whole` must be written as
-/// integers), then deserialize it as `T`. Also returns the JSON as sent, for hashing.
+/// Parse `bytes` as JSON, validate it against `schema`, read the integral numbers in `whole` as
+/// integers, then deserialize it as `T`. Also returns the JSON as sent, for hashing.
 pub fn parse_valid<T: DeserializeOwned>(
     bytes: &[u8],
     schema: &Schema,
     whole: &[&str],
 ) -> Result<(T, Value), ApiError> {
-    let value: Value =
+    let mut value: Value =
         serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     schema.check(&value).map_err(ApiError::InvalidInput)?;
-    let fractions = whole_numbers(&value, whole);
-    if !fractions.is_empty() {
-        return Err(ApiError::InvalidInput(fractions));
-    }
+    normalize_integers(&mut value, whole);
     // The schema admitted it, so this only fails if the schema and the type disagree: say so.
     let typed = serde_json::from_value(value.clone()).map_err(|e| {
         ApiError::InvalidInput(vec![crate::witness::Witness::new(
