@@ -604,3 +604,22 @@ async fn integral_numbers_written_with_a_fraction_are_integers() {
         (json!(true), json!(1))
     );
 }
+
+#[tokio::test]
+async fn mcp_needs_an_api_key() {
+    let (_dir, server) = serve();
+    let http = reqwest::Client::new();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    for key in [None, Some("not-a-key-0123456789")] {
+        let mut request = http.post(format!("{}/mcp", server.url)).json(&body);
+        if let Some(k) = key {
+            request = request.header("x-api-key", k);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 401, "{key:?}");
+        assert_eq!(
+            response.json::<Value>().await.unwrap()["code"],
+            "UNAUTHORIZED"
+        );
+    }
+}

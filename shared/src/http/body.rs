@@ -32,8 +32,17 @@ pub fn parse_valid<T: DeserializeOwned>(
     schema: &Schema,
     whole: &[&str],
 ) -> Result<(T, Value), ApiError> {
-    let mut value: Value =
+    let value: Value =
         serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    validate_value(value, schema, whole)
+}
+
+/// Validate an already parsed JSON `value` as [`parse_valid`] does.
+pub fn validate_value<T: DeserializeOwned>(
+    mut value: Value,
+    schema: &Schema,
+    whole: &[&str],
+) -> Result<(T, Value), ApiError> {
     schema.check(&value).map_err(ApiError::InvalidInput)?;
     normalize_integers(&mut value, whole);
     // The schema admitted it, so this only fails if the schema and the type disagree: say so.

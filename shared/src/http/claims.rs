@@ -6,7 +6,7 @@
 //! holder (the crash-resume signal: after a lost answer, retry the same key and holder). A paid
 //! attempt is settled and carries `payment` on both outcomes; a free one never does.
 
-use super::body::{parse_valid, read_limited};
+use super::body::{read_limited, validate_value};
 use super::paid::{self, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::claims::{Claim, MAX_BYTES, Outcome, Plan};
@@ -33,23 +33,33 @@ struct PaidClaim {
 }
 
 #[derive(Deserialize)]
-struct FreeClaim {
+pub(crate) struct FreeClaim {
     key: String,
     holder: String,
 }
 
-/// Parse and validate a claim body, including the UTF-8 byte limits.
-fn parse<T: serde::de::DeserializeOwned>(
-    bytes: &[u8],
+/// Validate a claim already parsed as JSON: the schema, then the UTF-8 byte limits.
+pub(crate) fn check<T: serde::de::DeserializeOwned>(
+    value: Value,
     schema: &crate::schema::Schema,
 ) -> Result<T, ApiError> {
-    let (claim, value): (T, Value) = parse_valid(bytes, schema, &[])?;
+    let (claim, value): (T, Value) = validate_value(value, schema, &[])?;
     let too_long = utf8_bytes(&value, &["key", "holder"], MAX_BYTES);
     if too_long.is_empty() {
         Ok(claim)
     } else {
         Err(ApiError::InvalidInput(too_long))
     }
+}
+
+/// Parse and validate a claim body.
+fn parse<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    schema: &crate::schema::Schema,
+) -> Result<T, ApiError> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    check(value, schema)
 }
 
 pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
@@ -95,6 +105,17 @@ pub async fn free(State(state): State<AppState>, request: Request) -> Result<Res
         }
         Caller::Anonymous => prove_wallet(&state, &parts, now).await?,
     };
+    let outcome = free_claim(&state, &scope, &claim, now).await?;
+    Ok(answer(outcome, Plan::Free, None))
+}
+
+/// A free claim for `scope`, within the hourly quota.
+pub(crate) async fn free_claim(
+    state: &AppState,
+    scope: &Tenant,
+    claim: &FreeClaim,
+    now: Millis,
+) -> Result<Outcome, ApiError> {
     if let Some(retry_after) = state
         .claims
         .count_free(scope.as_str(), state.free_claims_per_hour, now)
@@ -102,11 +123,10 @@ pub async fn free(State(state): State<AppState>, request: Request) -> Result<Res
     {
         return Err(ApiError::RateLimited(retry_after));
     }
-    let outcome = state
+    Ok(state
         .claims
         .claim(scope.as_str(), &claim.key, &claim.holder, Plan::Free, now)
-        .await?;
-    Ok(answer(outcome, Plan::Free, None))
+        .await?)
 }
 
 /// The wallet proven by the `SIGN-IN-WITH-X` header, or the 402 that asks for it.
@@ -181,6 +201,16 @@ fn receipt(settlement: &SettlementResponse, asset: &str) -> Value {
 }
 
 fn answer(outcome: Outcome, plan: Plan, payment: Option<Value>) -> Response {
+    let (status, body) = answer_body(outcome, plan, payment);
+    (status, Json(body)).into_response()
+}
+
+/// The status and body of a claim answer.
+pub(crate) fn answer_body(
+    outcome: Outcome,
+    plan: Plan,
+    payment: Option<Value>,
+) -> (StatusCode, Value) {
     let (status, mut body) = match outcome {
         Outcome::Acquired(claim) => (
             StatusCode::CREATED,
@@ -194,7 +224,7 @@ fn answer(outcome: Outcome, plan: Plan, payment: Option<Value>) -> Response {
     if let Some(payment) = payment {
         body["payment"] = payment;
     }
-    (status, Json(body)).into_response()
+    (status, body)
 }
 
 /// A hold as answered: never the scope (the caller knows its own wallet or account).

@@ -1,11 +1,12 @@
 //! POST /api/v1/lease.
 
-use super::body::{parse_valid, read_limited};
+use super::body::{parse_valid, read_limited, validate_value};
 use super::paid::{self, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::clock::now_ms;
 use crate::lease::LeaseRequest;
 use crate::lease::service::ROUTE;
+use crate::lease::service::SignedAnswer;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
 use crate::store::StoreError;
@@ -22,8 +23,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let caller = state.auth.caller(&parts).await?;
     let bytes = read_limited(body).await?;
     // Invalid input is a 400 before any payment is looked at.
-    let (request, body): (LeaseRequest, Value) =
-        parse_valid(&bytes, lease_input(), &["ttlSeconds", "token"])?;
+    let (request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
     let now = now_ms();
     let (tenant, paid) = match caller {
         Caller::Account(account) => (
@@ -73,4 +73,22 @@ fn tenant_for_key(account: &str, tenant_id: Option<&str>) -> Result<Tenant, ApiE
             "tenantId is not a valid tenant id",
         )])
     })
+}
+
+/// The integer fields of a lease request.
+const WHOLE: &[&str] = &["ttlSeconds", "token"];
+
+/// A lease request from an API key's `account`, already parsed as JSON (the MCP tool's path):
+/// validated exactly as the HTTP body is, then carried out and signed.
+pub(crate) async fn for_account(
+    state: &AppState,
+    account: &str,
+    value: Value,
+) -> Result<SignedAnswer, ApiError> {
+    let (request, body): (LeaseRequest, Value) = validate_value(value, lease_input(), WHOLE)?;
+    let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
+    Ok(state
+        .leases
+        .execute(&tenant, &request, sha256(&body), now_ms())
+        .await?)
 }

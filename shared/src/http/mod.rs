@@ -8,6 +8,7 @@ mod discovery;
 pub mod error;
 pub mod lambda;
 mod lease;
+mod mcp;
 pub mod paid;
 mod provenance;
 
@@ -82,7 +83,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/samples/lease", get(discovery::lease_sample))
         .route("/claim/free", post(claims::free))
         .route("/.well-known/did.json", get(provenance::did_document))
+        .with_state(state.clone())
+        .merge(mcp::router(state))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .with_state(state)
 }
