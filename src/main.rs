@@ -35,6 +35,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,aws=warn,dynoxide=error".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not for files and log collectors.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {

@@ -48,7 +48,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         store.client.clone(),
         &store.tables,
         issuer,
-        true,
+        false,
         Some(payments),
     );
     state.free_claims_per_hour = args.free_claims_per_hour;

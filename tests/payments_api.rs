@@ -467,3 +467,43 @@ async fn an_unreachable_facilitator_is_a_502_before_any_work() {
     );
     assert!(a.settlement.is_none());
 }
+
+/// One log line per request, with route, status, op and a hashed tenant; never the API key, the
+/// payment signature or the wallet's address.
+#[tokio::test]
+async fn the_request_log_names_what_happened_and_no_secret() {
+    let dir = TempDir::new().unwrap();
+    let log_path = dir.path().join("server.log");
+    let server = Server::start_logged(dir.path(), std::fs::File::create(&log_path).unwrap());
+    let keyed = server.client(Some(ACME_KEY));
+    keyed
+        .data(json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w"}))
+        .await;
+    let offer = offer(&server.url).await;
+    let alice = wallet(7);
+    let payment = paid(&alice, &offer, 1);
+    let a = pay_post(
+        &server.url,
+        &json!({"op": "acquire", "resource": "r", "holder": "w"}),
+        Some(&payment),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    server.stop();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("request") && l.contains("/api/v1/lease"))
+        .collect();
+    assert!(lines.len() >= 3, "a line per request: {log}");
+    assert!(
+        lines.iter().any(|l| l.contains("status=200")
+            && l.contains("op=\"acquire\"")
+            && l.contains("outcome=\"granted\"")),
+        "{log}"
+    );
+    assert!(lines.iter().any(|l| l.contains("status=402")), "{log}");
+    for secret in [ACME_KEY, payment.as_str(), &address_of(&alice).lower()[2..]] {
+        assert!(!log.contains(secret), "the log must not contain {secret}");
+    }
+}

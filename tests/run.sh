@@ -28,8 +28,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 step "cargo test (embedded dynoxide)"
 cargo test --workspace
 
-step "interop: independent verifiers and clients (pytest)"
-LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop
+step "interop (independent verifiers, official clients) and infra facts (pytest)"
+LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop tests/infra
 
 step "schemathesis against leasekit serve (bounded, fixed seed)"
 st_dir=$(mktemp -d)

@@ -26,10 +26,14 @@ pub struct Boot {
 /// Initialise logging, read the configuration and the AWS settings (region and role credentials
 /// from the Lambda environment). Call once, before the first request.
 pub async fn lambda() -> Result<Boot, BootError> {
+    // One JSON object per line (CloudWatch Logs Insights reads the fields); metrics as EMF.
     tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
         .with_target(false)
-        .without_time()
         .init();
+    crate::metrics::enable();
     let config = Config::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
@@ -90,7 +94,7 @@ pub async fn serve_http() -> Result<(), lambda_http::Error> {
     let issuer = boot.issuer().await?;
     let payments = boot.payments()?;
     let mut state =
-        crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, false, payments);
+        crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, true, payments);
     state.free_claims_per_hour = boot.config.free_claims_per_hour;
     lambda_http::run(crate::http::lambda::service(state)).await
 }

@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod http;
 pub mod keys;
 pub mod lease;
+pub mod metrics;
 pub mod provenance;
 pub mod schema;
 pub mod store;

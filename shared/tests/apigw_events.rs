@@ -18,7 +18,20 @@ fn fixture(name: &str) -> String {
 }
 
 async fn call(event: &str) -> (u16, Value) {
+    call_with(event, None).await
+}
+
+/// Send `event` through the Lambda service, with `account`'s fixture key registered if given.
+async fn call_with(event: &str, account: Option<&str>) -> (u16, Value) {
     let store = test_store().await;
+    if let Some(account) = account {
+        let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
+        assert!(
+            keys.insert(&KeyRecord::new(&fixture_key(), account, 1))
+                .await
+                .unwrap()
+        );
+    }
     let request = lambda_http::request::from_str(event).expect("a REST API event");
     assert!(
         request.uri().path().starts_with("/prod/"),
@@ -29,7 +42,7 @@ async fn call(event: &str) -> (u16, Value) {
         store.client,
         &store.tables,
         Issuer::from_seed(&[9; 32]),
-        false,
+        true,
         None,
     ))
     .oneshot(request)
@@ -56,10 +69,30 @@ async fn account_from_the_authorizer_context_is_the_tenant() {
 }
 
 #[tokio::test]
-async fn no_account_in_the_context_is_refused() {
-    let (status, body) = call(&fixture("apigw-rest-lease-anonymous.json")).await;
-    assert_eq!(status, 401, "{body}");
-    assert_eq!(body["code"], "UNAUTHORIZED");
+async fn without_an_authorizer_the_function_checks_the_key_itself() {
+    // Mixed routes (key or x402) have no API Gateway authorizer: the key is checked in-process.
+    let event = fixture("apigw-rest-lease-anonymous.json");
+    let (status, body) = call_with(&event, Some("acme")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["granted"], true);
+    let (status, body) = call(&event).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (401, Some("UNAUTHORIZED")),
+        "an unknown key"
+    );
+    let mut keyless: Value = serde_json::from_str(&event).unwrap();
+    for headers in ["headers", "multiValueHeaders"] {
+        keyless[headers]
+            .as_object_mut()
+            .unwrap()
+            .remove("X-API-KEY");
+    }
+    let keyless = keyless.to_string();
+    assert!(!keyless.contains("X-API-KEY"));
+    let (status, body) = call(&keyless).await;
+    assert_eq!(status, 401, "no key and no payments configured: {body}");
+    assert_eq!(body["error"], "an API key (X-API-KEY) is required");
 }
 
 #[tokio::test]
@@ -165,4 +198,45 @@ async fn revoking_a_key_takes_effect() {
     );
     let unknown = ApiKey::generate().unwrap();
     assert!(!keys.revoke(&unknown.id(), 5).await.unwrap());
+}
+
+#[tokio::test]
+async fn the_lambda_key_cache_holds_an_account_for_a_while_and_no_cache_does_not() {
+    use shared::auth::CachedKeys;
+    use std::time::Duration;
+    let store = test_store().await;
+    let keys = KeyStore::new(store.client, &store.tables.keys);
+    let key = ApiKey::generate().unwrap();
+    keys.insert(&KeyRecord::new(&key, "acme", 1)).await.unwrap();
+    let cached = CachedKeys::new(keys.clone(), Duration::from_secs(60));
+    let uncached = CachedKeys::new(keys.clone(), Duration::ZERO);
+    assert_eq!(
+        cached.account(key.expose()).await.unwrap().as_deref(),
+        Some("acme")
+    );
+    assert_eq!(
+        uncached.account(key.expose()).await.unwrap().as_deref(),
+        Some("acme")
+    );
+    keys.revoke(&key.id(), 2).await.unwrap();
+    assert_eq!(
+        cached.account(key.expose()).await.unwrap().as_deref(),
+        Some("acme"),
+        "within the cache time"
+    );
+    assert_eq!(
+        uncached.account(key.expose()).await.unwrap(),
+        None,
+        "at once without a cache"
+    );
+    // Unknown keys are never cached.
+    let unknown = ApiKey::generate().unwrap();
+    assert_eq!(cached.account(unknown.expose()).await.unwrap(), None);
+    keys.insert(&KeyRecord::new(&unknown, "globex", 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        cached.account(unknown.expose()).await.unwrap().as_deref(),
+        Some("globex")
+    );
 }

@@ -30,6 +30,15 @@ impl Server {
     /// Serve with the two test accounts' keys and `extra` arguments; AWS settings for a
     /// `--dynamodb-endpoint` that ignores credentials.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Self {
+        Self::spawn(data_dir, extra, "warn,dynoxide=error", Stdio::inherit())
+    }
+
+    /// Serve with INFO logs written to `log` (for tests that read the logs).
+    pub fn start_logged(data_dir: &Path, log: std::fs::File) -> Self {
+        Self::spawn(data_dir, &[], "info,dynoxide=error", Stdio::from(log))
+    }
+
+    fn spawn(data_dir: &Path, extra: &[&str], log_level: &str, stderr: Stdio) -> Self {
         let mut child = leasekit()
             .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -44,9 +53,9 @@ impl Server {
             .env("AWS_SECRET_ACCESS_KEY", "test")
             .env("AWS_REGION", "us-east-1")
             .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("RUST_LOG", "warn,dynoxide=error")
+            .env("RUST_LOG", log_level)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start leasekit serve");
         let mut line = String::new();

@@ -4,17 +4,20 @@
 
 use super::error::ApiError;
 use crate::auth::authorizer::ACCOUNT_CONTEXT_KEY;
-use crate::auth::{API_KEY_HEADER, authenticate};
+use crate::auth::{API_KEY_HEADER, CachedKeys, LAMBDA_KEY_CACHE};
 use crate::store::KeyStore;
 use axum::http::request::Parts;
 use lambda_http::request::RequestContext;
 
+/// Who is calling. The API key is checked in this process (the same check as the API Gateway
+/// authorizer), through a short cache; on Lambda, an account an authorizer already resolved (on
+/// key-only routes) is taken as is.
 #[derive(Clone)]
-pub enum Authenticator {
-    /// Trust the account in the API Gateway (REST, payload v1) authorizer context.
-    ApiGateway,
-    /// Check the X-API-KEY header against the key store in this process.
-    InProcess(KeyStore),
+pub struct Authenticator {
+    keys: CachedKeys,
+    /// Trust `requestContext.authorizer.account` (API Gateway REST events only carry it when an
+    /// authorizer ran; callers cannot set it).
+    trust_gateway: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,25 +29,39 @@ pub enum Caller {
 }
 
 impl Authenticator {
+    /// On Lambda (`trust_gateway`), resolved keys are cached for [`LAMBDA_KEY_CACHE`] to save a
+    /// read per request; elsewhere every request reads the store.
+    pub fn new(keys: KeyStore, trust_gateway: bool) -> Self {
+        let ttl = if trust_gateway {
+            LAMBDA_KEY_CACHE
+        } else {
+            std::time::Duration::ZERO
+        };
+        Self {
+            keys: CachedKeys::new(keys, ttl),
+            trust_gateway,
+        }
+    }
+
     pub async fn caller(&self, parts: &Parts) -> Result<Caller, ApiError> {
-        match self {
-            Self::ApiGateway => {
-                Ok(account_from_context(parts).map_or(Caller::Anonymous, Caller::Account))
-            }
-            Self::InProcess(keys) => {
-                let Some(header) = parts.headers.get(API_KEY_HEADER) else {
-                    return Ok(Caller::Anonymous);
-                };
-                let presented = header
-                    .to_str()
-                    .map_err(|_| ApiError::Unauthorized("malformed API key"))?;
-                match authenticate(keys, presented).await? {
-                    Some(account) => Ok(Caller::Account(account)),
-                    None => Err(ApiError::Unauthorized(
-                        "malformed, unknown or revoked API key",
-                    )),
-                }
-            }
+        if let Some(account) = self
+            .trust_gateway
+            .then(|| account_from_context(parts))
+            .flatten()
+        {
+            return Ok(Caller::Account(account));
+        }
+        let Some(header) = parts.headers.get(API_KEY_HEADER) else {
+            return Ok(Caller::Anonymous);
+        };
+        let presented = header
+            .to_str()
+            .map_err(|_| ApiError::Unauthorized("malformed API key"))?;
+        match self.keys.account(presented).await? {
+            Some(account) => Ok(Caller::Account(account)),
+            None => Err(ApiError::Unauthorized(
+                "malformed, unknown or revoked API key",
+            )),
         }
     }
 }

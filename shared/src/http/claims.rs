@@ -7,6 +7,7 @@
 //! attempt is settled and carries `payment` on both outcomes; a free one never does.
 
 use super::body::{read_limited, validate_value};
+use super::observe::Note;
 use super::paid::{self, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::claims::{Claim, MAX_BYTES, Outcome, Plan};
@@ -90,6 +91,8 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
     let settlement = payments.settle(&paid, now).await;
     let receipt = receipt(&settlement, &paid.verified.requirements.asset);
     let mut response = answer(outcome, claim.plan, Some(receipt));
+    let note = note("claim", &response, &scope);
+    response.extensions_mut().insert(note);
     paid::attach(&mut response, &settlement);
     Ok(response)
 }
@@ -106,7 +109,10 @@ pub async fn free(State(state): State<AppState>, request: Request) -> Result<Res
         Caller::Anonymous => prove_wallet(&state, &parts, now).await?,
     };
     let outcome = free_claim(&state, &scope, &claim, now).await?;
-    Ok(answer(outcome, Plan::Free, None))
+    let mut response = answer(outcome, Plan::Free, None);
+    let note = note("claim_free", &response, &scope);
+    response.extensions_mut().insert(note);
+    Ok(response)
 }
 
 /// A free claim for `scope`, within the hourly quota.
@@ -187,6 +193,20 @@ async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Te
         )?);
     }
     Ok(Tenant::for_wallet(&address))
+}
+
+/// The log note of a claim answer: acquired (201) or held (200).
+fn note(op: &'static str, response: &Response, scope: &Tenant) -> Note {
+    let outcome = if response.status() == StatusCode::CREATED {
+        "acquired"
+    } else {
+        "held"
+    };
+    Note {
+        op: Some(op),
+        outcome: Some(outcome),
+        tenant: Some(Note::tenant_hash(scope.as_str())),
+    }
 }
 
 fn receipt(settlement: &SettlementResponse, asset: &str) -> Value {

@@ -1,12 +1,14 @@
 //! POST /api/v1/lease.
 
 use super::body::{parse_valid, read_limited, validate_value};
+use super::observe::Note;
 use super::paid::{self, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::clock::now_ms;
 use crate::lease::LeaseRequest;
 use crate::lease::service::ROUTE;
 use crate::lease::service::SignedAnswer;
+use crate::metrics;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
 use crate::store::StoreError;
@@ -47,9 +49,26 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
         .execute(&tenant, &request, sha256(&body), now)
         .await?;
     let replayed = answer.data.replayed;
+    let note = Note {
+        op: Some(request.op.as_str()),
+        outcome: Some(match (replayed, answer.data.granted) {
+            (true, _) => "replayed",
+            (false, true) => "granted",
+            (false, false) => "denied",
+        }),
+        tenant: Some(Note::tenant_hash(tenant.as_str())),
+    };
+    if !replayed && request.op != crate::lease::Op::Get {
+        metrics::count(if answer.data.granted {
+            "LeaseGranted"
+        } else {
+            "LeaseDenied"
+        });
+    }
     let mut response =
         Json(serde_json::to_value(answer).map_err(|e| StoreError::Corrupt(e.to_string()))?)
             .into_response();
+    response.extensions_mut().insert(note);
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
     if let (Some(paid), Some(payments), false) = (&paid, &state.payments, replayed) {
         paid::attach(&mut response, &payments.settle(paid, now).await);

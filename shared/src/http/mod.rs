@@ -9,6 +9,7 @@ pub mod error;
 pub mod lambda;
 mod lease;
 mod mcp;
+pub mod observe;
 pub mod paid;
 mod provenance;
 
@@ -38,20 +39,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over the given DynamoDB client and tables. `local_keys`: check API keys in-process
-    /// (local server) instead of trusting the API Gateway authorizer's context (Lambda).
+    /// State over the given DynamoDB client and tables. API keys are checked in this process;
+    /// `on_lambda`: also take an account resolved by an API Gateway authorizer.
     pub fn new(
         client: Client,
         tables: &Tables,
         issuer: Issuer,
-        local_keys: bool,
+        on_lambda: bool,
         payments: Option<Payments>,
     ) -> Self {
-        let auth = if local_keys {
-            Authenticator::InProcess(KeyStore::new(client.clone(), &tables.keys))
-        } else {
-            Authenticator::ApiGateway
-        };
+        let auth = Authenticator::new(KeyStore::new(client.clone(), &tables.keys), on_lambda);
         // Compile the request schemas now, at init, not on the first request.
         crate::schema::lease_input();
         crate::schema::verify_input();
@@ -85,6 +82,7 @@ pub fn router(state: AppState) -> Router {
         .route("/.well-known/did.json", get(provenance::did_document))
         .with_state(state.clone())
         .merge(mcp::router(state))
+        .layer(axum::middleware::from_fn(observe::log_request))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }

@@ -136,6 +136,11 @@ impl Payments {
             .facilitator
             .settle(&paid.verified.payload, &paid.verified.requirements)
             .await;
+        crate::metrics::count(if outcome.success {
+            "SettlementSucceeded"
+        } else {
+            "SettlementFailed"
+        });
         if !outcome.success {
             tracing::error!(
                 reason = outcome.error_reason.as_deref().unwrap_or(""),

@@ -1,0 +1,64 @@
+//! One structured log line per request (request id, method, route, status, latency, and what the
+//! handler noted: op, outcome, a hash of the tenant), plus status-class metrics. Never a key, a
+//! signature or a payment: the tenant is hashed, bodies and headers are not logged.
+
+use crate::metrics;
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use lambda_http::request::RequestContext;
+use sha2::{Digest, Sha256};
+use std::time::Instant;
+
+/// What a handler adds to its request's log line (as a response extension).
+#[derive(Debug, Clone, Default)]
+pub struct Note {
+    pub op: Option<&'static str>,
+    /// e.g. granted, denied, replayed, acquired, held.
+    pub outcome: Option<&'static str>,
+    /// The first 8 bytes of SHA-256(tenant), hex: enough to follow one tenant, useless to guess it.
+    pub tenant: Option<String>,
+}
+
+impl Note {
+    pub fn tenant_hash(tenant: &str) -> String {
+        hex::encode(&Sha256::digest(tenant.as_bytes())[..8])
+    }
+}
+
+pub async fn log_request(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned());
+    let request_id = match request.extensions().get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV1(context)) => context.request_id.clone(),
+        _ => None,
+    };
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    let note = response
+        .extensions()
+        .get::<Note>()
+        .cloned()
+        .unwrap_or_default();
+    tracing::info!(
+        request_id = request_id.as_deref().unwrap_or("-"),
+        method,
+        route = route.as_deref().unwrap_or("-"),
+        status,
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        op = note.op.unwrap_or("-"),
+        outcome = note.outcome.unwrap_or("-"),
+        tenant = note.tenant.as_deref().unwrap_or("-"),
+        "request"
+    );
+    match status {
+        400..=499 => metrics::count("ClientErrors"),
+        500..=599 => metrics::count("ServerErrors"),
+        _ => {}
+    }
+    response
+}

@@ -1,0 +1,103 @@
+"""Facts about infra/template.yaml that a deployment relies on (cfn-lint checks the syntax and
+the SAM transform; this checks our own rules)."""
+
+import os
+import tomllib
+
+from cfnlint.decode import decode
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+TEMPLATE, MATCHES = decode(os.path.join(ROOT, "infra", "template.yaml"))
+RESOURCES = TEMPLATE["Resources"]
+
+
+def of_type(kind):
+    return {name: r for name, r in RESOURCES.items() if r["Type"] == kind}
+
+
+FUNCTIONS = of_type("AWS::Serverless::Function")
+
+
+def test_it_parses():
+    assert not MATCHES
+
+
+def test_every_function_binary_is_a_workspace_member():
+    with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
+        members = {m.split("/")[-1] for m in tomllib.load(f)["workspace"]["members"] if m.startswith("functions/")}
+    binaries = {f["Metadata"]["BuildProperties"]["Binary"] for f in FUNCTIONS.values()}
+    assert binaries == members == {"lease", "claim", "claim-free", "mcp", "authorizer", "public"}
+    for f in FUNCTIONS.values():
+        assert f["Metadata"]["BuildMethod"] == "rust-cargolambda"
+    globals_ = TEMPLATE["Globals"]["Function"]
+    assert globals_["Runtime"] == "provided.al2023" and globals_["Architectures"] == ["arm64"]
+
+
+def api_events():
+    for name, f in FUNCTIONS.items():
+        for event in f["Properties"].get("Events", {}).values():
+            if event["Type"] == "Api":
+                yield name, event["Properties"]
+
+
+def test_the_authorizer_guards_key_only_routes_and_nothing_else():
+    api = RESOURCES["Api"]["Properties"]
+    assert "DefaultAuthorizer" not in api["Auth"], "every route says which authorizer it uses"
+    authorizer = api["Auth"]["Authorizers"]["ApiKeyAuthorizer"]
+    assert authorizer["Identity"]["Headers"] == ["X-API-KEY"] and authorizer["Identity"]["ReauthorizeEvery"] == 300
+    routes = {}
+    for function, event in api_events():
+        routes[event["Path"]] = event["Auth"]["Authorizer"]
+    assert routes.pop("/mcp") == "ApiKeyAuthorizer"
+    # Key-or-payment and public routes: no gateway authorizer (the function checks keys itself).
+    assert set(routes.values()) == {"NONE"}
+    assert {"/api/v1/lease", "/claim", "/claim/free", "/api/v1/verify-provenance", "/openapi.json"} <= set(routes)
+
+
+def test_private_endpoints_get_a_vpce_policy():
+    api = RESOURCES["Api"]["Properties"]
+    assert api["EndpointConfiguration"]["Type"] == {"Ref": "EndpointType"}
+    assert TEMPLATE["Parameters"]["EndpointType"]["AllowedValues"] == ["REGIONAL", "PRIVATE"]
+    private, public = api["Auth"]["ResourcePolicy"]["CustomStatements"]["Fn::If"][1:]
+    assert TEMPLATE["Conditions"]["IsPrivate"] == {"Fn::Equals": [{"Ref": "EndpointType"}, "PRIVATE"]}
+    deny = [s for s in private if s["Effect"] == "Deny"]
+    assert deny and deny[0]["Condition"]["StringNotEquals"]["aws:SourceVpce"] == {"Ref": "VpcEndpointIds"}
+    assert all(s["Effect"] == "Allow" for s in public)
+
+
+def statements():
+    for name, f in FUNCTIONS.items():
+        for policy in f["Properties"].get("Policies", []):
+            for statement in policy["Statement"]:
+                yield name, statement
+
+
+def test_no_iam_wildcards():
+    seen = 0
+    for function, statement in statements():
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert all("*" not in a for a in actions), (function, actions)
+        resource = statement["Resource"]
+        assert resource != "*" and not (isinstance(resource, str) and "*" in resource), (function, resource)
+        seen += 1
+    assert seen >= 10
+
+
+def test_tables_are_on_demand_recoverable_protected_and_ttl_where_needed():
+    tables = of_type("AWS::DynamoDB::Table")
+    assert set(tables) == {"LeasesTable", "RequestsTable", "KeysTable", "PaymentsTable", "ClaimsTable"}
+    for name, t in tables.items():
+        p = t["Properties"]
+        assert p["BillingMode"] == "PAY_PER_REQUEST", name
+        assert p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True, name
+        assert p["DeletionProtectionEnabled"] == {"Ref": "DeletionProtection"}, name
+        assert t["DeletionPolicy"] == "Retain", name
+    with_ttl = {n for n, t in tables.items() if "TimeToLiveSpecification" in t["Properties"]}
+    assert with_ttl == {"RequestsTable", "ClaimsTable"}, "leases (fencing counters) and the ledger are never expired"
+
+
+def test_alarms_watch_errors_throttles_and_settlements():
+    alarms = of_type("AWS::CloudWatch::Alarm")
+    metrics = {a["Properties"].get("MetricName") for a in alarms.values()}
+    assert {"5XXError", "SettlementFailed"} <= metrics
+    assert any("Metrics" in a["Properties"] for a in alarms.values()), "the throttles alarm"
