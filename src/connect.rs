@@ -104,5 +104,8 @@ async fn remote_client(endpoint: &str) -> Client {
         .endpoint_url(endpoint)
         .load()
         .await;
-    Client::new(&config)
+    Client::from_conf(
+        shared::store::round_trips::with_counter(aws_sdk_dynamodb::config::Builder::from(&config))
+            .build(),
+    )
 }

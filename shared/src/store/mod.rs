@@ -26,6 +26,7 @@ mod expr;
 pub mod key_store;
 pub mod lease_store;
 pub mod payment_store;
+pub mod round_trips;
 pub mod tables;
 
 pub use claim_store::ClaimStore;
@@ -51,9 +52,8 @@ pub fn local_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
             None,
             None,
             "leasekit-local",
-        ))
-        .build();
-    aws_sdk_dynamodb::Client::from_conf(config)
+        ));
+    aws_sdk_dynamodb::Client::from_conf(round_trips::with_counter(config).build())
 }
 
 /// A DynamoDB item.
