@@ -1,8 +1,10 @@
 //! `leasekit`: run the lease service locally, manage API keys, and (later) use it from scripts.
 
+mod client;
 mod connect;
 mod identity;
 mod keys;
+mod run;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +28,16 @@ enum Command {
     /// Create and revoke API keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Acquire a lease (exit 0 granted, 1 held by another, 2 error); prints the answer.
+    Acquire(client::Call),
+    /// Renew a lease you hold (needs --token).
+    Renew(client::Call),
+    /// Release a lease you hold (needs --token).
+    Release(client::Call),
+    /// Show who holds a lease.
+    Get(client::Call),
+    /// Hold a lease while a command runs: `leasekit run --resource R -- CMD ARGS...`.
+    Run(run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,15 +60,23 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve::run(args).await,
-            Command::Keys(command) => keys::run(command).await,
+            Command::Serve(args) => serve::run(args).await.map(|()| 0),
+            Command::Keys(command) => keys::run(command).await.map(|()| 0),
+            Command::Acquire(call) => client::run("acquire", call).await,
+            Command::Renew(call) => client::run("renew", call).await,
+            Command::Release(call) => client::run("release", call).await,
+            Command::Get(call) => client::run("get", call).await,
+            Command::Run(args) => run::run(args).await,
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("leasekit: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(EXIT_ERROR)
         }
     }
 }
+
+/// Any error (bad arguments are clap's 2 as well): see stderr.
+const EXIT_ERROR: u8 = 2;

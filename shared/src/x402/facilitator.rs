@@ -6,10 +6,7 @@
 //! HTTPS with the HTTP/TLS stack the AWS SDK already brings.
 
 use super::types::{PaymentPayload, PaymentRequirements, SettlementResponse, X402_VERSION};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use crate::json_http::JsonHttp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -27,9 +24,8 @@ pub enum Facilitator {
 #[derive(Clone)]
 pub struct Remote {
     base: String,
-    timeout: Duration,
     authorization: Option<String>,
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: JsonHttp,
 }
 
 /// The facilitator did not answer usably (network, timeout, status, body).
@@ -53,54 +49,29 @@ impl Remote {
         timeout: Duration,
         authorization: Option<String>,
     ) -> Result<Self, Unreachable> {
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| Unreachable(format!("TLS roots: {e}")))?
-            .https_or_http()
-            .enable_http1()
-            .build();
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+        let http = JsonHttp::new(timeout).map_err(|e| Unreachable(e.0))?;
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
-            timeout,
             authorization,
-            client,
+            http,
         })
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<Value, Unreachable> {
-        let mut request = hyper::Request::post(format!("{}{path}", self.base))
-            .header("content-type", "application/json");
-        if let Some(auth) = &self.authorization {
-            request = request.header("authorization", auth);
-        }
-        let request = request
-            .body(Full::new(Bytes::from(
-                serde_json::to_vec(body).unwrap_or_default(),
-            )))
-            .map_err(|e| Unreachable(e.to_string()))?;
-        let exchange = async {
-            let response = self
-                .client
-                .request(request)
-                .await
-                .map_err(|e| Unreachable(e.to_string()))?;
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Unreachable(e.to_string()))?
-                .to_bytes();
-            if !status.is_success() {
-                return Err(Unreachable(format!("{path} answered {status}")));
-            }
-            serde_json::from_slice(&bytes)
-                .map_err(|e| Unreachable(format!("{path} answered non-JSON: {e}")))
-        };
-        tokio::time::timeout(self.timeout, exchange)
+        let headers: Vec<(&str, &str)> = self
+            .authorization
+            .iter()
+            .map(|a| ("authorization", a.as_str()))
+            .collect();
+        let answer = self
+            .http
+            .post(&format!("{}{path}", self.base), &headers, body)
             .await
-            .map_err(|_| Unreachable(format!("{path} did not answer within {:?}", self.timeout)))?
+            .map_err(|e| Unreachable(format!("{path}: {e}")))?;
+        if !(200..300).contains(&answer.status) {
+            return Err(Unreachable(format!("{path} answered {}", answer.status)));
+        }
+        Ok(answer.body)
     }
 }
 
