@@ -2,11 +2,10 @@
 //! stdout; the exit code says what happened: 0 granted (get: answered), 1 not granted (a rule
 //! stopped it: held by another, lapsed, wrong token), 2 an error (see stderr).
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Args;
-use serde_json::{Value, json};
-use shared::json_http::JsonHttp;
-use std::time::Duration;
+use leasekit_client::Client;
+use serde_json::json;
 
 pub const EXIT_GRANTED: u8 = 0;
 pub const EXIT_NOT_GRANTED: u8 = 1;
@@ -28,6 +27,20 @@ pub struct Connection {
     pub holder: Option<String>,
 }
 
+impl Connection {
+    pub fn client(&self) -> Result<Client> {
+        Ok(Client::with_api_key(
+            &self.url,
+            &self.api_key,
+            &self.tenant,
+        )?)
+    }
+
+    pub fn holder(&self) -> String {
+        self.holder.clone().unwrap_or_else(default_holder)
+    }
+}
+
 /// One call to POST /api/v1/lease.
 #[derive(Args)]
 pub struct Call {
@@ -42,18 +55,9 @@ pub struct Call {
     /// Fencing token (renew, release).
     #[arg(long)]
     pub token: Option<u64>,
-    /// Makes a retry of this call safe.
+    /// Makes a retry of this call safe (one is made up otherwise).
     #[arg(long)]
     pub request_id: Option<String>,
-}
-
-/// A client of the lease API for one connection.
-pub struct LeaseClient {
-    http: JsonHttp,
-    url: String,
-    api_key: String,
-    pub tenant: String,
-    pub holder: String,
 }
 
 /// The default holder: host name and process id.
@@ -67,40 +71,12 @@ pub fn default_holder() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-impl LeaseClient {
-    pub fn new(connection: &Connection) -> Result<Self> {
-        Ok(Self {
-            http: JsonHttp::new(Duration::from_secs(10)).map_err(|e| anyhow::anyhow!("{e}"))?,
-            url: format!("{}/api/v1/lease", connection.url.trim_end_matches('/')),
-            api_key: connection.api_key.clone(),
-            tenant: connection.tenant.clone(),
-            holder: connection.holder.clone().unwrap_or_else(default_holder),
-        })
-    }
-
-    /// POST one lease op; the answer's `data` (a 200), or an error naming what the service said.
-    pub async fn call(&self, mut body: Value) -> Result<Value> {
-        body["tenantId"] = json!(self.tenant);
-        let answer = self
-            .http
-            .post(&self.url, &[("x-api-key", self.api_key.as_str())], &body)
-            .await
-            .with_context(|| format!("calling {}", self.url))?;
-        if answer.status != 200 {
-            let message = answer.body["error"].as_str().unwrap_or("no error message");
-            let code = answer.body["code"].as_str().unwrap_or("?");
-            bail!("the service answered {} {code}: {message}", answer.status);
-        }
-        Ok(answer.body)
-    }
-}
-
 /// Run one of acquire, renew, release, get; print the answer; the exit code.
 pub async fn run(op: &str, call: Call) -> Result<u8> {
-    let client = LeaseClient::new(&call.connection)?;
+    let client = call.connection.client()?;
     let mut body = json!({"op": op, "resource": call.resource});
     if op != "get" {
-        body["holder"] = json!(client.holder);
+        body["holder"] = json!(call.connection.holder());
     }
     for (field, value) in [
         ("ttlSeconds", call.ttl.map(u64::from)),
@@ -113,7 +89,7 @@ pub async fn run(op: &str, call: Call) -> Result<u8> {
     if let Some(id) = call.request_id {
         body["requestId"] = json!(id);
     }
-    let answer = client.call(body).await?;
+    let answer = client.send(body).await?;
     println!("{answer}");
     let granted = answer["data"]["granted"].as_bool().unwrap_or(false);
     Ok(if granted || op == "get" {

@@ -6,10 +6,10 @@
 //! lease is lost (a renewal is refused, or the service stays unreachable until the lease would
 //! have lapsed), CMD gets SIGTERM, then SIGKILL after `--grace` seconds, and `run` exits 76.
 
-use crate::client::{Connection, LeaseClient};
+use crate::client::Connection;
 use anyhow::{Context, Result};
 use clap::Args;
-use serde_json::{Value, json};
+use leasekit_client::{Client, Guard};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
 
@@ -39,56 +39,35 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
-fn request_id() -> String {
-    let mut bytes = [0u8; 12];
-    let _ = getrandom::fill(&mut bytes);
-    format!("run-{}", hex::encode(bytes))
-}
-
 pub async fn run(args: RunArgs) -> Result<u8> {
-    let client = LeaseClient::new(&args.connection)?;
-    let Some(token) = acquire(&client, &args).await? else {
+    let client = args.connection.client()?;
+    let holder = args.connection.holder();
+    let ttl = Duration::from_secs(u64::from(args.ttl));
+    let Some(mut guard) = acquire(&client, &args, &holder, ttl).await? else {
         return Ok(EXIT_NOT_ACQUIRED);
     };
     let mut child = tokio::process::Command::new(&args.command[0])
         .args(&args.command[1..])
-        .env("LEASE_FENCING_TOKEN", token.to_string())
+        .env("LEASE_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("LEASE_RESOURCE", &args.resource)
-        .env("LEASE_HOLDER", &client.holder)
+        .env("LEASE_HOLDER", &holder)
         .spawn()
         .with_context(|| format!("starting {}", args.command[0]))?;
-    let ttl = Duration::from_secs(u64::from(args.ttl));
-    let mut renewals = tokio::time::interval_at(Instant::now() + ttl / 3, ttl / 3);
-    renewals.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // A renewal that fails for want of an answer is retried; the lease is lost once even the
-    // last granted expiry has passed (by this machine's clock, a little early to be safe).
-    let mut held_until = Instant::now() + ttl - ttl / 10;
     let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
     loop {
         tokio::select! {
             status = child.wait() => {
                 let status = status.context("waiting for the command")?;
-                release(&client, &args.resource, token).await;
+                if let Err(e) = guard.release().await {
+                    eprintln!("leasekit run: release failed, the lease will lapse by itself: {e}");
+                }
                 return Ok(exit_code(status));
             }
-            _ = renewals.tick() => {
-                let body = json!({"op": "renew", "resource": args.resource, "holder": client.holder, "token": token, "ttlSeconds": args.ttl});
-                match client.call(body).await {
-                    Ok(answer) if granted(&answer) => held_until = Instant::now() + ttl - ttl / 10,
-                    Ok(answer) => {
-                        let rule = answer["data"]["witnesses"][0]["ruleId"].as_str().unwrap_or("refused");
-                        eprintln!("leasekit run: lease on {} lost ({rule}); stopping the command", args.resource);
-                        stop(&mut child, Duration::from_secs(args.grace)).await;
-                        return Ok(EXIT_LEASE_LOST);
-                    }
-                    Err(e) if Instant::now() >= held_until => {
-                        eprintln!("leasekit run: could not renew the lease on {} before it lapsed ({e:#}); stopping the command", args.resource);
-                        stop(&mut child, Duration::from_secs(args.grace)).await;
-                        return Ok(EXIT_LEASE_LOST);
-                    }
-                    Err(e) => eprintln!("leasekit run: renewal failed, will retry: {e:#}"),
-                }
+            lost = guard.lost() => {
+                eprintln!("leasekit run: lease on {} lost ({lost:?}); stopping the command", args.resource);
+                stop(&mut child, Duration::from_secs(args.grace)).await;
+                return Ok(EXIT_LEASE_LOST);
             }
             _ = terminate.recv() => forward(&child, libc::SIGTERM),
             _ = interrupt.recv() => forward(&child, libc::SIGINT),
@@ -100,46 +79,29 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
     tokio::signal::unix::signal(kind).context("installing a signal handler")
 }
 
-fn granted(answer: &Value) -> bool {
-    answer["data"]["granted"].as_bool().unwrap_or(false)
-}
-
-/// The fencing token, or `None` if the lease is held by someone else past `--wait`.
-async fn acquire(client: &LeaseClient, args: &RunArgs) -> Result<Option<u64>> {
+/// The guard, or `None` if someone else holds the lease past `--wait`.
+async fn acquire(
+    client: &Client,
+    args: &RunArgs,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Option<Guard>> {
     let deadline = Instant::now() + Duration::from_secs(args.wait);
     let mut backoff = Duration::from_millis(100);
     loop {
-        // One requestId per attempt: a retry after a lost answer gets the same answer back.
-        let body = json!({"op": "acquire", "resource": args.resource, "holder": client.holder, "ttlSeconds": args.ttl, "requestId": request_id()});
-        let answer = match client.call(body.clone()).await {
-            Ok(answer) => answer,
-            Err(_) => client.call(body).await?,
-        };
-        if granted(&answer) {
-            return answer["data"]["fencingToken"]
-                .as_u64()
-                .map(Some)
-                .context("a granted answer without a token");
+        match client.guard(&args.resource, holder, ttl).await {
+            Ok(guard) => return Ok(Some(guard)),
+            Err(leasekit_client::Error::Held { holder, .. }) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    eprintln!("leasekit run: {} is held by {holder}", args.resource);
+                    return Ok(None);
+                }
+                sleep(backoff.min(deadline - now)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e.into()),
         }
-        let holder = answer["data"]["holder"].as_str().unwrap_or("someone");
-        let now = Instant::now();
-        if now >= deadline {
-            eprintln!("leasekit run: {} is held by {holder}", args.resource);
-            return Ok(None);
-        }
-        sleep(backoff.min(deadline - now)).await;
-        backoff = (backoff * 2).min(Duration::from_secs(2));
-    }
-}
-
-/// Release, best effort: a failure only means the lease lapses by itself at its expiry.
-async fn release(client: &LeaseClient, resource: &str, token: u64) {
-    let body =
-        json!({"op": "release", "resource": resource, "holder": client.holder, "token": token});
-    match client.call(body).await {
-        Ok(answer) if granted(&answer) => {}
-        Ok(_) => eprintln!("leasekit run: the lease on {resource} had already ended"),
-        Err(e) => eprintln!("leasekit run: release failed, the lease will lapse by itself: {e:#}"),
     }
 }
 

@@ -13,7 +13,6 @@ pub mod clock;
 pub mod config;
 pub mod discovery;
 pub mod http;
-pub mod json_http;
 pub mod keys;
 pub mod lease;
 pub mod metrics;

@@ -1,5 +1,5 @@
 //! A small JSON-over-HTTP(S) client on the HTTP/TLS stack the AWS SDK already brings (hyper 1,
-//! rustls on aws-lc): used to call an x402 facilitator and, from `leasekit`, the service itself.
+//! rustls on aws-lc): used to call the service, and by the service to call an x402 facilitator.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;

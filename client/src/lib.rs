@@ -1,0 +1,237 @@
+//! A client for the leasekit lease service.
+//!
+//! - [`Client`]: typed `acquire`, `renew`, `release`, `get`. Every mutation carries a requestId, so
+//!   the retries after a lost answer or a 502 that this client makes never apply a call twice.
+//! - [`Client::guard`]: acquire and keep the lease alive in the background; the [`Guard`] gives the
+//!   fencing token, tells you the moment the lease is lost ([`Guard::lost`]), and releases it on
+//!   [`Guard::release`] or when dropped.
+//!
+//! Pay per call with x402 by giving a [`PayFn`] that turns the service's 402 offer into a
+//! `PAYMENT-SIGNATURE` header value, or use an API key.
+
+pub mod guard;
+pub mod http;
+
+pub use guard::{Guard, Lost};
+
+use http::JsonHttp;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Turns the service's x402 `PaymentRequired` (the 402 body) into a `PAYMENT-SIGNATURE` value.
+pub type PayFn = Arc<dyn Fn(&Value) -> Result<String, String> + Send + Sync>;
+
+#[derive(Clone)]
+enum Auth {
+    ApiKey { key: String, tenant: String },
+    Pay(PayFn),
+}
+
+/// One rule that stopped an op.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Witness {
+    pub rule_id: String,
+    pub detail: String,
+}
+
+/// The `data` of a lease answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// acquire/renew: you hold it now; release: it was released; get: someone holds it.
+    pub granted: bool,
+    pub holder: Option<String>,
+    pub fencing_token: Option<u64>,
+    /// ISO 8601 UTC.
+    pub expires_at: Option<String>,
+    pub replayed: bool,
+    pub witnesses: Vec<Witness>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The service refused the request (4xx), with its code and sentence.
+    #[error("{status} {code}: {message}")]
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// No answer after the retries (network, timeout, 502).
+    #[error("the service did not answer: {0}")]
+    Unavailable(String),
+    /// The payment callback could not pay.
+    #[error("payment: {0}")]
+    Payment(String),
+    /// The lease is held by someone else (from [`Client::guard`]).
+    #[error("held by {holder} until {expires_at}")]
+    Held { holder: String, expires_at: String },
+}
+
+/// Attempts per call: the first and two retries (with the same requestId).
+const ATTEMPTS: u32 = 3;
+
+#[derive(Clone)]
+pub struct Client {
+    http: JsonHttp,
+    url: String,
+    auth: Auth,
+}
+
+fn request_id() -> String {
+    let mut bytes = [0u8; 12];
+    let _ = getrandom::fill(&mut bytes);
+    format!("lk-{}", hex::encode(bytes))
+}
+
+impl Client {
+    /// A client of the service at `base_url` with an API key and a tenant id in its account.
+    pub fn with_api_key(base_url: &str, key: &str, tenant: &str) -> Result<Self, Error> {
+        Self::new(
+            base_url,
+            Auth::ApiKey {
+                key: key.into(),
+                tenant: tenant.into(),
+            },
+        )
+    }
+
+    /// A client that pays each call over x402 with `pay`.
+    pub fn with_payments(base_url: &str, pay: PayFn) -> Result<Self, Error> {
+        Self::new(base_url, Auth::Pay(pay))
+    }
+
+    fn new(base_url: &str, auth: Auth) -> Result<Self, Error> {
+        let http = JsonHttp::new(Duration::from_secs(10)).map_err(|e| Error::Unavailable(e.0))?;
+        Ok(Self {
+            http,
+            url: format!("{}/api/v1/lease", base_url.trim_end_matches('/')),
+            auth,
+        })
+    }
+
+    pub async fn acquire(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease, Error> {
+        self.mutate(json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": ttl.as_secs().max(1)})).await
+    }
+
+    pub async fn renew(
+        &self,
+        resource: &str,
+        holder: &str,
+        token: u64,
+        ttl: Duration,
+    ) -> Result<Lease, Error> {
+        self.mutate(json!({"op": "renew", "resource": resource, "holder": holder, "token": token, "ttlSeconds": ttl.as_secs().max(1)}))
+            .await
+    }
+
+    pub async fn release(&self, resource: &str, holder: &str, token: u64) -> Result<Lease, Error> {
+        self.mutate(
+            json!({"op": "release", "resource": resource, "holder": holder, "token": token}),
+        )
+        .await
+    }
+
+    pub async fn get(&self, resource: &str) -> Result<Lease, Error> {
+        self.call(json!({"op": "get", "resource": resource})).await
+    }
+
+    /// Acquire `resource` and keep it: see [`Guard`]. `Error::Held` when someone else holds it.
+    pub async fn guard(&self, resource: &str, holder: &str, ttl: Duration) -> Result<Guard, Error> {
+        let lease = self.acquire(resource, holder, ttl).await?;
+        match (lease.granted, lease.fencing_token) {
+            (true, Some(token)) => Ok(Guard::start(self.clone(), resource, holder, token, ttl)),
+            _ => Err(Error::Held {
+                holder: lease.holder.unwrap_or_default(),
+                expires_at: lease.expires_at.unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// A mutation: one requestId for all its attempts, so a retry is answered, never re-applied.
+    async fn mutate(&self, body: Value) -> Result<Lease, Error> {
+        self.call(body).await
+    }
+
+    async fn call(&self, body: Value) -> Result<Lease, Error> {
+        let answer = self.send(body).await?;
+        serde_json::from_value(answer["data"].clone())
+            .map_err(|e| Error::Unavailable(format!("unexpected answer: {e}")))
+    }
+
+    /// Send one lease request (`op`, `resource`, ...) and get the whole answer, `data` and
+    /// `_provenance`. A mutation without a requestId gets one, kept across this call's retries.
+    pub async fn send(&self, mut body: Value) -> Result<Value, Error> {
+        if body["op"] != "get" && body.get("requestId").is_none() {
+            body["requestId"] = json!(request_id());
+        }
+        let mut headers: Vec<(&str, String)> = Vec::new();
+        if let Auth::ApiKey { key, tenant } = &self.auth {
+            body["tenantId"] = json!(tenant);
+            headers.push(("x-api-key", key.clone()));
+        }
+        let mut last = String::new();
+        for attempt in 0..ATTEMPTS {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let answer = match self.http.post(&self.url, &pairs, &body).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    last = e.0;
+                    continue;
+                }
+            };
+            match answer.status {
+                200 => return Ok(answer.body),
+                402 => match &self.auth {
+                    Auth::Pay(pay) if !headers.iter().any(|(k, _)| *k == "payment-signature") => {
+                        headers.push((
+                            "payment-signature",
+                            pay(&answer.body).map_err(Error::Payment)?,
+                        ));
+                    }
+                    // A fresh payment for a retry: the last one was used (or refused).
+                    Auth::Pay(pay) => {
+                        headers.retain(|(k, _)| *k != "payment-signature");
+                        headers.push((
+                            "payment-signature",
+                            pay(&answer.body).map_err(Error::Payment)?,
+                        ));
+                        last = answer.body["error"]
+                            .as_str()
+                            .unwrap_or("payment refused")
+                            .to_owned();
+                    }
+                    Auth::ApiKey { .. } => return Err(refused(answer.status, &answer.body)),
+                },
+                502..=504 => {
+                    last = format!(
+                        "{}: {}",
+                        answer.status,
+                        answer.body["error"].as_str().unwrap_or("")
+                    )
+                }
+                status => return Err(refused(status, &answer.body)),
+            }
+        }
+        Err(Error::Unavailable(last))
+    }
+}
+
+fn refused(status: u16, body: &Value) -> Error {
+    Error::Refused {
+        status,
+        code: body["code"].as_str().unwrap_or("?").to_owned(),
+        message: body["error"].as_str().unwrap_or("").to_owned(),
+    }
+}
