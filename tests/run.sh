@@ -2,7 +2,7 @@
 # Run every test: formatting and lints, the whole workspace against the embedded store (dynoxide),
 # then the store tests again against moto's DynamoDB, a second, independent implementation.
 # Installs what it needs (Python packages into .venv) and starts and stops moto itself.
-# Usage: bash tests/run.sh
+# Usage: ./tests/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
