@@ -57,5 +57,6 @@ done
 export LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port"
 cargo test -p shared --tests
 cargo test --test http_api -- serves_on_another_dynamodb_endpoint
+LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --test history -- random_concurrent_histories
 
 step "all tests passed"

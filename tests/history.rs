@@ -1,0 +1,317 @@
+//! A history checker: many concurrent clients issue random acquire/renew/release/get on a few
+//! resources with 1 s leases, recording when each call was invoked and when it returned; then
+//! the history is checked against the lease rules, using only what real-time order makes certain
+//! (client and server read the same clock here):
+//! - a new acquisition's token is larger than every token of an acquisition that returned before
+//!   it was invoked, and tokens of different holders never repeat;
+//! - no two holders overlap: a token is never granted while a lease that was granted (and
+//!   returned) before the acquire was invoked is still live and was not released;
+//! - nothing succeeds with a superseded token.
+//!
+//! Against the embedded store by default; `LEASEKIT_TEST_DYNAMODB_ENDPOINT` (moto in CI) serves
+//! the same server from that endpoint. `LEASEKIT_HISTORY_OPS` sets the number of operations.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use support::*;
+use tempfile::TempDir;
+
+/// Clock tolerance (ms) for comparing the server's expiresAt with the client's clock.
+const TOLERANCE_MS: i64 = 5;
+const CLIENTS: usize = 16;
+const RESOURCES: [&str; 3] = ["r0", "r1", "r2"];
+
+#[derive(Debug, Clone)]
+struct Event {
+    op: &'static str,
+    resource: &'static str,
+    holder: String,
+    invoked: i64,
+    returned: i64,
+    granted: bool,
+    /// The token the op used (renew, release) or got (acquire).
+    token: Option<u64>,
+    expires_at: Option<i64>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn parse_iso(s: &str) -> Option<i64> {
+    // 2026-11-29T10:00:00.000Z -> ms (days from the civil calendar)
+    let n = |a: usize, b: usize| s.get(a..b)?.parse::<i64>().ok();
+    let (y, m, d) = (n(0, 4)?, n(5, 7)?, n(8, 10)?);
+    let (y, m) = if m <= 2 { (y - 1, m + 12) } else { (y, m) };
+    let days = 365 * y + y / 4 - y / 100 + y / 400 + (153 * (m - 3) + 2) / 5 + d - 719_469;
+    Some(((days * 24 + n(11, 13)?) * 60 + n(14, 16)?) * 60_000 + n(17, 19)? * 1000 + n(20, 23)?)
+}
+
+fn rng(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+async fn client_loop(url: String, id: usize, ops: usize, history: Arc<Mutex<Vec<Event>>>) {
+    let http = reqwest::Client::new();
+    let holder = format!("h{id}");
+    let mut seed = 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1);
+    let mut tokens: HashMap<&'static str, u64> = HashMap::new();
+    for _ in 0..ops {
+        let resource = RESOURCES[(rng(&mut seed) % RESOURCES.len() as u64) as usize];
+        let known = tokens.get(resource).copied();
+        let op = match (rng(&mut seed) % 10, known) {
+            (0..=4, _) | (_, None) => "acquire",
+            (5..=6, Some(_)) => "renew",
+            (7..=8, Some(_)) => "release",
+            _ => "get",
+        };
+        let mut body = json!({"op": op, "resource": resource, "tenantId": "history"});
+        if op != "get" {
+            body["holder"] = json!(holder);
+        }
+        if matches!(op, "acquire" | "renew") {
+            body["ttlSeconds"] = json!(1);
+        }
+        if matches!(op, "renew" | "release") {
+            body["token"] = json!(known);
+        }
+        let invoked = now_ms();
+        let response = http
+            .post(&url)
+            .header("x-api-key", ACME_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let answer: Value = response.json().await.unwrap();
+        let returned = now_ms();
+        let data = &answer["data"];
+        let granted = data["granted"].as_bool().unwrap();
+        let token = match op {
+            "acquire" => data["fencingToken"].as_u64().filter(|_| granted),
+            "get" => None,
+            _ => known,
+        };
+        if op == "acquire" && granted {
+            tokens.insert(resource, data["fencingToken"].as_u64().unwrap());
+        }
+        // A granted release ends the lease; a refused renew or release is how a holder learns it
+        // lost it. Either way, forget the token, as a real client would.
+        if (op == "release" || op == "renew") && (granted == (op == "release")) {
+            tokens.remove(resource);
+        }
+        let expires_at = data["expiresAt"]
+            .as_str()
+            .and_then(parse_iso)
+            .filter(|_| granted && op != "release");
+        history.lock().unwrap().push(Event {
+            op,
+            resource,
+            holder: holder.clone(),
+            invoked,
+            returned,
+            granted,
+            token,
+            expires_at,
+        });
+        // A little randomness in pacing, so leases lapse between calls too.
+        if rng(&mut seed) % 8 == 0 {
+            tokio::time::sleep(Duration::from_millis(rng(&mut seed) % 50)).await;
+        }
+    }
+}
+
+/// Every violation the history shows (empty when it is consistent with the rules).
+fn check(history: &[Event]) -> Vec<String> {
+    let mut violations = Vec::new();
+    for resource in RESOURCES {
+        let events: Vec<&Event> = history.iter().filter(|e| e.resource == resource).collect();
+        let acquires: Vec<&&Event> = events
+            .iter()
+            .filter(|e| e.op == "acquire" && e.granted)
+            .collect();
+        for a in &acquires {
+            for b in &acquires {
+                let (ta, tb) = (a.token.unwrap(), b.token.unwrap());
+                // Real-time order: a returned before b was invoked.
+                if a.returned < b.invoked && tb < ta {
+                    violations.push(format!(
+                        "{resource}: token {tb} issued after {ta} (invoked {} > returned {})",
+                        b.invoked, a.returned
+                    ));
+                }
+                if ta == tb && a.holder != b.holder {
+                    violations.push(format!(
+                        "{resource}: token {ta} issued to {} and {}",
+                        a.holder, b.holder
+                    ));
+                }
+            }
+        }
+        // Overlap: b's new token granted while a's earlier grant was surely still live.
+        for b in &acquires {
+            let tb = b.token.unwrap();
+            for a in events
+                .iter()
+                .filter(|e| e.granted && matches!(e.op, "acquire" | "renew"))
+            {
+                let ta = a.token.unwrap();
+                if ta >= tb || a.returned >= b.invoked {
+                    continue;
+                }
+                let Some(expiry) = a.expires_at else { continue };
+                let released_before = events.iter().any(|r| {
+                    r.op == "release" && r.granted && r.token == Some(ta) && r.invoked < b.returned
+                });
+                if !released_before && b.returned + TOLERANCE_MS < expiry {
+                    violations.push(format!(
+                        "{resource}: token {tb} granted to {} (returned {}) while token {ta} of {} was live until {expiry}",
+                        b.holder, b.returned, a.holder
+                    ));
+                }
+            }
+        }
+        // Superseded tokens: a renew or release succeeding with a token older than one that was
+        // issued (and returned) before it was invoked.
+        for m in events
+            .iter()
+            .filter(|e| e.granted && matches!(e.op, "renew" | "release"))
+        {
+            let tm = m.token.unwrap();
+            if let Some(newer) = acquires
+                .iter()
+                .find(|a| a.token.unwrap() > tm && a.returned < m.invoked)
+            {
+                violations.push(format!(
+                    "{resource}: {} succeeded with token {tm} after token {} was issued",
+                    m.op,
+                    newer.token.unwrap()
+                ));
+            }
+        }
+    }
+    violations
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn random_concurrent_histories_follow_the_lease_rules() {
+    let total: usize = std::env::var("LEASEKIT_HISTORY_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let dir = TempDir::new().unwrap();
+    let endpoint = std::env::var("LEASEKIT_TEST_DYNAMODB_ENDPOINT").ok();
+    let prefix = unique_prefix();
+    let server = match &endpoint {
+        Some(url) => Server::start_with(
+            dir.path(),
+            &["--dynamodb-endpoint", url, "--table-prefix", &prefix],
+        ),
+        None => Server::start(dir.path()),
+    };
+    let history = Arc::new(Mutex::new(Vec::with_capacity(total)));
+    let url = format!("{}/api/v1/lease", server.url);
+    let started = std::time::Instant::now();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|id| {
+            tokio::spawn(client_loop(
+                url.clone(),
+                id,
+                total / CLIENTS,
+                Arc::clone(&history),
+            ))
+        })
+        .collect();
+    for c in clients {
+        c.await.unwrap();
+    }
+    let history = history.lock().unwrap().clone();
+    let granted_acquires = history
+        .iter()
+        .filter(|e| e.op == "acquire" && e.granted)
+        .count();
+    let denied = history
+        .iter()
+        .filter(|e| !e.granted && e.op != "get")
+        .count();
+    eprintln!(
+        "history: {} ops in {:.1} s ({} granted acquires, {} denied mutations), store: {}",
+        history.len(),
+        started.elapsed().as_secs_f64(),
+        granted_acquires,
+        denied,
+        endpoint.as_deref().unwrap_or("embedded")
+    );
+    assert!(history.len() >= total - CLIENTS);
+    assert!(
+        granted_acquires > 50 && denied > 50,
+        "the history exercised contention and lapses"
+    );
+    let violations = check(&history);
+    assert!(
+        violations.is_empty(),
+        "{} violations, first: {:#?}",
+        violations.len(),
+        &violations[..violations.len().min(5)]
+    );
+}
+
+/// The checker catches what it claims to: histories with a double grant, a token going back,
+/// and a superseded token succeeding.
+#[test]
+fn the_checker_finds_broken_histories() {
+    let e = |op, holder: &str, invoked, returned, token, expires_at| Event {
+        op,
+        resource: "r0",
+        holder: holder.into(),
+        invoked,
+        returned,
+        granted: true,
+        token: Some(token),
+        expires_at,
+    };
+    assert!(
+        check(&[
+            e("acquire", "a", 0, 10, 1, Some(1_010)),
+            e("acquire", "b", 20, 30, 2, Some(1_030))
+        ])
+        .iter()
+        .any(|v| v.contains("while token 1"))
+    );
+    assert!(
+        check(&[
+            e("acquire", "a", 0, 10, 5, Some(20)),
+            e("acquire", "b", 50, 60, 4, Some(1_060))
+        ])
+        .iter()
+        .any(|v| v.contains("issued after"))
+    );
+    assert!(
+        check(&[
+            e("acquire", "a", 0, 10, 1, Some(20)),
+            e("acquire", "b", 50, 60, 2, Some(1_060)),
+            e("renew", "a", 70, 80, 1, Some(1_080))
+        ])
+        .iter()
+        .any(|v| v.contains("succeeded with token 1"))
+    );
+    // And accepts a correct one: lapse, then a new token.
+    assert!(
+        check(&[
+            e("acquire", "a", 0, 10, 1, Some(20)),
+            e("acquire", "b", 50, 60, 2, Some(1_060))
+        ])
+        .is_empty()
+    );
+}
