@@ -126,7 +126,7 @@ async fn client_loop(url: String, id: usize, ops: usize, history: Arc<Mutex<Vec<
             expires_at,
         });
         // A little randomness in pacing, so leases lapse between calls too.
-        if rng(&mut seed) % 8 == 0 {
+        if rng(&mut seed).is_multiple_of(8) {
             tokio::time::sleep(Duration::from_millis(rng(&mut seed) % 50)).await;
         }
     }
