@@ -105,7 +105,6 @@ async fn remote_client(endpoint: &str) -> Client {
         .load()
         .await;
     Client::from_conf(
-        shared::store::round_trips::with_counter(aws_sdk_dynamodb::config::Builder::from(&config))
-            .build(),
+        shared::store::client::configure(aws_sdk_dynamodb::config::Builder::from(&config)).build(),
     )
 }

@@ -37,8 +37,7 @@ pub async fn lambda() -> Result<Boot, BootError> {
     let config = Config::from_env()?;
     let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
     let dynamodb = aws_sdk_dynamodb::Client::from_conf(
-        crate::store::round_trips::with_counter(aws_sdk_dynamodb::config::Builder::from(&aws))
-            .build(),
+        crate::store::client::configure(aws_sdk_dynamodb::config::Builder::from(&aws)).build(),
     );
     Ok(Boot {
         config,

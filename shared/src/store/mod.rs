@@ -22,6 +22,7 @@
 //!   of the record. A replay: the read only.
 
 pub mod claim_store;
+pub mod client;
 mod expr;
 pub mod key_store;
 pub mod lease_store;
@@ -53,7 +54,7 @@ pub fn local_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
             None,
             "leasekit-local",
         ));
-    aws_sdk_dynamodb::Client::from_conf(round_trips::with_counter(config).build())
+    aws_sdk_dynamodb::Client::from_conf(client::configure(config).build())
 }
 
 /// A DynamoDB item.

@@ -42,10 +42,3 @@ pub async fn counted<F: Future>(future: F) -> (F::Output, u32) {
         })
         .await
 }
-
-/// `config` with the round-trip counter attached.
-pub fn with_counter(
-    config: aws_sdk_dynamodb::config::Builder,
-) -> aws_sdk_dynamodb::config::Builder {
-    config.interceptor(CountRoundTrips)
-}

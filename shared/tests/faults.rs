@@ -1,0 +1,293 @@
+//! Store faults, injected by a proxy between the service and DynamoDB (dynoxide): throttling,
+//! 500s, dropped connections, slow answers, and the worst case, an answer lost after the write
+//! committed. Answers must be right or an error within the time budget, and no retry, the SDK's
+//! or the caller's with the same requestId, may apply a mutation twice.
+
+mod common;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use shared::clock::now_ms;
+use shared::lease::LeaseRequest;
+use shared::lease::service::{LeaseError, LeaseService};
+use shared::provenance::Issuer;
+use shared::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
+use shared::store::round_trips::counted;
+use shared::store::{LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
+use shared::tenant::Tenant;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Throttle,
+    ServerError,
+    /// Headers, then the connection breaks mid-body.
+    Drop,
+    /// Forward after this delay.
+    Slow(Duration),
+    /// Forward (the write commits), then hold the answer this long.
+    LostAfterCommit(Duration),
+}
+
+#[derive(Clone)]
+struct Proxy {
+    upstream: String,
+    /// (operation, fault), applied in order to the next matching calls.
+    faults: Arc<Mutex<VecDeque<(&'static str, Fault)>>>,
+    http: reqwest::Client,
+}
+
+impl Proxy {
+    fn inject(&self, operation: &'static str, fault: Fault, times: usize) {
+        let mut faults = self.faults.lock().unwrap();
+        for _ in 0..times {
+            faults.push_back((operation, fault));
+        }
+    }
+}
+
+fn aws_error(status: StatusCode, kind: &str) -> Response {
+    let body = json!({"__type": format!("com.amazonaws.dynamodb.v20120810#{kind}"), "message": "injected"});
+    (
+        status,
+        [("content-type", "application/x-amz-json-1.0")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn forward(State(proxy): State<Proxy>, headers: HeaderMap, body: Bytes) -> Response {
+    let operation = headers
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .rsplit('.')
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    let fault = {
+        let mut faults = proxy.faults.lock().unwrap();
+        let at = faults.iter().position(|(op, _)| *op == operation);
+        at.and_then(|i| faults.remove(i)).map(|(_, f)| f)
+    };
+    match fault {
+        Some(Fault::Throttle) => {
+            return aws_error(
+                StatusCode::BAD_REQUEST,
+                "ProvisionedThroughputExceededException",
+            );
+        }
+        Some(Fault::ServerError) => {
+            return aws_error(StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError");
+        }
+        Some(Fault::Drop) => {
+            return (
+                StatusCode::OK,
+                [("content-type", "application/x-amz-json-1.0")],
+                Body::new(Broken),
+            )
+                .into_response();
+        }
+        Some(Fault::Slow(delay)) => tokio::time::sleep(delay).await,
+        _ => {}
+    }
+    let mut request = proxy.http.post(&proxy.upstream).body(body);
+    for (name, value) in &headers {
+        if name != "host" && name != "content-length" {
+            request = request.header(name, value);
+        }
+    }
+    let upstream = request.send().await.unwrap();
+    let status = StatusCode::from_u16(upstream.status().as_u16()).unwrap();
+    let answer = upstream.bytes().await.unwrap();
+    if let Some(Fault::LostAfterCommit(delay)) = fault {
+        tokio::time::sleep(delay).await;
+    }
+    (
+        status,
+        [("content-type", "application/x-amz-json-1.0")],
+        answer,
+    )
+        .into_response()
+}
+
+/// A response body that fails at once: the client sees the connection break mid-answer.
+struct Broken;
+
+impl http_body::Body for Broken {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
+        std::task::Poll::Ready(Some(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "injected",
+        ))))
+    }
+}
+
+struct Fixture {
+    proxy: Proxy,
+    service: LeaseService,
+    store: LeaseStore,
+    tenant: Tenant,
+}
+
+/// dynoxide behind the fault proxy; the service's client talks to the proxy.
+async fn fixture() -> Fixture {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(dynoxide::server::serve_on(
+        listener,
+        dynoxide::Database::memory().unwrap(),
+    ));
+    let proxy = Proxy {
+        upstream,
+        faults: Arc::default(),
+        http: reqwest::Client::new(),
+    };
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(forward))
+        .with_state(proxy.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = local_client(&url);
+    let tables = Tables::with_prefix("faults-");
+    ensure_tables(&client, &tables).await.unwrap();
+    let store = LeaseStore::new(client, &tables.leases, &tables.requests);
+    Fixture {
+        proxy,
+        service: LeaseService::new(store.clone(), Issuer::from_seed(&[2; 32])),
+        store,
+        tenant: Tenant::for_key("acme", "faults").unwrap(),
+    }
+}
+
+fn req(v: serde_json::Value) -> LeaseRequest {
+    serde_json::from_value(v).unwrap()
+}
+
+impl Fixture {
+    async fn run(
+        &self,
+        body: serde_json::Value,
+    ) -> (
+        Result<shared::lease::LeaseAnswer, LeaseError>,
+        u32,
+        Duration,
+    ) {
+        let started = Instant::now();
+        let (result, trips) =
+            counted(
+                self.service
+                    .execute(&self.tenant, &req(body), [0; 32], now_ms()),
+            )
+            .await;
+        (result.map(|a| a.data), trips, started.elapsed())
+    }
+
+    async fn counter(&self, resource: &str) -> u64 {
+        self.store
+            .get(&LeaseKey::new(&self.tenant, resource))
+            .await
+            .unwrap()
+            .last_token
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_faults_are_retried_and_the_answer_is_right() {
+    let f = fixture().await;
+    for (i, fault) in [
+        Fault::Throttle,
+        Fault::ServerError,
+        Fault::Drop,
+        Fault::Slow(Duration::from_millis(300)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let resource = format!("r{i}");
+        f.proxy.inject("UpdateItem", fault, 1);
+        let (answer, trips, _) = f
+            .run(json!({"op": "acquire", "resource": resource, "holder": "a"}))
+            .await;
+        let answer = answer.unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        assert!(
+            answer.granted && answer.fencing_token == Some(1),
+            "{fault:?}: {answer:?}"
+        );
+        let expected_trips = if matches!(fault, Fault::Slow(_)) {
+            1
+        } else {
+            2
+        };
+        assert_eq!(trips, expected_trips, "{fault:?}: the fault and the retry");
+        assert_eq!(f.counter(&resource).await, 1, "{fault:?}: applied once");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_keeps_failing_is_an_error_within_the_time_budget() {
+    let f = fixture().await;
+    f.proxy.inject("UpdateItem", Fault::ServerError, 10);
+    let (answer, trips, took) = f
+        .run(json!({"op": "acquire", "resource": "r", "holder": "a"}))
+        .await;
+    assert!(matches!(answer, Err(LeaseError::Store(_))), "{answer:?}");
+    assert_eq!(trips, 3, "bounded retries");
+    f.proxy.faults.lock().unwrap().clear();
+    f.proxy.inject(
+        "UpdateItem",
+        Fault::Slow(ATTEMPT_TIMEOUT + Duration::from_secs(1)),
+        10,
+    );
+    let (answer, _, took_slow) = f
+        .run(json!({"op": "acquire", "resource": "r2", "holder": "a"}))
+        .await;
+    assert!(matches!(answer, Err(LeaseError::Store(_))), "{answer:?}");
+    assert!(
+        took < CALL_TIMEOUT && took_slow < CALL_TIMEOUT + Duration::from_millis(500),
+        "{took:?} {took_slow:?}"
+    );
+}
+
+/// The worst case: the write committed, its answer was lost. The SDK's retry, or the caller's
+/// with the same requestId, must find what happened instead of applying it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_lost_after_commit_never_applies_twice() {
+    let f = fixture().await;
+    let lost = Fault::LostAfterCommit(ATTEMPT_TIMEOUT + Duration::from_millis(500));
+    // Without requestId: the retried conditional write finds the lease already ours (same token).
+    f.proxy.inject("UpdateItem", lost, 1);
+    let (answer, _, _) = f
+        .run(json!({"op": "acquire", "resource": "plain", "holder": "a"}))
+        .await;
+    let answer = answer.unwrap();
+    assert_eq!((answer.granted, answer.fencing_token), (true, Some(1)));
+    assert_eq!(f.counter("plain").await, 1, "the token was issued once");
+
+    // With requestId, every attempt's answer lost: a 502 for the caller, who retries later.
+    f.proxy.inject("TransactWriteItems", lost, 3);
+    let body = json!({"op": "acquire", "resource": "idem", "holder": "a", "requestId": "buy-once"});
+    let (answer, _, _) = f.run(body.clone()).await;
+    assert!(matches!(answer, Err(LeaseError::Store(_))), "{answer:?}");
+    f.proxy.faults.lock().unwrap().clear();
+    let (retry, _, _) = f.run(body.clone()).await;
+    let retry = retry.unwrap();
+    assert!(
+        retry.granted && retry.replayed,
+        "the caller's retry finds the committed answer: {retry:?}"
+    );
+    assert_eq!(retry.fencing_token, Some(1));
+    assert_eq!(f.counter("idem").await, 1, "applied once");
+}
