@@ -1,0 +1,146 @@
+//! Hostile input against every route that reads a body or a credential header: no answer is a
+//! 5xx, the server stays up, and nothing invalid is written.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+
+async fn raw(
+    server: &Server,
+    path: &str,
+    body: Vec<u8>,
+    headers: &[(&str, String)],
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}{path}", server.url))
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let response = request.send().await.expect("the server answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn nested(depth: usize) -> Vec<u8> {
+    let mut s = "[".repeat(depth);
+    s.push_str(&"]".repeat(depth));
+    s.into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nasty_bodies_are_refused_without_a_5xx_or_a_write() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let key = vec![("x-api-key", ACME_KEY.to_owned())];
+    let lookalike = "d\u{0435}ploy:prod"; // Cyrillic е
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("deep nesting", nested(100_000)),
+        ("deep object nesting", format!("{}{}", "{\"a\":".repeat(50_000), "}".repeat(50_000)).into_bytes()),
+        ("number too large for a double", br#"{"op":"renew","resource":"x","holder":"h","token":1e400,"tenantId":"t"}"#.to_vec()),
+        ("integer beyond u64", br#"{"op":"renew","resource":"x","holder":"h","token":123456789012345678901234567890,"tenantId":"t"}"#.to_vec()),
+        ("negative token", br#"{"op":"renew","resource":"x","holder":"h","token":-1,"tenantId":"t"}"#.to_vec()),
+        ("invalid UTF-8", b"{\"op\":\"acquire\",\"resource\":\"x\",\"holder\":\"\xff\xfe\",\"tenantId\":\"t\"}".to_vec()),
+        ("lone surrogate", br#"{"op":"acquire","resource":"x","holder":"\ud800","tenantId":"t"}"#.to_vec()),
+        ("over-long resource", json!({"op": "acquire", "resource": "x".repeat(10_000), "holder": "h", "tenantId": "t"}).to_string().into_bytes()),
+        ("look-alike resource", json!({"op": "acquire", "resource": lookalike, "holder": "h", "tenantId": "t"}).to_string().into_bytes()),
+        ("look-alike tenant", json!({"op": "acquire", "resource": "x", "holder": "h", "tenantId": "t\u{0435}am"}).to_string().into_bytes()),
+        ("null", b"null".to_vec()),
+        ("a string", b"\"acquire\"".to_vec()),
+        ("whitespace", b"   \n\t ".to_vec()),
+        ("trailing garbage", br#"{"op":"get","resource":"x","tenantId":"t"} trailing"#.to_vec()),
+        ("NUL bytes", b"{\"op\":\"get\0\",\"resource\":\"x\",\"tenantId\":\"t\"}".to_vec()),
+        ("64 KiB + 1", vec![b' '; 64 * 1024 + 1]),
+    ];
+    for path in [
+        "/api/v1/lease",
+        "/claim",
+        "/claim/free",
+        "/api/v1/verify-provenance",
+        "/mcp",
+    ] {
+        for (name, body) in &bodies {
+            let (status, answer) = raw(&server, path, body.clone(), &key).await;
+            assert!(
+                (400..500).contains(&status),
+                "{path} {name}: {status} {answer}"
+            );
+        }
+    }
+    // Duplicate keys: JSON leaves them undefined; the last one counts, consistently, and never a 5xx.
+    let (status, answer) = raw(
+        &server,
+        "/api/v1/lease",
+        br#"{"op":"acquire","op":"get","resource":"dup","tenantId":"t"}"#.to_vec(),
+        &key,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["data"]["op"], "get");
+    // Nothing above was written: "x" was never acquired, and the server is still up.
+    let (status, answer) = raw(
+        &server,
+        "/api/v1/lease",
+        json!({"op": "get", "resource": "x", "tenantId": "t"})
+            .to_string()
+            .into_bytes(),
+        &key,
+    )
+    .await;
+    assert_eq!(
+        (status, answer["data"]["granted"].as_bool()),
+        (200, Some(false))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_credential_headers_are_4xx() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let body = json!({"op": "get", "resource": "x", "tenantId": "t"})
+        .to_string()
+        .into_bytes();
+    for (name, value) in [
+        ("x-api-key", "k".repeat(8_000)),
+        ("x-api-key", "lk_ with spaces in it".to_owned()),
+        ("payment-signature", "A".repeat(8_000)),
+        ("payment-signature", "e30=".to_owned()), // base64 of {}
+        ("payment-signature", "!!not base64!!".to_owned()),
+    ] {
+        let (status, answer) = raw(
+            &server,
+            "/api/v1/lease",
+            body.clone(),
+            &[(name, value.clone())],
+        )
+        .await;
+        assert!(
+            (400..500).contains(&status),
+            "{name}={}…: {status} {answer}",
+            &value[..value.len().min(20)]
+        );
+    }
+    let free = json!({"key": "k", "holder": "h"}).to_string().into_bytes();
+    for value in ["e30=", "bm90IGpzb24=", &"B".repeat(8_000)] {
+        let (status, _) = raw(
+            &server,
+            "/claim/free",
+            free.clone(),
+            &[("sign-in-with-x", value.to_owned())],
+        )
+        .await;
+        assert_eq!(status, 402, "{}", &value[..value.len().min(20)]);
+    }
+    // Headers beyond the HTTP layer's buffer (about 400 KB; API Gateway allows 10 KB) are refused
+    // before any handler runs.
+    let (status, _) = raw(
+        &server,
+        "/api/v1/lease",
+        body.clone(),
+        &[("x-filler", "f".repeat(1_000_000))],
+    )
+    .await;
+    assert_eq!(status, 431);
+}
