@@ -45,6 +45,17 @@ PYTHONPATH=tests SCHEMATHESIS_HOOKS=schemathesis_hooks \
   --seed "${SCHEMATHESIS_SEED:-264649241082827299713738318542912631888}" --no-color
 kill "$serve_pid"
 
+step "fuzz: request parsing, the x402 header, the SIWX header (${FUZZ_SECONDS:-10} s each)"
+# cargo-fuzz's instrumentation needs nightly features; RUSTC_BOOTSTRAP lets the stable toolchain
+# (the only one these machines have) use them. Longer runs: FUZZ_SECONDS=600 ./tests/run.sh
+command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked --quiet
+for target in lease_request x402_header siwx_header; do
+  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none -O "$target" "corpus/$target" \
+    -- -max_total_time="${FUZZ_SECONDS:-10}" 2>&1 | grep -E "^Done|panicked|ERROR|SUMMARY" || true)
+  # A crash leaves an artifact; fail the run on it.
+  if compgen -G "fuzz/artifacts/$target/*" > /dev/null; then echo "fuzz: $target crashed"; exit 1; fi
+done
+
 step "store tests against moto (single-threaded)"
 port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &
