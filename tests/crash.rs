@@ -12,6 +12,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::history::{Event, check, now_ms, parse_iso};
 use support::*;
 use tempfile::TempDir;
 
@@ -54,6 +55,7 @@ async fn worker(
     id: usize,
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Vec<Acked>>>,
+    history: Arc<Mutex<Vec<Event>>>,
 ) -> usize {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
@@ -65,48 +67,78 @@ async fn worker(
     while !stop.load(Ordering::Relaxed) {
         n += 1;
         let resource = format!("r{}", n % 4);
-        let body = match tokens.get(&resource) {
-            Some(t) if n % 3 == 0 => {
-                json!({"op": "release", "resource": resource, "holder": holder, "token": t})
-            }
-            Some(t) => {
-                json!({"op": "renew", "resource": resource, "holder": holder, "token": t, "ttlSeconds": 2})
-            }
-            None => {
-                json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": 2})
-            }
+        let (op, mut body) = match tokens.get(&resource) {
+            Some(t) if n % 3 == 0 => (
+                "release",
+                json!({"op": "release", "resource": resource, "holder": holder, "token": t}),
+            ),
+            Some(t) => (
+                "renew",
+                json!({"op": "renew", "resource": resource, "holder": holder, "token": t, "ttlSeconds": 2}),
+            ),
+            None => (
+                "acquire",
+                json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": 2}),
+            ),
         };
-        let mut body = body;
         body["tenantId"] = json!("crash");
         body["requestId"] = json!(format!("{holder}-{n}"));
-        match http
+        let used_token = body["token"].as_u64();
+        let invoked = now_ms();
+        let sent = http
             .post(&url)
             .header("x-api-key", ACME_KEY)
             .json(&body)
             .send()
-            .await
-        {
-            Ok(r) if r.status().as_u16() == 200 => {
-                let data = r.json::<Value>().await.unwrap()["data"].clone();
-                let op = body["op"].as_str().unwrap();
-                match (op, data["granted"].as_bool().unwrap()) {
-                    ("acquire", true) => {
-                        tokens.insert(resource.clone(), data["fencingToken"].as_u64().unwrap());
-                    }
-                    ("release", true) | ("renew", false) => {
-                        tokens.remove(&resource);
-                    }
-                    _ => {}
-                }
-                acked.lock().unwrap().push(Acked { body, data });
+            .await;
+        let answer = match sent {
+            Ok(r) if r.status().as_u16() == 200 => r.json::<Value>().await.ok(),
+            _ => None,
+        };
+        let returned = now_ms();
+        let event = |granted: Option<bool>, token: Option<u64>, expires_at: Option<i64>| Event {
+            op,
+            resource: resource.clone(),
+            holder: holder.clone(),
+            invoked,
+            returned,
+            granted,
+            token,
+            expires_at,
+        };
+        let Some(answer) = answer else {
+            // The server is down (or answered 502 while its store was): outcome unknown.
+            history.lock().unwrap().push(event(None, used_token, None));
+            errors += 1;
+            tokens.remove(&resource);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let data = answer["data"].clone();
+        let granted = data["granted"].as_bool().unwrap();
+        let token = if op == "acquire" {
+            data["fencingToken"].as_u64().filter(|_| granted)
+        } else {
+            used_token
+        };
+        let expires = data["expiresAt"]
+            .as_str()
+            .and_then(parse_iso)
+            .filter(|_| granted && op != "release");
+        history
+            .lock()
+            .unwrap()
+            .push(event(Some(granted), token, expires));
+        match (op, granted) {
+            ("acquire", true) => {
+                tokens.insert(resource.clone(), data["fencingToken"].as_u64().unwrap());
             }
-            // The server is down (or answered 502 while its store was): outcome unknown, retry later.
-            _ => {
-                errors += 1;
+            ("release", true) | ("renew", false) => {
                 tokens.remove(&resource);
-                tokio::time::sleep(Duration::from_millis(50)).await;
             }
+            _ => {}
         }
+        acked.lock().unwrap().push(Acked { body, data });
     }
     errors
 }
@@ -123,8 +155,17 @@ async fn acknowledged_grants_and_records_survive_sigkill() {
     let url = format!("http://127.0.0.1:{port}/api/v1/lease");
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(Mutex::new(Vec::new()));
+    let history = Arc::new(Mutex::new(Vec::new()));
     let workers: Vec<_> = (0..8)
-        .map(|id| tokio::spawn(worker(url.clone(), id, stop.clone(), acked.clone())))
+        .map(|id| {
+            tokio::spawn(worker(
+                url.clone(),
+                id,
+                stop.clone(),
+                acked.clone(),
+                history.clone(),
+            ))
+        })
         .collect();
     for _ in 0..CRASHES {
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -139,6 +180,15 @@ async fn acknowledged_grants_and_records_survive_sigkill() {
         errors += w.await.unwrap();
     }
     let acked = acked.lock().unwrap().clone();
+    // The lease rules held across the crashes, for everything acknowledged.
+    let history = history.lock().unwrap().clone();
+    let violations = check(&history);
+    assert!(
+        violations.is_empty(),
+        "{} violations across crashes, first: {:#?}",
+        violations.len(),
+        &violations[..violations.len().min(5)]
+    );
     assert!(
         acked.len() > 100,
         "load went on around the crashes: {} acknowledged",

@@ -16,43 +16,13 @@ mod support;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+use support::history::{Event, check, now_ms, parse_iso};
 use support::*;
 use tempfile::TempDir;
 
-/// Clock tolerance (ms) for comparing the server's expiresAt with the client's clock.
-const TOLERANCE_MS: i64 = 5;
 const CLIENTS: usize = 16;
 const RESOURCES: [&str; 3] = ["r0", "r1", "r2"];
-
-#[derive(Debug, Clone)]
-struct Event {
-    op: &'static str,
-    resource: &'static str,
-    holder: String,
-    invoked: i64,
-    returned: i64,
-    granted: bool,
-    /// The token the op used (renew, release) or got (acquire).
-    token: Option<u64>,
-    expires_at: Option<i64>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn parse_iso(s: &str) -> Option<i64> {
-    // 2026-11-29T10:00:00.000Z -> ms (days from the civil calendar)
-    let n = |a: usize, b: usize| s.get(a..b)?.parse::<i64>().ok();
-    let (y, m, d) = (n(0, 4)?, n(5, 7)?, n(8, 10)?);
-    let (y, m) = if m <= 2 { (y - 1, m + 12) } else { (y, m) };
-    let days = 365 * y + y / 4 - y / 100 + y / 400 + (153 * (m - 3) + 2) / 5 + d - 719_469;
-    Some(((days * 24 + n(11, 13)?) * 60 + n(14, 16)?) * 60_000 + n(17, 19)? * 1000 + n(20, 23)?)
-}
 
 fn rng(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
@@ -117,11 +87,11 @@ async fn client_loop(url: String, id: usize, ops: usize, history: Arc<Mutex<Vec<
             .filter(|_| granted && op != "release");
         history.lock().unwrap().push(Event {
             op,
-            resource,
+            resource: resource.to_owned(),
             holder: holder.clone(),
             invoked,
             returned,
-            granted,
+            granted: Some(granted),
             token,
             expires_at,
         });
@@ -130,78 +100,6 @@ async fn client_loop(url: String, id: usize, ops: usize, history: Arc<Mutex<Vec<
             tokio::time::sleep(Duration::from_millis(rng(&mut seed) % 50)).await;
         }
     }
-}
-
-/// Every violation the history shows (empty when it is consistent with the rules).
-fn check(history: &[Event]) -> Vec<String> {
-    let mut violations = Vec::new();
-    for resource in RESOURCES {
-        let events: Vec<&Event> = history.iter().filter(|e| e.resource == resource).collect();
-        let acquires: Vec<&&Event> = events
-            .iter()
-            .filter(|e| e.op == "acquire" && e.granted)
-            .collect();
-        for a in &acquires {
-            for b in &acquires {
-                let (ta, tb) = (a.token.unwrap(), b.token.unwrap());
-                // Real-time order: a returned before b was invoked.
-                if a.returned < b.invoked && tb < ta {
-                    violations.push(format!(
-                        "{resource}: token {tb} issued after {ta} (invoked {} > returned {})",
-                        b.invoked, a.returned
-                    ));
-                }
-                if ta == tb && a.holder != b.holder {
-                    violations.push(format!(
-                        "{resource}: token {ta} issued to {} and {}",
-                        a.holder, b.holder
-                    ));
-                }
-            }
-        }
-        // Overlap: b's new token granted while a's earlier grant was surely still live.
-        for b in &acquires {
-            let tb = b.token.unwrap();
-            for a in events
-                .iter()
-                .filter(|e| e.granted && matches!(e.op, "acquire" | "renew"))
-            {
-                let ta = a.token.unwrap();
-                if ta >= tb || a.returned >= b.invoked {
-                    continue;
-                }
-                let Some(expiry) = a.expires_at else { continue };
-                let released_before = events.iter().any(|r| {
-                    r.op == "release" && r.granted && r.token == Some(ta) && r.invoked < b.returned
-                });
-                if !released_before && b.returned + TOLERANCE_MS < expiry {
-                    violations.push(format!(
-                        "{resource}: token {tb} granted to {} (returned {}) while token {ta} of {} was live until {expiry}",
-                        b.holder, b.returned, a.holder
-                    ));
-                }
-            }
-        }
-        // Superseded tokens: a renew or release succeeding with a token older than one that was
-        // issued (and returned) before it was invoked.
-        for m in events
-            .iter()
-            .filter(|e| e.granted && matches!(e.op, "renew" | "release"))
-        {
-            let tm = m.token.unwrap();
-            if let Some(newer) = acquires
-                .iter()
-                .find(|a| a.token.unwrap() > tm && a.returned < m.invoked)
-            {
-                violations.push(format!(
-                    "{resource}: {} succeeded with token {tm} after token {} was issued",
-                    m.op,
-                    newer.token.unwrap()
-                ));
-            }
-        }
-    }
-    violations
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -239,11 +137,11 @@ async fn random_concurrent_histories_follow_the_lease_rules() {
     let history = history.lock().unwrap().clone();
     let granted_acquires = history
         .iter()
-        .filter(|e| e.op == "acquire" && e.granted)
+        .filter(|e| e.op == "acquire" && e.granted == Some(true))
         .count();
     let denied = history
         .iter()
-        .filter(|e| !e.granted && e.op != "get")
+        .filter(|e| e.granted == Some(false) && e.op != "get")
         .count();
     eprintln!(
         "history: {} ops in {:.1} s ({} granted acquires, {} denied mutations), store: {}",
@@ -273,11 +171,11 @@ async fn random_concurrent_histories_follow_the_lease_rules() {
 fn the_checker_finds_broken_histories() {
     let e = |op, holder: &str, invoked, returned, token, expires_at| Event {
         op,
-        resource: "r0",
+        resource: "r0".to_owned(),
         holder: holder.into(),
         invoked,
         returned,
-        granted: true,
+        granted: Some(true),
         token: Some(token),
         expires_at,
     };

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod history;
+
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
