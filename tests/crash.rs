@@ -196,21 +196,8 @@ async fn acknowledged_grants_and_records_survive_sigkill() {
     );
     assert!(errors > 0, "some calls met a dead server");
 
-    let http = reqwest::Client::new();
-    let call = |body: Value| {
-        let (http, url) = (http.clone(), url.clone());
-        async move {
-            let r = http
-                .post(&url)
-                .header("x-api-key", ACME_KEY)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 200);
-            r.json::<Value>().await.unwrap()["data"].clone()
-        }
-    };
+    let client = Client::new(url, Some(ACME_KEY));
+
     // Acknowledged grants are visible or superseded: the counter never went back, and no token
     // went to two holders (the same holder re-acquiring its live lease keeps its token).
     let mut issued: HashMap<String, HashMap<u64, String>> = HashMap::new();
@@ -234,7 +221,7 @@ async fn acknowledged_grants_and_records_survive_sigkill() {
     }
     for (resource, tokens) in &issued {
         let highest = *tokens.keys().max().unwrap();
-        let fresh = call(json!({"op": "acquire", "resource": resource, "holder": "after", "tenantId": "crash", "ttlSeconds": 1})).await;
+        let fresh = client.data(json!({"op": "acquire", "resource": resource, "holder": "after", "tenantId": "crash", "ttlSeconds": 1})).await;
         let now = fresh["fencingToken"].as_u64().unwrap();
         if fresh["granted"] == true {
             assert!(now > highest, "{resource}: new token {now} after {highest}");
@@ -247,7 +234,7 @@ async fn acknowledged_grants_and_records_survive_sigkill() {
     }
     // Every acknowledged requestId replays its original answer after the crashes.
     for a in &acked {
-        let replay = call(a.body.clone()).await;
+        let replay = client.data(a.body.clone()).await;
         assert_eq!(replay["replayed"], true, "{}", a.body);
         let mut original = a.data.clone();
         original["replayed"] = json!(true);

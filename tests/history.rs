@@ -13,7 +13,7 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,8 +31,7 @@ fn rng(seed: &mut u64) -> u64 {
     *seed
 }
 
-async fn client_loop(url: String, id: usize, ops: usize, history: Arc<Mutex<Vec<Event>>>) {
-    let http = reqwest::Client::new();
+async fn client_loop(client: Client, id: usize, ops: usize, history: Arc<Mutex<Vec<Event>>>) {
     let holder = format!("h{id}");
     let mut seed = 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1);
     let mut tokens: HashMap<&'static str, u64> = HashMap::new();
@@ -56,17 +55,8 @@ async fn client_loop(url: String, id: usize, ops: usize, history: Arc<Mutex<Vec<
             body["token"] = json!(known);
         }
         let invoked = now_ms();
-        let response = http
-            .post(&url)
-            .header("x-api-key", ACME_KEY)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status().as_u16(), 200);
-        let answer: Value = response.json().await.unwrap();
+        let data = &client.data(body).await;
         let returned = now_ms();
-        let data = &answer["data"];
         let granted = data["granted"].as_bool().unwrap();
         let token = match op {
             "acquire" => data["fencingToken"].as_u64().filter(|_| granted),
@@ -119,12 +109,13 @@ async fn random_concurrent_histories_follow_the_lease_rules() {
         None => Server::start(dir.path()),
     };
     let history = Arc::new(Mutex::new(Vec::with_capacity(total)));
-    let url = format!("{}/api/v1/lease", server.url);
+    let client = server.client(Some(ACME_KEY));
+
     let started = std::time::Instant::now();
     let clients: Vec<_> = (0..CLIENTS)
         .map(|id| {
             tokio::spawn(client_loop(
-                url.clone(),
+                client.clone(),
                 id,
                 total / CLIENTS,
                 Arc::clone(&history),

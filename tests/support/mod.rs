@@ -88,11 +88,7 @@ impl Server {
     }
 
     pub fn client(&self, key: Option<&str>) -> Client {
-        Client {
-            http: reqwest::Client::new(),
-            url: format!("{}/api/v1/lease", self.url),
-            key: key.map(str::to_owned),
-        }
+        Client::new(format!("{}/api/v1/lease", self.url), key)
     }
 }
 
@@ -123,6 +119,14 @@ pub struct Client {
 }
 
 impl Client {
+    pub fn new(url: String, key: Option<&str>) -> Self {
+        Client {
+            http: reqwest::Client::new(),
+            url,
+            key: key.map(str::to_owned),
+        }
+    }
+
     /// POST a raw body; answers (status, JSON body).
     pub async fn raw(&self, body: impl Into<reqwest::Body>) -> (u16, Value) {
         let mut request = self
