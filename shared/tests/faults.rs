@@ -15,7 +15,7 @@ use shared::lease::LeaseRequest;
 use shared::lease::service::{LeaseError, LeaseService};
 use shared::provenance::Issuer;
 use shared::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
-use shared::store::round_trips::counted;
+use shared::store::usage::measured;
 use shared::store::{LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
 use shared::tenant::Tenant;
 use std::collections::VecDeque;
@@ -186,13 +186,13 @@ impl Fixture {
         Duration,
     ) {
         let started = Instant::now();
-        let (result, trips) =
-            counted(
+        let (result, usage) =
+            measured(
                 self.service
                     .execute(&self.tenant, &req(body), [0; 32], now_ms()),
             )
             .await;
-        (result.map(|a| a.data), trips, started.elapsed())
+        (result.map(|a| a.data), usage.round_trips, started.elapsed())
     }
 
     async fn counter(&self, resource: &str) -> u64 {

@@ -3,7 +3,7 @@
 //! signature or a payment: the tenant is hashed, bodies and headers are not logged.
 
 use crate::metrics;
-use crate::store::round_trips::counted;
+use crate::store::usage::measured;
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -38,7 +38,7 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         Some(RequestContext::ApiGatewayV1(context)) => context.request_id.clone(),
         _ => None,
     };
-    let (response, store_round_trips) = counted(next.run(request)).await;
+    let (response, usage) = measured(next.run(request)).await;
     let status = response.status().as_u16();
     let note = response
         .extensions()
@@ -54,7 +54,9 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         op = note.op.unwrap_or("-"),
         outcome = note.outcome.unwrap_or("-"),
         tenant = note.tenant.as_deref().unwrap_or("-"),
-        store_round_trips,
+        store_round_trips = usage.round_trips,
+        store_read_units = usage.read_units,
+        store_write_units = usage.billed_write_units(),
         "request"
     );
     match status {

@@ -29,6 +29,8 @@ pub struct LeaseAnswer {
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
     pub versions: BTreeMap<String, String>,
+    /// Fixed sentences: request records leave them out, and a replay takes them from here.
+    #[serde(default = "limits")]
     pub limits: Vec<String>,
     pub deterministic: bool,
 }

@@ -6,7 +6,7 @@
 //! | table    | pk                      | attributes                                                   |
 //! |----------|-------------------------|--------------------------------------------------------------|
 //! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
-//! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S; `exp` N (ms); `ttl` N (s)     |
+//! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `lease::service`); `exp` N (ms); `ttl` N (s) |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
 //! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>\|<hour>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `n` N, `ttl` N (s) |
 //! | payments | `auth\|<network>\|<payer>\|<nonce>` | `status` S (accepted, settled, settlement_failed); `route`, `amount`, `payTo`, `transaction` S; `accepted`, `settledAt` N |
@@ -27,8 +27,8 @@ mod expr;
 pub mod key_store;
 pub mod lease_store;
 pub mod payment_store;
-pub mod round_trips;
 pub mod tables;
+pub mod usage;
 
 pub use claim_store::ClaimStore;
 pub use key_store::KeyStore;

@@ -1,0 +1,168 @@
+//! What each request costs in DynamoDB: round trips and capacity units. An SDK interceptor counts
+//! every attempt it transmits (retries included), asks each lease-path request for its consumed
+//! capacity (`ReturnConsumedCapacity=TOTAL`), and adds it all to a counter scoped to the current
+//! request's task. The request log reports it, and a test pins it for every lease path.
+//!
+//! A write whose condition fails reports no capacity, yet DynamoDB bills it by the size of the
+//! item it was checked against (at least one write unit). Those are counted apart, as
+//! `failed_conditions`, so that [`Usage::billed_write_units`] can add them.
+
+use aws_sdk_dynamodb::config::interceptors::{
+    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
+    BeforeTransmitInterceptorContextRef,
+};
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use aws_sdk_dynamodb::operation::{
+    get_item::{GetItemInput, GetItemOutput},
+    put_item::{PutItemError, PutItemInput, PutItemOutput},
+    transact_get_items::{TransactGetItemsInput, TransactGetItemsOutput},
+    transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
+    update_item::{UpdateItemError, UpdateItemInput, UpdateItemOutput},
+};
+use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
+use std::cell::Cell;
+use std::future::Future;
+
+tokio::task_local! {
+    static USAGE: Cell<Usage>;
+}
+
+/// DynamoDB usage of one scope (an HTTP request, a test's call).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    /// Requests transmitted, retries included.
+    pub round_trips: u32,
+    /// Read capacity units the responses reported.
+    pub read_units: f64,
+    /// Write capacity units the responses reported.
+    pub write_units: f64,
+    /// Conditional writes refused by their condition (they report no capacity).
+    pub failed_conditions: u32,
+}
+
+impl Usage {
+    /// Write units as billed: the reported ones plus one per failed condition. Exact while every
+    /// item checked is under 1 KB, as every lease item and record is.
+    pub fn billed_write_units(&self) -> f64 {
+        self.write_units + f64::from(self.failed_conditions)
+    }
+
+    /// Single-item operations report only `CapacityUnits` under `TOTAL`: the operation says
+    /// whether they were read or write units.
+    fn add<'a>(&mut self, kind: Kind, consumed: impl IntoIterator<Item = &'a ConsumedCapacity>) {
+        let units: f64 = consumed
+            .into_iter()
+            .filter_map(ConsumedCapacity::capacity_units)
+            .sum();
+        match kind {
+            Kind::Read => self.read_units += units,
+            Kind::Write => self.write_units += units,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Read,
+    Write,
+}
+
+fn update(f: impl FnOnce(&mut Usage)) {
+    // Outside a measured scope (start-up, table creation) there is nothing to count.
+    let _ = USAGE.try_with(|cell| {
+        let mut usage = cell.get();
+        f(&mut usage);
+        cell.set(usage);
+    });
+}
+
+/// The interceptor to attach to every DynamoDB client.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MeasureUsage;
+
+impl Intercept for MeasureUsage {
+    fn name(&self) -> &'static str {
+        "MeasureUsage"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if USAGE.try_with(|_| ()).is_err() {
+            return Ok(());
+        }
+        let total = Some(ReturnConsumedCapacity::Total);
+        let input = context.input_mut();
+        if let Some(i) = input.downcast_mut::<UpdateItemInput>() {
+            i.return_consumed_capacity = total;
+        } else if let Some(i) = input.downcast_mut::<PutItemInput>() {
+            i.return_consumed_capacity = total;
+        } else if let Some(i) = input.downcast_mut::<GetItemInput>() {
+            i.return_consumed_capacity = total;
+        } else if let Some(i) = input.downcast_mut::<TransactWriteItemsInput>() {
+            i.return_consumed_capacity = total;
+        } else if let Some(i) = input.downcast_mut::<TransactGetItemsInput>() {
+            i.return_consumed_capacity = total;
+        }
+        Ok(())
+    }
+
+    fn read_before_transmit(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        update(|u| u.round_trips += 1);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        match context.output_or_error() {
+            Ok(output) => update(|u| {
+                if let Some(o) = output.downcast_ref::<UpdateItemOutput>() {
+                    u.add(Kind::Write, o.consumed_capacity());
+                } else if let Some(o) = output.downcast_ref::<PutItemOutput>() {
+                    u.add(Kind::Write, o.consumed_capacity());
+                } else if let Some(o) = output.downcast_ref::<GetItemOutput>() {
+                    u.add(Kind::Read, o.consumed_capacity());
+                } else if let Some(o) = output.downcast_ref::<TransactWriteItemsOutput>() {
+                    u.add(Kind::Write, o.consumed_capacity());
+                } else if let Some(o) = output.downcast_ref::<TransactGetItemsOutput>() {
+                    u.add(Kind::Read, o.consumed_capacity());
+                }
+            }),
+            Err(err) => {
+                let failed = err.as_operation_error().is_some_and(|e| {
+                    e.downcast_ref::<UpdateItemError>()
+                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
+                        || e.downcast_ref::<PutItemError>()
+                            .is_some_and(PutItemError::is_conditional_check_failed_exception)
+                });
+                if failed {
+                    update(|u| u.failed_conditions += 1);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Run `future`, measuring the DynamoDB usage it causes.
+pub async fn measured<F: Future>(future: F) -> (F::Output, Usage) {
+    USAGE
+        .scope(Cell::new(Usage::default()), async {
+            let output = future.await;
+            (output, USAGE.with(Cell::get))
+        })
+        .await
+}
