@@ -1,0 +1,54 @@
+"""Charts of bench/versus.py's results: throughput and p99 latency against clients, per system.
+
+Usage: python bench/charts.py bench/results/versus.json bench/results
+(run by versus.py inside .venv-bench, which has matplotlib).
+"""
+
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main(path, out):
+    report = json.load(open(path))
+    results = report["results"]
+    names = list(dict.fromkeys(r["name"] for r in results))
+    machine = report["machine"]
+    subtitle = f"{machine['cores']} cores, loopback, {report['seconds']:g} s per point, {report['date']}"
+    for metric, label, filename in [
+        ("granted_per_s", "acquire+release cycles per second", "versus-throughput.png"),
+        ("p99_ms", "p99 latency of a cycle (ms)", "versus-p99.png"),
+    ]:
+        fig, (distinct, contended) = plt.subplots(
+            1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [3, 1.4]})
+        for name in names:
+            rows = [r for r in results if r["name"] == name and not r["contended"]]
+            style = "-" if any(r["durable"] for r in rows) else ":"
+            distinct.plot([r["clients"] for r in rows], [r[metric] for r in rows], style,
+                          marker="o", label=name)
+        distinct.set_xscale("log", base=2)
+        distinct.set_xticks([1, 16, 64], ["1", "16", "64"])
+        distinct.set_xlabel("clients, one resource each")
+        distinct.set_ylabel(label)
+        distinct.grid(alpha=0.3)
+        distinct.legend(fontsize=8)
+        hot = [next(r for r in results if r["name"] == n and r["contended"]) for n in names]
+        contended.bar(range(len(names)), [r[metric] for r in hot],
+                      color=[f"C{i}" for i in range(len(names))])
+        contended.set_xticks(range(len(names)), [n.split(" (")[0] + ("*" if not r["durable"] else "")
+                                                 for n, r in zip(names, hot)], fontsize=8)
+        contended.set_xlabel("16 clients, one resource (* not durable)")
+        contended.grid(alpha=0.3, axis="y")
+        fig.suptitle(f"{label}: leasekit local server, etcd, Redis\n{subtitle}", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, filename), dpi=110)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

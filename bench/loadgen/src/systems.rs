@@ -1,0 +1,227 @@
+//! The two requests of a cycle, for each system, each in the form its users would pick.
+//!
+//! - leasekit: `POST /api/v1/lease` acquire, then release with the fencing token (API key).
+//! - etcd (v3 JSON gateway): one lease per client, granted once; acquire is a transaction that
+//!   puts the key under that lease if the key does not exist, and the revision it committed at is
+//!   the fencing token; release is a transaction that deletes the key if it was created at that
+//!   revision.
+//! - Redis: acquire is a script that refuses if the key exists, else INCRs the resource's token
+//!   counter and SETs the key to `holder token` with PX; release is a script that DELs the key if
+//!   it still holds `holder token`. One round trip each, atomic, as scripts are.
+
+use crate::{Args, System, http, resp};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde_json::{Value, json};
+
+const TTL_SECONDS: u32 = 30;
+
+const REDIS_ACQUIRE: &str = "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end \
+local t = redis.call('INCR', KEYS[2]) \
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. t, 'PX', ARGV[2]) \
+return t";
+
+const REDIS_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+return redis.call('DEL', KEYS[1]) end return 0";
+
+pub enum Session {
+    Leasekit {
+        conn: http::Connection,
+        tenant: String,
+        holder: String,
+    },
+    Etcd {
+        conn: http::Connection,
+        lease: String,
+        holder: String,
+    },
+    Redis {
+        conn: resp::Connection,
+        acquire: Vec<u8>,
+        release: Vec<u8>,
+        holder: String,
+    },
+}
+
+fn field<'a>(value: &'a Value, pointer: &str) -> Result<&'a Value, String> {
+    value
+        .pointer(pointer)
+        .ok_or_else(|| format!("answer without {pointer}: {value}"))
+}
+
+/// etcd's gateway sends 64-bit integers as strings.
+fn int(value: &Value) -> Result<u64, String> {
+    value
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .or_else(|| value.as_u64())
+        .ok_or_else(|| format!("not an integer: {value}"))
+}
+
+impl Session {
+    pub async fn connect(args: &Args, holder: &str) -> Result<Self, String> {
+        let holder = holder.to_owned();
+        Ok(match args.system {
+            System::Leasekit => Self::Leasekit {
+                conn: http::Connection::open(&args.url, vec![("x-api-key", args.api_key.clone())])
+                    .await?,
+                tenant: args.tenant.clone(),
+                holder,
+            },
+            System::Etcd => {
+                let mut conn = http::Connection::open(&args.url, Vec::new()).await?;
+                let (_, granted) = conn
+                    .post("/v3/lease/grant", &json!({"TTL": TTL_SECONDS * 20}))
+                    .await?;
+                let lease = field(&granted, "/ID")?
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                Self::Etcd {
+                    conn,
+                    lease,
+                    holder,
+                }
+            }
+            System::Redis => {
+                let mut conn = resp::Connection::open(&args.url).await?;
+                let mut load = async |script: &str| match conn
+                    .command(&[b"SCRIPT", b"LOAD", script.as_bytes()])
+                    .await?
+                {
+                    resp::Reply::Bulk(Some(sha)) => Ok(sha),
+                    other => Err(format!("SCRIPT LOAD: {other:?}")),
+                };
+                let acquire = load(REDIS_ACQUIRE).await?;
+                let release = load(REDIS_RELEASE).await?;
+                Self::Redis {
+                    conn,
+                    acquire,
+                    release,
+                    holder,
+                }
+            }
+        })
+    }
+
+    /// The fencing token if granted; `None` if someone else holds the resource.
+    pub async fn acquire(&mut self, resource: &str) -> Result<Option<u64>, String> {
+        match self {
+            Self::Leasekit {
+                conn,
+                tenant,
+                holder,
+            } => {
+                let body = json!({"op": "acquire", "tenantId": tenant, "resource": resource,
+                    "holder": holder, "ttlSeconds": TTL_SECONDS});
+                let answer = leasekit(conn, &body).await?;
+                if field(&answer, "/data/granted")? == &json!(true) {
+                    Ok(Some(int(field(&answer, "/data/fencingToken")?)?))
+                } else {
+                    Ok(None)
+                }
+            }
+            Self::Etcd {
+                conn,
+                lease,
+                holder,
+            } => {
+                let key = BASE64.encode(format!("lock/{resource}"));
+                let body = json!({
+                    "compare": [{"key": key, "target": "CREATE", "create_revision": "0"}],
+                    "success": [{"request_put": {"key": key, "value": BASE64.encode(&*holder), "lease": lease}}],
+                });
+                let (status, answer) = conn.post("/v3/kv/txn", &body).await?;
+                if status != 200 {
+                    return Err(format!("etcd txn: {status} {answer}"));
+                }
+                // proto3 JSON leaves out false.
+                if answer.get("succeeded") == Some(&json!(true)) {
+                    Ok(Some(int(field(&answer, "/header/revision")?)?))
+                } else {
+                    Ok(None)
+                }
+            }
+            Self::Redis {
+                conn,
+                acquire,
+                holder,
+                ..
+            } => {
+                let ttl_ms = (TTL_SECONDS * 1000).to_string();
+                let token_key = format!("{resource}:token");
+                let reply = conn
+                    .command(&[
+                        b"EVALSHA",
+                        acquire,
+                        b"2",
+                        resource.as_bytes(),
+                        token_key.as_bytes(),
+                        holder.as_bytes(),
+                        ttl_ms.as_bytes(),
+                    ])
+                    .await?;
+                match reply {
+                    resp::Reply::Integer(0) => Ok(None),
+                    resp::Reply::Integer(t) => Ok(Some(t.unsigned_abs())),
+                    other => Err(format!("acquire: {other:?}")),
+                }
+            }
+        }
+    }
+
+    pub async fn release(&mut self, resource: &str, token: u64) -> Result<(), String> {
+        let released = match self {
+            Self::Leasekit {
+                conn,
+                tenant,
+                holder,
+            } => {
+                let body = json!({"op": "release", "tenantId": tenant, "resource": resource,
+                    "holder": holder, "token": token});
+                field(&leasekit(conn, &body).await?, "/data/granted")? == &json!(true)
+            }
+            Self::Etcd { conn, .. } => {
+                let key = BASE64.encode(format!("lock/{resource}"));
+                let body = json!({
+                    "compare": [{"key": key, "target": "CREATE", "create_revision": token.to_string()}],
+                    "success": [{"request_delete_range": {"key": key}}],
+                });
+                let (_, answer) = conn.post("/v3/kv/txn", &body).await?;
+                answer.get("succeeded") == Some(&json!(true))
+            }
+            Self::Redis {
+                conn,
+                release,
+                holder,
+                ..
+            } => {
+                let value = format!("{holder} {token}");
+                let reply = conn
+                    .command(&[
+                        b"EVALSHA",
+                        release,
+                        b"1",
+                        resource.as_bytes(),
+                        value.as_bytes(),
+                    ])
+                    .await?;
+                reply == resp::Reply::Integer(1)
+            }
+        };
+        if released {
+            Ok(())
+        } else {
+            Err(format!("release of {resource} (token {token}) refused"))
+        }
+    }
+}
+
+async fn leasekit(conn: &mut http::Connection, body: &Value) -> Result<Value, String> {
+    let (status, answer) = conn.post("/api/v1/lease", body).await?;
+    if status == 200 {
+        Ok(answer)
+    } else {
+        Err(format!("leasekit: {status} {answer}"))
+    }
+}

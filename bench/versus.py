@@ -1,0 +1,193 @@
+"""leasekit's local server against etcd and Redis, in one run, on loopback, with one load generator.
+
+Each system runs from a fresh data directory, on this machine, with the same load generator
+(bench/loadgen: one connection per client, acquire+release cycles back to back). Scenarios:
+1, 16 and 64 clients on distinct resources, and 16 clients contending for one resource.
+
+Configurations (durable ones first):
+- leasekit: `leasekit serve` on the embedded store (dynoxide on SQLite in WAL mode with SQLite's
+  default synchronous=FULL: every committed write is fsynced before the answer). Every answer is
+  signed, as in production.
+- etcd 3.4 (Debian etcd-server), one member, default settings: the WAL is fsynced before a write
+  is acknowledged. Called through its v3 JSON gateway.
+- Redis 7 (Debian redis-server), appendonly with appendfsync always: fsynced before the reply.
+- Redis without persistence: the ceiling, not a durable lock service.
+
+Reproduce: python3 bench/versus.py [--seconds 5]
+It needs etcd and redis-server (`apt-get install etcd-server redis-server`), builds the release
+binaries, installs matplotlib into .venv-bench, and writes bench/results/versus.json, the
+markdown table it prints, and bench/results/versus-{throughput,p99}.png.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+RESULTS = os.path.join(ROOT, "bench", "results")
+SCENARIOS = [(1, False), (16, False), (64, False), (16, True)]
+API_KEY = "bench-key-0123456789abcdef"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port, proc, what):
+    for _ in range(200):
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited at start (code {proc.returncode})")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"{what} did not start")
+
+
+def start_leasekit(data):
+    port = free_port()
+    log = open(os.path.join(data, "leasekit.log"), "w")
+    proc = subprocess.Popen(
+        [os.path.join(ROOT, "target/release/leasekit"), "serve", "--addr", f"127.0.0.1:{port}",
+         "--data-dir", data, "--api-key", f"bench:{API_KEY}"],
+        stdout=subprocess.DEVNULL, stderr=log)
+    wait_for_port(port, proc, "leasekit")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def start_etcd(data):
+    port, peer = free_port(), free_port()
+    log = open(os.path.join(data, "etcd.log"), "w")
+    proc = subprocess.Popen(
+        ["etcd", "--data-dir", os.path.join(data, "etcd"),
+         "--listen-client-urls", f"http://127.0.0.1:{port}",
+         "--advertise-client-urls", f"http://127.0.0.1:{port}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+         "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
+        stdout=log, stderr=log)
+    wait_for_port(port, proc, "etcd")
+    time.sleep(1)  # the member elects itself leader
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def start_redis(persistence):
+    def start(data):
+        port = free_port()
+        durability = (["--appendonly", "yes", "--appendfsync", "always"] if persistence
+                      else ["--appendonly", "no"])
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", data,
+             "--save", ""] + durability,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(port, proc, "redis-server")
+        return proc, f"redis://127.0.0.1:{port}"
+    return start
+
+
+# (name in the results, loadgen --system, starter, durable)
+SYSTEMS = [
+    ("leasekit", "leasekit", start_leasekit, True),
+    ("etcd", "etcd", start_etcd, True),
+    ("redis (appendfsync always)", "redis", start_redis(True), True),
+    ("redis (no persistence)", "redis", start_redis(False), False),
+]
+
+
+def run_loadgen(system, url, clients, contended, seconds, label):
+    cmd = [os.path.join(ROOT, "target/release/loadgen"), "--system", system, "--url", url,
+           "--clients", str(clients), "--seconds", str(seconds), "--label", label,
+           "--api-key", API_KEY]
+    if contended:
+        cmd.append("--contended")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def scenario_name(clients, contended):
+    return f"{clients} contending" if contended else f"{clients} distinct"
+
+
+def machine():
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cores": os.cpu_count(), "cpu": cpu,
+            "etcd": subprocess.run(["etcd", "--version"], capture_output=True, text=True)
+            .stdout.splitlines()[0],
+            "redis": subprocess.run(["redis-server", "--version"], capture_output=True,
+                                    text=True).stdout.split()[2]}
+
+
+def table(results):
+    lines = ["| system | durable | scenario | granted cycles/s | attempts/s | p50 ms | p99 ms |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['name']} | {'yes' if r['durable'] else 'no'} | {r['scenario']} | "
+                     f"{r['granted_per_s']:,.0f} | {r['attempts_per_s']:,.0f} | "
+                     f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} |")
+    return "\n".join(lines)
+
+
+def charts(results):
+    venv = os.path.join(ROOT, ".venv-bench")
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "-r", os.path.join(ROOT, "bench", "requirements.txt")], check=True)
+    subprocess.run([python, os.path.join(ROOT, "bench", "charts.py"),
+                    os.path.join(RESULTS, "versus.json"), RESULTS], check=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--no-build", action="store_true")
+    args = parser.parse_args()
+    for tool in ("etcd", "redis-server"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found: apt-get install etcd-server redis-server")
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "-p", "leasekit", "-p", "loadgen"],
+                       cwd=ROOT, check=True)
+    results = []
+    for name, system, start, durable in SYSTEMS:
+        data = tempfile.mkdtemp(prefix="versus-", dir=os.path.join(ROOT, "target"))
+        proc, url = start(data)
+        try:
+            for i, (clients, contended) in enumerate(SCENARIOS):
+                r = run_loadgen(system, url, clients, contended, args.seconds, f"s{i}")
+                r.update(name=name, durable=durable, scenario=scenario_name(clients, contended))
+                results.append(r)
+                print(f"{name:28} {r['scenario']:14} {r['granted_per_s']:>9,.0f} cycles/s  "
+                      f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}",
+                      flush=True)
+        finally:
+            proc.terminate()
+            proc.wait()
+            shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    report = {"machine": machine(), "seconds": args.seconds,
+              "date": time.strftime("%Y-%m-%d"), "results": results}
+    with open(os.path.join(RESULTS, "versus.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print()
+    print(table(results))
+    charts(report)
+
+
+if __name__ == "__main__":
+    main()
