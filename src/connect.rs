@@ -6,8 +6,6 @@ use aws_sdk_dynamodb::Client;
 use clap::Args;
 use shared::store::{Tables, ensure_tables};
 use std::path::PathBuf;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 #[derive(Args, Clone)]
 pub struct StoreArgs {
@@ -23,16 +21,10 @@ pub struct StoreArgs {
     pub table_prefix: String,
 }
 
-/// A DynamoDB client, and the embedded emulator behind it if there is one.
+/// A DynamoDB client (which owns the embedded emulator, if that is the store).
 pub struct Store {
     pub client: Client,
     pub tables: Tables,
-    embedded: Option<Embedded>,
-}
-
-struct Embedded {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<Result<(), String>>,
 }
 
 /// The embedded store's file inside the data dir.
@@ -42,58 +34,31 @@ impl Store {
     /// Connect as `args` say, and create any missing table.
     pub async fn open(args: &StoreArgs) -> Result<Self> {
         let tables = Tables::with_prefix(&args.table_prefix);
-        let (client, embedded) = match &args.dynamodb_endpoint {
-            Some(endpoint) => (remote_client(endpoint).await, None),
-            None => {
-                let (url, embedded) = start_embedded(args).await?;
-                (shared::store::local_client(&url), Some(embedded))
-            }
+        let client = match &args.dynamodb_endpoint {
+            Some(endpoint) => remote_client(endpoint).await,
+            None => crate::in_process::client(open_embedded(args)?),
         };
         ensure_tables(&client, &tables)
             .await
             .context("creating the tables")?;
-        Ok(Self {
-            client,
-            tables,
-            embedded,
-        })
+        Ok(Self { client, tables })
     }
 
-    /// Stop the embedded emulator (if any) after its in-flight requests finish.
+    /// Close the store: with the last client gone, the embedded database (if any) is closed.
+    /// Every request has finished by then, because each runs to completion inside its call.
     pub async fn close(self) -> Result<()> {
-        if let Some(embedded) = self.embedded {
-            let _ = embedded.stop.send(());
-            embedded
-                .task
-                .await
-                .context("embedded store task")?
-                .map_err(anyhow::Error::msg)?;
-        }
+        drop(self.client);
         Ok(())
     }
 }
 
-async fn start_embedded(args: &StoreArgs) -> Result<(String, Embedded)> {
+/// The embedded store's database, in the data dir.
+fn open_embedded(args: &StoreArgs) -> Result<dynoxide::Database> {
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating the data dir {}", args.data_dir.display()))?;
     let path = args.data_dir.join(DATABASE_FILE);
     let path_text = path.to_str().context("the data dir path is not UTF-8")?;
-    let database = dynoxide::Database::new(path_text)
-        .with_context(|| format!("opening {}", path.display()))?;
-    // The emulator listens on a loopback port of its own, reachable only from this machine.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("binding the embedded store")?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(dynoxide::server::serve_with_shutdown(
-        listener,
-        database,
-        async {
-            let _ = stopped.await;
-        },
-    ));
-    Ok((url, Embedded { stop, task }))
+    dynoxide::Database::new(path_text).with_context(|| format!("opening {}", path.display()))
 }
 
 async fn remote_client(endpoint: &str) -> Client {

@@ -3,6 +3,7 @@
 mod client;
 mod connect;
 mod identity;
+mod in_process;
 mod keys;
 mod run;
 mod serve;

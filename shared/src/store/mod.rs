@@ -42,6 +42,11 @@ use std::collections::HashMap;
 /// A client for a DynamoDB endpoint that ignores credentials (the embedded emulator, moto, tests):
 /// fixed region and placeholder credentials, so nothing is looked up in the environment.
 pub fn local_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::from_conf(local_config(endpoint).build())
+}
+
+/// The configuration of [`local_client`], to build on (e.g. with another HTTP client).
+pub fn local_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
     use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
@@ -54,7 +59,7 @@ pub fn local_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
             None,
             "leasekit-local",
         ));
-    aws_sdk_dynamodb::Client::from_conf(client::configure(config).build())
+    client::configure(config)
 }
 
 /// A DynamoDB item.
