@@ -32,6 +32,9 @@ def main(path, out):
             distinct.plot([r["clients"] for r in rows], [r[metric] for r in rows], style,
                           marker="o", label=name)
         distinct.set_xscale("log", base=2)
+        # Log scale: the systems differ by orders of magnitude, and ratios are what matter.
+        distinct.set_yscale("log")
+        contended.set_yscale("log")
         distinct.set_xticks([1, 16, 64], ["1", "16", "64"])
         distinct.set_xlabel("clients, one resource each")
         distinct.set_ylabel(label)

@@ -12,6 +12,8 @@ Configurations (durable ones first):
   is acknowledged. Called through its v3 JSON gateway.
 - Redis 7 (Debian redis-server), appendonly with appendfsync always: fsynced before the reply.
 - Redis without persistence: the ceiling, not a durable lock service.
+- leasekit with its data dir on tmpfs (/dev/shm), where fsync costs nothing: not durable, shown
+  to tell the embedded store's fsync from leasekit's own work.
 
 Reproduce: python3 bench/versus.py [--seconds 5]
 It needs etcd and redis-server (`apt-get install etcd-server redis-server`), builds the release
@@ -54,11 +56,22 @@ def wait_for_port(port, proc, what):
 
 
 def start_leasekit(data):
+    return _start_leasekit(data, data)
+
+
+def start_leasekit_tmpfs(data):
+    store_dir = tempfile.mkdtemp(prefix="versus-", dir="/dev/shm")
+    # Removed with `data`.
+    os.symlink(store_dir, os.path.join(data, "tmpfs"))
+    return _start_leasekit(data, store_dir)
+
+
+def _start_leasekit(data, store_dir):
     port = free_port()
     log = open(os.path.join(data, "leasekit.log"), "w")
     proc = subprocess.Popen(
         [os.path.join(ROOT, "target/release/leasekit"), "serve", "--addr", f"127.0.0.1:{port}",
-         "--data-dir", data, "--api-key", f"bench:{API_KEY}"],
+         "--data-dir", store_dir, "--api-key", f"bench:{API_KEY}"],
         stdout=subprocess.DEVNULL, stderr=log)
     wait_for_port(port, proc, "leasekit")
     return proc, f"http://127.0.0.1:{port}"
@@ -100,6 +113,7 @@ SYSTEMS = [
     ("etcd", "etcd", start_etcd, True),
     ("redis (appendfsync always)", "redis", start_redis(True), True),
     ("redis (no persistence)", "redis", start_redis(False), False),
+    ("leasekit (tmpfs, no fsync)", "leasekit", start_leasekit_tmpfs, False),
 ]
 
 
@@ -178,6 +192,9 @@ def main():
         finally:
             proc.terminate()
             proc.wait()
+            link = os.path.join(data, "tmpfs")
+            if os.path.islink(link):
+                shutil.rmtree(os.readlink(link), ignore_errors=True)
             shutil.rmtree(data, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
     report = {"machine": machine(), "seconds": args.seconds,

@@ -503,6 +503,22 @@ async fn the_request_log_names_what_happened_and_no_secret() {
         "{log}"
     );
     assert!(lines.iter().any(|l| l.contains("status=402")), "{log}");
+    // What each call cost in DynamoDB (BENCHMARKS.md's cost model): the keyed acquire reads the
+    // key and writes the lease; the paid one writes the lease and the payment twice (accepted,
+    // then settled).
+    let usage: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.contains("status=200") && l.contains("op=\"acquire\""))
+        .filter_map(|l| l.split_once("store_round_trips=").map(|(_, u)| u))
+        .collect();
+    assert_eq!(
+        usage,
+        [
+            "2 store_read_units=0.5 store_write_units=1.0",
+            "3 store_read_units=0.0 store_write_units=3.0"
+        ],
+        "{log}"
+    );
     for secret in [ACME_KEY, payment.as_str(), &address_of(&alice).lower()[2..]] {
         assert!(!log.contains(secret), "the log must not contain {secret}");
     }
