@@ -19,7 +19,8 @@ def main(path, out):
     results = report["results"]
     names = list(dict.fromkeys(r["name"] for r in results))
     machine = report["machine"]
-    subtitle = f"{machine['cores']} cores, loopback, {report['seconds']:g} s per point, {report['date']}"
+    subtitle = (f"{machine['cores']} cores, loopback, median of {report.get('repeat', 1)} runs of "
+                f"{report['seconds']:g} s per point, {report['date']}")
     for metric, label, filename in [
         ("granted_per_s", "acquire+release cycles per second", "versus-throughput.png"),
         ("p99_ms", "p99 latency of a cycle (ms)", "versus-p99.png"),
@@ -41,8 +42,11 @@ def main(path, out):
         distinct.grid(alpha=0.3)
         distinct.legend(fontsize=8)
         hot = [next(r for r in results if r["name"] == n and r["contended"]) for n in names]
-        contended.bar(range(len(names)), [r[metric] for r in hot],
-                      color=[f"C{i}" for i in range(len(names))])
+        bars = contended.bar(range(len(names)), [r[metric] for r in hot],
+                             color=[f"C{i}" for i in range(len(names))])
+        # On a log axis bar heights mislead: print the values.
+        contended.bar_label(bars, fmt="{:,.0f}" if metric == "granted_per_s" else "{:.1f}",
+                            fontsize=7)
         contended.set_xticks(range(len(names)), [n.split(" (")[0] + ("*" if not r["durable"] else "")
                                                  for n, r in zip(names, hot)], fontsize=8)
         contended.set_xlabel("16 clients, one resource (* not durable)")
