@@ -152,3 +152,18 @@ async fn main() -> std::process::ExitCode {
     println!("{report}");
     std::process::ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn percentiles_are_nearest_rank_in_milliseconds() {
+        let us: Vec<u32> = (1..=100).map(|i| i * 1000).collect();
+        assert_eq!(percentile(&us, 50.0), 50.0);
+        assert_eq!(percentile(&us, 99.0), 99.0);
+        assert_eq!(percentile(&us, 100.0), 100.0);
+        assert_eq!(percentile(&[7000], 99.0), 7.0);
+        assert!(percentile(&[], 50.0).is_nan());
+    }
+}

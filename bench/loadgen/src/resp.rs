@@ -71,3 +71,43 @@ impl Connection {
         Ok(line.to_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// A stand-in server that checks the command it receives and sends `reply` back.
+    async fn served(reply: &'static [u8]) -> Result<Reply, String> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("redis://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let expected = b"*2\r\n$3\r\nGET\r\n$8\r\nlock:a b\r\n";
+            let mut request = vec![0; expected.len()];
+            socket.read_exact(&mut request).await.unwrap();
+            assert_eq!(request, expected);
+            socket.write_all(reply).await.unwrap();
+        });
+        let mut conn = Connection::open(&url).await.unwrap();
+        let reply = conn.command(&[b"GET", b"lock:a b"]).await;
+        server.await.unwrap();
+        reply
+    }
+
+    #[tokio::test]
+    async fn replies_are_read_as_redis_sends_them() {
+        assert_eq!(served(b":42\r\n").await, Ok(Reply::Integer(42)));
+        assert_eq!(served(b"+OK\r\n").await, Ok(Reply::Simple("OK".into())));
+        assert_eq!(
+            served(b"$5\r\nab\r\nc\r\n").await,
+            Ok(Reply::Bulk(Some(b"ab\r\nc".to_vec())))
+        );
+        assert_eq!(served(b"$-1\r\n").await, Ok(Reply::Bulk(None)));
+        assert_eq!(
+            served(b"-NOSCRIPT no such script\r\n").await,
+            Err("redis error: NOSCRIPT no such script".into())
+        );
+    }
+}
