@@ -21,7 +21,8 @@ pub struct StoreArgs {
     pub table_prefix: String,
 }
 
-/// A DynamoDB client (which owns the embedded emulator, if that is the store).
+/// A DynamoDB client. With the embedded store, the client owns the database: dropping the last
+/// clone closes it, after the requests running on it have finished.
 pub struct Store {
     pub client: Client,
     pub tables: Tables,
@@ -42,13 +43,6 @@ impl Store {
             .await
             .context("creating the tables")?;
         Ok(Self { client, tables })
-    }
-
-    /// Close the store: with the last client gone, the embedded database (if any) is closed.
-    /// Every request has finished by then, because each runs to completion inside its call.
-    pub async fn close(self) -> Result<()> {
-        drop(self.client);
-        Ok(())
     }
 }
 

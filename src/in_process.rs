@@ -130,16 +130,12 @@ impl HttpClient for InProcess {
 
 /// A DynamoDB client served in process by `database`.
 pub fn client(database: Database) -> aws_sdk_dynamodb::Client {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
-    let config = aws_sdk_dynamodb::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        // Never dialled: the HTTP client answers every request itself.
-        .endpoint_url("http://embedded.invalid")
-        // No credentials, so no SigV4: a signature nobody checks would only cost CPU.
+    // The endpoint is never dialled: the HTTP client answers every request itself. No
+    // credentials, so no SigV4: a signature nobody checks would only cost CPU.
+    let config = shared::store::local_config("http://embedded.invalid")
         .allow_no_auth()
         .http_client(InProcess::new(database));
-    aws_sdk_dynamodb::Client::from_conf(shared::store::client::configure(config).build())
+    aws_sdk_dynamodb::Client::from_conf(config.build())
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             {
                 bail!("a key with the same id exists already; run the command again");
             }
-            store.close().await?;
+            drop(store);
             println!("{}", key.expose());
             eprintln!(
                 "created key {} for account {account}; it is not shown again",
@@ -58,7 +58,7 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             let revoked = KeyStore::new(store.client.clone(), &store.tables.keys)
                 .revoke(&id, now_ms())
                 .await?;
-            store.close().await?;
+            drop(store);
             if !revoked {
                 bail!("no key with id {}", id.as_str());
             }

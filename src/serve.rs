@@ -63,7 +63,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving")?;
-    store.close().await?;
+    drop(store);
     tracing::info!("stopped");
     Ok(())
 }

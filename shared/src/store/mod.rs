@@ -42,23 +42,23 @@ use std::collections::HashMap;
 /// A client for a DynamoDB endpoint that ignores credentials (the embedded emulator, moto, tests):
 /// fixed region and placeholder credentials, so nothing is looked up in the environment.
 pub fn local_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
-    aws_sdk_dynamodb::Client::from_conf(local_config(endpoint).build())
+    let credentials =
+        aws_sdk_dynamodb::config::Credentials::new("local", "local", None, None, "leasekit-local");
+    aws_sdk_dynamodb::Client::from_conf(
+        local_config(endpoint)
+            .credentials_provider(credentials)
+            .build(),
+    )
 }
 
-/// The configuration of [`local_client`], to build on (e.g. with another HTTP client).
+/// What every local client shares: the service's client settings, a fixed region and
+/// `endpoint`, and no credentials yet (so nothing is looked up in the environment).
 pub fn local_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
-    use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+    use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))
-        .endpoint_url(endpoint)
-        .credentials_provider(Credentials::new(
-            "local",
-            "local",
-            None,
-            None,
-            "leasekit-local",
-        ));
+        .endpoint_url(endpoint);
     client::configure(config)
 }
 
