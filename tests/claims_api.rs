@@ -250,13 +250,11 @@ async fn free_claims_need_a_key_or_a_wallet_and_never_a_payment() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
     let body = json!({"key": "cron:nightly", "holder": "host-1"});
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("x-api-key", ACME_KEY.to_owned())],
-    )
-    .await;
+    let keyed = async |key: &str| {
+        let headers = [("x-api-key", key.to_owned())];
+        post(&server.url, "/claim/free", &body, &headers).await
+    };
+    let a = keyed(ACME_KEY).await;
     assert_eq!(a.status, 201, "{}", a.body);
     assert_eq!(a.body["plan"], "free");
     assert_eq!(
@@ -265,26 +263,10 @@ async fn free_claims_need_a_key_or_a_wallet_and_never_a_payment() {
         300_000
     );
     assert!(a.body.get("payment").is_none());
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("x-api-key", ACME_KEY.to_owned())],
-    )
-    .await;
+    let a = keyed(ACME_KEY).await;
     assert_eq!((a.status, a.body["mine"].as_bool()), (200, Some(true)));
     // Another account: its own namespace.
-    assert_eq!(
-        post(
-            &server.url,
-            "/claim/free",
-            &body,
-            &[("x-api-key", GLOBEX_KEY.to_owned())]
-        )
-        .await
-        .status,
-        201
-    );
+    assert_eq!(keyed(GLOBEX_KEY).await.status, 201);
     // Neither key nor wallet proof: a 402 that advertises sign-in-with-x and asks no payment.
     let a = post(&server.url, "/claim/free", &body, &[]).await;
     assert_eq!(

@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::history::{Event, check, now_ms, parse_iso};
+use support::history::{Event, assert_consistent, now_ms, parse_iso};
 use support::*;
 use tempfile::TempDir;
 
@@ -182,13 +182,7 @@ async fn acknowledged_grants_and_records_survive_sigkill() {
     let acked = acked.lock().unwrap().clone();
     // The lease rules held across the crashes, for everything acknowledged.
     let history = history.lock().unwrap().clone();
-    let violations = check(&history);
-    assert!(
-        violations.is_empty(),
-        "{} violations across crashes, first: {:#?}",
-        violations.len(),
-        &violations[..violations.len().min(5)]
-    );
+    assert_consistent(&history, "across crashes");
     assert!(
         acked.len() > 100,
         "load went on around the crashes: {} acknowledged",

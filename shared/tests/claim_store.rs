@@ -30,28 +30,14 @@ async fn a_lapsed_hold_frees_the_key_with_a_larger_token() {
         (t0, t0 + 300_000, 1)
     );
     // One millisecond before expiry it is still held (by someone else: mine false; by w1: mine true).
-    let held = claims
-        .claim("wallet:0xa", "job-1", "w2", Plan::Hour, t0 + 299_999)
-        .await
-        .unwrap();
-    assert_eq!(
-        held,
-        Outcome::Held {
-            claim: first.clone(),
-            mine: false
-        }
-    );
-    let held = claims
-        .claim("wallet:0xa", "job-1", "w1", Plan::Hour, t0 + 1)
-        .await
-        .unwrap();
-    assert_eq!(
-        held,
-        Outcome::Held {
-            claim: first.clone(),
-            mine: true
-        }
-    );
+    for (holder, at, mine) in [("w2", t0 + 299_999, false), ("w1", t0 + 1, true)] {
+        let held = claims
+            .claim("wallet:0xa", "job-1", holder, Plan::Hour, at)
+            .await
+            .unwrap();
+        let claim = first.clone();
+        assert_eq!(held, Outcome::Held { claim, mine }, "{holder}");
+    }
     // At expiry the server clock says it is free: a new acquisition, a larger token.
     let Outcome::Acquired(second) = claims
         .claim("wallet:0xa", "job-1", "w2", Plan::Day, t0 + 300_000)

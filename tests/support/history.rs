@@ -38,6 +38,18 @@ pub fn parse_iso(s: &str) -> Option<i64> {
     Some(((days * 24 + n(11, 13)?) * 60 + n(14, 16)?) * 60_000 + n(17, 19)? * 1000 + n(20, 23)?)
 }
 
+/// Fail, naming the first violations, unless `history` keeps every lease rule. `what` says which
+/// run it was.
+pub fn assert_consistent(history: &[Event], what: &str) {
+    let violations = check(history);
+    assert!(
+        violations.is_empty(),
+        "{} violations {what}, first: {:#?}",
+        violations.len(),
+        &violations[..violations.len().min(5)]
+    );
+}
+
 /// Every violation the history shows (empty when it is consistent with the lease rules):
 /// tokens go up in real-time order and never to two holders; no token is granted while an
 /// earlier grant (returned before the acquire was invoked, not possibly released) is still live;

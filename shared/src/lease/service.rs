@@ -206,9 +206,7 @@ impl LeaseService {
         }
         Err(LeaseError::Contention)
     }
-}
 
-impl LeaseService {
     /// The stored answer, signed again as it was first signed, and marked as replayed
     /// (`replayed` is not signed); or a conflict if the input differs.
     fn replay(&self, record: &StoredRecord, fingerprint: &str) -> Result<SignedAnswer, LeaseError> {
