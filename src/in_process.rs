@@ -53,10 +53,12 @@ impl InProcess {
             "UpdateItem" => run(body, |r| db.update_item(r)),
             "DeleteItem" => run(body, |r| db.delete_item(r)),
             "Query" => run(body, |r| db.query(r)),
+            "Scan" => run(body, |r| db.scan(r)),
             "TransactGetItems" => run(body, |r| db.transact_get_items(r)),
             "TransactWriteItems" => run(body, |r| db.transact_write_items(r)),
             "CreateTable" => run(body, |r| db.create_table(r)),
             "DescribeTable" => run(body, |r| db.describe_table(r)),
+            "UpdateTable" => run(body, |r| db.update_table(r)),
             "UpdateTimeToLive" => run(body, |r| db.update_time_to_live(r)),
             _ => {
                 return (

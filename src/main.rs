@@ -5,6 +5,7 @@ mod connect;
 mod identity;
 mod in_process;
 mod keys;
+mod payments;
 mod run;
 mod serve;
 
@@ -37,6 +38,9 @@ enum Command {
     Release(client::Call),
     /// Show who holds a lease.
     Get(client::Call),
+    /// List the x402 payment ledger (one JSON line per authorization: settled, settlement_failed,
+    /// void, expired, or accepted while still open).
+    Payments(payments::PaymentsArgs),
     /// Hold a lease while a command runs: `leasekit run --resource R -- CMD ARGS...`.
     Run(run::RunArgs),
 }
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
             Command::Renew(call) => client::run("renew", call).await,
             Command::Release(call) => client::run("release", call).await,
             Command::Get(call) => client::run("get", call).await,
+            Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,
         }
     });

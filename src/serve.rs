@@ -3,12 +3,14 @@
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};
 use clap::Args;
+use shared::clock::now_ms;
 use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
 use shared::http::{AppState, router};
 use shared::store::{KeyStore, PaymentLedger};
 use shared::x402::payments::Payments;
 use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::io::Write;
+use std::time::Duration;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -32,6 +34,16 @@ pub struct ServeArgs {
     /// Free claims allowed per wallet or account per clock hour.
     #[arg(long, default_value_t = 60, env = "LEASEKIT_FREE_CLAIMS_PER_HOUR")]
     free_claims_per_hour: u32,
+    /// Seconds between sweeps of the payment ledger: payments left open by a crash, a timeout or
+    /// a facilitator that did not answer are settled if their work committed, voided if not.
+    /// The first sweep runs at start.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    settle_sweep_seconds: u64,
+    /// How old an open payment must be before a sweep takes it up (seconds). It must exceed the
+    /// longest a paid call can work and settle (20 s + the facilitator's timeout), or a sweep may
+    /// race a call still in progress; the default leaves room.
+    #[arg(long, default_value_t = 45, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    settle_grace_seconds: u64,
 }
 
 /// A receiving address for local runs: nobody's wallet, and no money moves locally anyway.
@@ -44,6 +56,11 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
     tracing::info!(issuer = issuer.did(), "answers are signed by this key");
     let payments = payments(&store, &args)?;
+    let sweeper = tokio::spawn(sweep_forever(
+        payments.clone(),
+        Duration::from_secs(args.settle_sweep_seconds),
+        Duration::from_secs(args.settle_grace_seconds),
+    ));
     let mut state = AppState::new(
         store.client.clone(),
         &store.tables,
@@ -63,6 +80,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving")?;
+    sweeper.abort();
     drop(store);
     tracing::info!("stopped");
     Ok(())
@@ -87,7 +105,7 @@ fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
         claim_prices: ClaimPrices::default(),
         facilitator,
     };
-    let ledger = PaymentLedger::new(store.client.clone(), &store.tables.payments);
+    let ledger = PaymentLedger::new(store.client.clone(), &store.tables);
     let payments = Payments::new(&config, ledger)?;
     if payments.is_local() {
         tracing::info!(
@@ -96,6 +114,18 @@ fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
         );
     }
     Ok(payments)
+}
+
+/// Sweep the payment ledger now and every `every`, taking up what is older than `grace`.
+async fn sweep_forever(payments: Payments, every: Duration, grace: Duration) {
+    let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    loop {
+        let now = now_ms();
+        if let Err(e) = payments.sweep(now - grace, now, 100).await {
+            tracing::error!(error = %e, "payment sweep failed; trying again later");
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// Ctrl-C or SIGTERM.

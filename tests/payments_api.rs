@@ -8,6 +8,7 @@ use k256::ecdsa::SigningKey;
 use serde_json::{Value, json};
 use shared::x402::client::{address_of, header, pay};
 use shared::x402::types::{PaymentPayload, PaymentRequirements};
+use support::facilitator;
 use support::*;
 use tempfile::TempDir;
 
@@ -283,67 +284,6 @@ async fn a_store_failure_is_a_502_and_nothing_is_settled() {
     assert!(a.settlement.is_none());
 }
 
-/// A stand-in x402 facilitator on loopback: /verify and /settle answer as `mode` says, and every
-/// request it gets is kept for the test to inspect.
-mod facilitator {
-    use axum::Json;
-    use axum::extract::State;
-    use axum::routing::post;
-    use serde_json::{Value, json};
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Copy)]
-    pub enum Mode {
-        Accepts,
-        RefusesVerify,
-        FailsSettle,
-    }
-
-    /// One request the facilitator got: path, JSON body, Authorization header.
-    pub type Call = (String, Value, Option<String>);
-
-    #[derive(Clone)]
-    pub struct Seen(pub Arc<Mutex<Vec<Call>>>);
-
-    pub async fn start(mode: Mode) -> (String, Seen) {
-        let seen = Seen(Arc::default());
-        let record = |path: &'static str| {
-            move |State((mode, seen)): State<(Mode, Seen)>,
-                  headers: axum::http::HeaderMap,
-                  Json(body): Json<Value>| async move {
-                let auth = headers
-                    .get("authorization")
-                    .map(|v| v.to_str().unwrap().to_owned());
-                seen.0
-                    .lock()
-                    .unwrap()
-                    .push((path.to_owned(), body.clone(), auth));
-                let payer = body["paymentPayload"]["payload"]["authorization"]["from"].clone();
-                match (path, mode) {
-                    ("/verify", Mode::RefusesVerify) => Json(
-                        json!({"isValid": false, "invalidReason": "insufficient_funds", "payer": payer}),
-                    ),
-                    ("/verify", _) => Json(json!({"isValid": true, "payer": payer})),
-                    ("/settle", Mode::FailsSettle) => Json(
-                        json!({"success": false, "errorReason": "transaction_reverted", "transaction": "", "network": "eip155:84532", "payer": payer}),
-                    ),
-                    _ => Json(
-                        json!({"success": true, "transaction": format!("0x{}", "ab".repeat(32)), "network": "eip155:84532", "payer": payer}),
-                    ),
-                }
-            }
-        };
-        let app = axum::Router::new()
-            .route("/verify", post(record("/verify")))
-            .route("/settle", post(record("/settle")))
-            .with_state((mode, seen.clone()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        (url, seen)
-    }
-}
-
 async fn with_facilitator(mode: facilitator::Mode) -> (TempDir, Server, facilitator::Seen) {
     let (url, seen) = facilitator::start(mode).await;
     let dir = TempDir::new().unwrap();
@@ -504,8 +444,10 @@ async fn the_request_log_names_what_happened_and_no_secret() {
     );
     assert!(lines.iter().any(|l| l.contains("status=402")), "{log}");
     // What each call cost in DynamoDB (BENCHMARKS.md's cost model): the keyed acquire reads the
-    // key and writes the lease; the paid one writes the lease and the payment twice (accepted,
-    // then settled).
+    // key and writes the lease. The paid one writes the payment (accepted, with what a sweeper
+    // needs to settle it: about 1.5 KB, 2 units), reads the lease and the record (a paid mutation
+    // always keeps a record: it is the evidence a sweeper settles on), commits both (a
+    // transaction: twice the units), then closes the payment (2 units).
     let usage: Vec<&str> = lines
         .iter()
         .filter(|l| l.contains("status=200") && l.contains("op=\"acquire\""))
@@ -515,7 +457,7 @@ async fn the_request_log_names_what_happened_and_no_secret() {
         usage,
         [
             "2 store_read_units=0.5 store_write_units=1.0",
-            "3 store_read_units=0.0 store_write_units=3.0"
+            "4 store_read_units=4.0 store_write_units=12.0"
         ],
         "{log}"
     );

@@ -14,6 +14,8 @@ pub enum BootError {
     Secret(String),
     #[error("the signing key secret: {0}")]
     BadSeed(#[from] crate::provenance::issuer::BadSeed),
+    #[error("setting up x402 payments (the facilitator's HTTPS client): {0}")]
+    Payments(String),
 }
 
 /// Everything a function builds at init.
@@ -52,9 +54,9 @@ impl Boot {
         let Some(config) = &self.config.payments else {
             return Ok(None);
         };
-        let ledger = PaymentLedger::new(self.dynamodb.clone(), &self.config.tables.payments);
+        let ledger = PaymentLedger::new(self.dynamodb.clone(), &self.config.tables);
         let payments =
-            Payments::new(config, ledger).map_err(|e| BootError::Secret(e.to_string()))?;
+            Payments::new(config, ledger).map_err(|e| BootError::Payments(e.to_string()))?;
         if payments.is_local() {
             tracing::warn!(
                 "x402: LOCAL facilitator - payments are checked but never settled on a chain"
@@ -99,4 +101,35 @@ pub async fn serve_http() -> Result<(), lambda_http::Error> {
         crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, true, payments);
     state.free_claims_per_hour = boot.config.free_claims_per_hour;
     lambda_http::run(crate::http::lambda::service(state)).await
+}
+
+/// The settlement sweeper on Lambda: each scheduled invocation closes the payments left open
+/// for longer than [`SWEEP_GRACE`], a page at a time, within the invocation's time.
+pub async fn sweep_payments() -> Result<(), lambda_http::Error> {
+    use crate::http::paid::SWEEP_GRACE;
+    use lambda_http::{LambdaEvent, service_fn};
+    const PAGE: i32 = 100;
+    const PAGES: usize = 20;
+    let boot = lambda().await?;
+    let payments = boot.payments()?;
+    let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| {
+        let payments = payments.clone();
+        async move {
+            let mut total = crate::x402::payments::Swept::default();
+            let Some(payments) = payments else {
+                return Ok::<_, lambda_http::Error>(serde_json::json!(total));
+            };
+            for _ in 0..PAGES {
+                let now = crate::clock::now_ms();
+                let grace = i64::try_from(SWEEP_GRACE.as_millis()).unwrap_or(i64::MAX);
+                let swept = payments.sweep(now - grace, now, PAGE).await?;
+                total.add(&swept);
+                if swept.total() < PAGE.unsigned_abs() || swept.failed > 0 {
+                    break;
+                }
+            }
+            Ok(serde_json::json!(total))
+        }
+    });
+    lambda_http::lambda_runtime::run(handler).await
 }

@@ -26,7 +26,7 @@ def test_every_function_binary_is_a_workspace_member():
     with open(os.path.join(ROOT, "Cargo.toml"), "rb") as f:
         members = {m.split("/")[-1] for m in tomllib.load(f)["workspace"]["members"] if m.startswith("functions/")}
     binaries = {f["Metadata"]["BuildProperties"]["Binary"] for f in FUNCTIONS.values()}
-    assert binaries == members == {"lease", "claim", "claim-free", "mcp", "authorizer", "public"}
+    assert binaries == members == {"lease", "claim", "claim-free", "mcp", "authorizer", "public", "settle-sweeper"}
     for f in FUNCTIONS.values():
         assert f["Metadata"]["BuildMethod"] == "rust-cargolambda"
     globals_ = TEMPLATE["Globals"]["Function"]
@@ -99,5 +99,16 @@ def test_tables_are_on_demand_recoverable_protected_and_ttl_where_needed():
 def test_alarms_watch_errors_throttles_and_settlements():
     alarms = of_type("AWS::CloudWatch::Alarm")
     metrics = {a["Properties"].get("MetricName") for a in alarms.values()}
-    assert {"5XXError", "SettlementFailed"} <= metrics
+    assert {"5XXError", "SettlementFailed", "SettlementExpired"} <= metrics
     assert any("Metrics" in a["Properties"] for a in alarms.values()), "the throttles alarm"
+
+
+def test_the_settlement_sweeper_runs_every_minute_alone_with_only_what_it_needs():
+    sweeper = FUNCTIONS["SettleSweeperFunction"]["Properties"]
+    assert sweeper["Events"]["EveryMinute"] == {"Type": "Schedule", "Properties": {"Schedule": "rate(1 minute)"}}
+    assert sweeper["ReservedConcurrentExecutions"] == 1, "two sweeps never settle one payment"
+    actions = {a for s in sweeper["Policies"][0]["Statement"] for a in s["Action"]}
+    assert actions == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem"}, "no secret, no writes elsewhere"
+    index = RESOURCES["PaymentsTable"]["Properties"]["GlobalSecondaryIndexes"][0]
+    assert index["IndexName"] == "pending"
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["pending", "accepted"]

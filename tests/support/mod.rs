@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod facilitator;
 pub mod history;
 
 use serde_json::{Value, json};
@@ -74,6 +75,12 @@ impl Server {
             url,
             data_dir: data_dir.to_owned(),
         }
+    }
+
+    /// SIGKILL: no shutdown, nothing flushed or finished.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// SIGTERM, and wait for a clean exit.

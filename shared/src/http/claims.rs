@@ -8,12 +8,15 @@
 
 use super::body::{read_limited, validate_value};
 use super::observe::Note;
-use super::paid::{self, Offer};
+use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::claims::{Claim, MAX_BYTES, Outcome, Plan};
 use crate::clock::{Millis, now_ms};
 use crate::schema::{claim_free_input, claim_input, utf8_bytes};
+use crate::store::claim_store::claim_pk;
+use crate::store::payment_store::Evidence;
 use crate::tenant::Tenant;
+use crate::x402::check::Verified;
 use crate::x402::siwx;
 use crate::x402::types::{PaymentRequired, ResourceInfo, SettlementResponse, X402_VERSION};
 use axum::Json;
@@ -77,20 +80,27 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         description: "exclusive hold on a key (hour, day or week)",
         price,
     };
-    let paid = paid::accept(&state, &parts, &offer, now).await?;
-    let scope = Tenant::for_wallet(&paid.verified.payer);
-    // A store failure returns here: nothing settled, nothing charged.
-    let outcome = state
-        .claims
-        .claim(scope.as_str(), &claim.key, &claim.holder, claim.plan, now)
-        .await?;
-    let Some(payments) = &state.payments else {
-        return Err(ApiError::FacilitatorUnavailable);
+    let evidence = |verified: &Verified| Evidence::Claim {
+        pk: claim_pk(Tenant::for_wallet(&verified.payer).as_str(), &claim.key),
+        holder: claim.holder.clone(),
+        acquired: now,
     };
-    // Billed per attempt: settled whether the key was won or held.
-    let settlement = payments.settle(&paid, now).await;
-    let receipt = receipt(&settlement, &paid.verified.requirements.asset);
-    let mut response = answer(outcome, claim.plan, Some(receipt));
+    let paid = paid::accept(&state, &parts, &offer, now, evidence).await?;
+    let scope = Tenant::for_wallet(&paid.verified.payer);
+    let asset = paid.verified.requirements.asset.clone();
+    // A store failure ends the work with an error: nothing settled, nothing charged. Billed per
+    // attempt otherwise: settled whether the key was won or held.
+    let work = async {
+        let outcome = state
+            .claims
+            .claim(scope.as_str(), &claim.key, &claim.holder, claim.plan, now)
+            .await?;
+        Ok(Charge::Yes((outcome, claim.plan)))
+    };
+    let ((outcome, plan), settlement) = paid::settle_after(&state, paid, now, work).await?;
+    let settlement = settlement.ok_or(ApiError::Internal)?;
+    let receipt = receipt(&settlement, &asset);
+    let mut response = answer(outcome, plan, Some(receipt));
     let note = note("claim", &response, &scope);
     response.extensions_mut().insert(note);
     paid::attach(&mut response, &settlement);

@@ -44,6 +44,9 @@ pub enum ApiError {
     NotFound,
     #[error("method not allowed on this route")]
     MethodNotAllowed,
+    /// Our own failure: the details are in the log, never in the answer.
+    #[error("internal error")]
+    Internal,
 }
 
 fn invalid_input_sentence(witnesses: &[Witness]) -> String {
@@ -77,6 +80,7 @@ impl ApiError {
             Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -93,6 +97,7 @@ impl ApiError {
             Self::RateLimited(_) => "RATE_LIMITED",
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Self::Internal => "INTERNAL_ERROR",
         }
     }
 }

@@ -2,18 +2,21 @@
 
 use super::body::{parse_valid, read_limited, validate_value};
 use super::observe::Note;
-use super::paid::{self, Offer};
+use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
-use crate::clock::now_ms;
-use crate::lease::LeaseRequest;
-use crate::lease::service::ROUTE;
+use crate::clock::{Millis, now_ms};
 use crate::lease::service::SignedAnswer;
+use crate::lease::service::{REPLAY_WINDOW_MS, ROUTE};
+use crate::lease::{LeaseRequest, Op};
 use crate::metrics;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
+use crate::store::RecordKey;
 use crate::store::StoreError;
+use crate::store::payment_store::Evidence;
 use crate::tenant::Tenant;
 use crate::witness::Witness;
+use crate::x402::check::Verified;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -25,13 +28,18 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let caller = state.auth.caller(&parts).await?;
     let bytes = read_limited(body).await?;
     // Invalid input is a 400 before any payment is looked at.
-    let (request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
+    let (mut request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
+    let request_sha256 = sha256(&body);
     let now = now_ms();
-    let (tenant, paid) = match caller {
-        Caller::Account(account) => (
-            tenant_for_key(&account, request.tenant_id.as_deref())?,
-            None,
-        ),
+    let (tenant, answer, settlement) = match caller {
+        Caller::Account(account) => {
+            let tenant = tenant_for_key(&account, request.tenant_id.as_deref())?;
+            let answer = state
+                .leases
+                .execute(&tenant, &request, request_sha256, now)
+                .await?;
+            (tenant, answer, None)
+        }
         Caller::Anonymous => {
             let price = state.payments.as_ref().map_or(0, |p| p.lease_price);
             let offer = Offer {
@@ -39,18 +47,30 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
                 description: "lease op (acquire, renew, release, get)",
                 price,
             };
-            let paid = paid::accept(&state, &parts, &offer, now).await?;
-            (Tenant::for_wallet(&paid.verified.payer), Some(paid))
+            let paid = paid::accept(&state, &parts, &offer, now, |verified| {
+                paid_evidence(&mut request, verified, now)
+            })
+            .await?;
+            let tenant = Tenant::for_wallet(&paid.verified.payer);
+            // A store failure ends the work with an error: nothing is settled, nothing charged.
+            let work = async {
+                let answer = state
+                    .leases
+                    .execute(&tenant, &request, request_sha256, now)
+                    .await?;
+                Ok(if answer.data.replayed {
+                    Charge::Replay(answer)
+                } else {
+                    Charge::Yes(answer)
+                })
+            };
+            let (answer, settlement) = paid::settle_after(&state, paid, now, work).await?;
+            (tenant, answer, settlement)
         }
     };
-    // A store failure returns here: no settlement, nothing charged.
-    let answer = state
-        .leases
-        .execute(&tenant, &request, sha256(&body), now)
-        .await?;
     let replayed = answer.data.replayed;
     let note = Note {
-        op: Some(request.op.as_str()),
+        op: Some(answer.data.op.as_str()),
         outcome: Some(match (replayed, answer.data.granted) {
             (true, _) => "replayed",
             (false, true) => "granted",
@@ -58,7 +78,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
         }),
         tenant: Some(Note::tenant_hash(tenant.as_str())),
     };
-    if !replayed && request.op != crate::lease::Op::Get {
+    if !replayed && answer.data.op != crate::lease::Op::Get {
         metrics::count(if answer.data.granted {
             "LeaseGranted"
         } else {
@@ -70,10 +90,28 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             .into_response();
     response.extensions_mut().insert(note);
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
-    if let (Some(paid), Some(payments), false) = (&paid, &state.payments, replayed) {
-        paid::attach(&mut response, &payments.settle(paid, now).await);
+    if let Some(settlement) = &settlement {
+        paid::attach(&mut response, settlement);
     }
     Ok(response)
+}
+
+/// Where a paid lease call's committed answer will be. A mutation always keeps a request record
+/// when paid: with the caller's requestId, or else one named after the payment authorization,
+/// which is used once, so that record is never replayed. The record is what lets a sweeper tell
+/// a committed paid mutation from one that never happened. A `get` writes nothing.
+fn paid_evidence(request: &mut LeaseRequest, verified: &Verified, now: Millis) -> Evidence {
+    if request.op == Op::Get {
+        return Evidence::None;
+    }
+    let tenant = Tenant::for_wallet(&verified.payer);
+    let id = request
+        .request_id
+        .get_or_insert_with(|| format!("x402-{}", hex::encode(verified.nonce)));
+    Evidence::Record {
+        pk: RecordKey::new(&tenant, id).as_str().to_owned(),
+        exp: now + REPLAY_WINDOW_MS,
+    }
 }
 
 fn tenant_for_key(account: &str, tenant_id: Option<&str>) -> Result<Tenant, ApiError> {

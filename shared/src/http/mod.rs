@@ -83,6 +83,24 @@ pub fn router(state: AppState) -> Router {
         .with_state(state.clone())
         .merge(mcp::router(state))
         .layer(axum::middleware::from_fn(observe::log_request))
+        .layer(axum::middleware::from_fn(detached))
         .fallback(|| async { ApiError::NotFound })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+}
+
+/// Run the request in a task of its own. A server drops a request's future when its caller hangs
+/// up; in its own task the request goes on: once a request is read, it is carried out whole,
+/// its store writes, its settlement and its log line included, whenever the caller leaves.
+pub async fn detached(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match tokio::spawn(next.run(request)).await {
+        Ok(response) => response,
+        Err(e) => {
+            tracing::error!(error = %e, "request task failed");
+            ApiError::Internal.into_response()
+        }
+    }
 }

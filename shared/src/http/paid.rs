@@ -1,8 +1,11 @@
 //! x402 on a route: accept the caller's payment before the work (or answer 402 with the offer),
-//! and settle it after, adding `PAYMENT-RESPONSE` to the answer.
+//! run the work and settle it after in a task that outlives the request, and add
+//! `PAYMENT-RESPONSE` to the answer.
 
 use super::{ApiError, AppState};
 use crate::clock::Millis;
+use crate::store::payment_store::Evidence;
+use crate::x402::check::Verified;
 use crate::x402::payments::{Paid, PaymentError};
 use crate::x402::types::{ResourceInfo, SettlementResponse};
 use axum::http::HeaderValue;
@@ -10,6 +13,7 @@ use axum::http::request::Parts;
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use std::time::Duration;
 
 pub const PAYMENT_SIGNATURE_HEADER: &str = "payment-signature";
 pub const PAYMENT_RESPONSE_HEADER: &str = "payment-response";
@@ -24,12 +28,14 @@ pub struct Offer<'a> {
 }
 
 /// Accept the payment for `offer`, or the 402 (or 502) to answer instead. Without payments
-/// configured, a caller with neither key nor payment is answered 401.
+/// configured, a caller with neither key nor payment is answered 401. `evidence` says where the
+/// answer will be once committed (see [`Evidence`]).
 pub async fn accept(
     state: &AppState,
     parts: &Parts,
     offer: &Offer<'_>,
     now: Millis,
+    evidence: impl FnOnce(&Verified) -> Evidence,
 ) -> Result<Paid, ApiError> {
     let Some(payments) = &state.payments else {
         return Err(ApiError::Unauthorized("an API key (X-API-KEY) is required"));
@@ -39,7 +45,7 @@ pub async fn accept(
         .get(PAYMENT_SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok());
     payments
-        .accept(header, offer.price, offer.route, now)
+        .accept(header, offer.price, offer.route, now, evidence)
         .await
         .map_err(|err| {
             let required = |error: Option<String>| {
@@ -61,6 +67,59 @@ pub async fn accept(
                 }
             }
         })
+}
+
+/// What paid work answers: charged, or not charged because it replays an answer that was paid
+/// for the first time it was given.
+pub enum Charge<T> {
+    Yes(T),
+    Replay(T),
+}
+
+/// How long the work of a paid call may take before the call gives up on it (502). A Lambda's
+/// own timeout (10 s) ends it sooner there. It must stay well below [`SWEEP_GRACE`], so that the
+/// sweeper never takes up a payment whose call is still working on it.
+pub const WORK_LIMIT: Duration = Duration::from_secs(20);
+
+/// How old an open payment must be before the sweeper closes it: longer than the work limit plus
+/// a settlement (the facilitator's own timeout is at most 10 s), with room for clock skew between
+/// instances.
+pub const SWEEP_GRACE: Duration = Duration::from_secs(45);
+
+/// Run `work` for the accepted payment `paid`, then settle it (or void it when nothing is owed).
+/// A caller that hangs up stops neither: the router runs every request in a task of its own
+/// (see [`super::detached`]). If the work fails, nothing is charged. If it outlasts
+/// [`WORK_LIMIT`], the caller gets a 502 and the payment stays open: the sweeper settles it if
+/// the work did commit, and voids it if not.
+pub async fn settle_after<T>(
+    state: &AppState,
+    paid: Paid,
+    now: Millis,
+    work: impl Future<Output = Result<Charge<T>, ApiError>>,
+) -> Result<(T, Option<SettlementResponse>), ApiError> {
+    let Some(payments) = &state.payments else {
+        return Err(ApiError::Internal);
+    };
+    match tokio::time::timeout(WORK_LIMIT, work).await {
+        Ok(Ok(Charge::Yes(answer))) => {
+            let settlement = payments.settle(&paid, now).await;
+            Ok((answer, Some(settlement)))
+        }
+        Ok(Ok(Charge::Replay(answer))) => {
+            payments
+                .void(&paid, "a replay: the first answer was paid for", now)
+                .await;
+            Ok((answer, None))
+        }
+        Ok(Err(err)) => {
+            payments.void(&paid, err.code(), now).await;
+            Err(err)
+        }
+        Err(_) => {
+            tracing::error!("paid work outlasted its limit; its payment is left to the sweeper");
+            Err(ApiError::StoreUnavailable)
+        }
+    }
 }
 
 /// Put the settlement response on `response` (base64 JSON in `PAYMENT-RESPONSE`).

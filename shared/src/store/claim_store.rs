@@ -56,7 +56,7 @@ impl ClaimStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("pk", s(format!("{scope}|{key}")))
+            .key("pk", s(claim_pk(scope, key)))
             .update_expression(update)
             .condition_expression(condition)
             .set_expression_attribute_names(e.names())
@@ -112,6 +112,11 @@ impl ClaimStore {
             ),
         })
     }
+}
+
+/// The claims table's key of `key` in `scope`.
+pub fn claim_pk(scope: &str, key: &str) -> String {
+    format!("{scope}|{key}")
 }
 
 fn claim_from_item(key: &str, item: Option<&Item>) -> Result<Claim, StoreError> {

@@ -33,6 +33,10 @@ impl RecordKey {
     pub fn new(tenant: &Tenant, request_id: &str) -> Self {
         Self(format!("{tenant}|{request_id}"))
     }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// What a request with a requestId answered, kept for replays.

@@ -1,18 +1,31 @@
 //! The payment ledger: one item per payment authorization, `pk = auth|<network>|<payer>|<nonce>`.
 //! Its conditional creation is what consumes an authorization at most once, across instances and
-//! retries; settlement outcomes are written onto the same item, so failed settlements can be
-//! found and reconciled. Ledger items are never deleted.
+//! retries. Ledger items are never deleted.
+//!
+//! An item's life: `accepted` (the authorization is consumed; the work may run), then exactly one
+//! of `settled`, `settlement_failed` (the facilitator refused or could not be reached: for
+//! reconciliation), `void` (nothing is owed: the call failed, or was a replay of one that paid)
+//! or `expired` (owed, but the authorization lapsed before anyone could settle it). Only the
+//! first final write wins (each is conditional on `accepted`), so the live path and the sweeper
+//! never both record an outcome. While `accepted`, the item carries `pending`, the key of a sparse
+//! index (`pending`, ordered by `accepted`), which is how the sweeper finds what a crash, a timeout
+//! or a lost connection left open without scanning the whole ledger.
+//!
+//! An accepted item also says where the answer it paid for would be if it committed (its
+//! [`Evidence`]), so a sweeper can tell a committed call (settle it) from one that never got that
+//! far (void it) without trusting anything but the store.
 
 use super::expr::Expr;
-use super::{StoreError, conditional, n, s};
+use super::{Item, StoreError, Tables, conditional, get_n, get_s, n, req_n, req_s, s};
 use crate::clock::Millis;
-use crate::x402::types::SettlementResponse;
 use aws_sdk_dynamodb::Client;
 
 #[derive(Clone)]
 pub struct PaymentLedger {
     client: Client,
     table: String,
+    requests: String,
+    claims: String,
 }
 
 /// The ledger key of an authorization.
@@ -27,6 +40,27 @@ impl AuthorizationKey {
             hex::encode(nonce)
         ))
     }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Where the committed answer of a paid call is, if it committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Evidence {
+    /// Nothing durable is written (a lease `get`): if the call's outcome is unknown, it is void.
+    None,
+    /// A lease mutation's request record (`pk` in the requests table); it is this call's record
+    /// when its replay window ends at `exp`, which is fixed by the call's own time.
+    Record { pk: String, exp: Millis },
+    /// A claim won by `holder` at the call's time `acquired` (`pk` in the claims table). A claim
+    /// that found the key held writes nothing, so an unknown outcome there is void.
+    Claim {
+        pk: String,
+        holder: String,
+        acquired: Millis,
+    },
 }
 
 /// What the ledger keeps about an accepted authorization.
@@ -35,13 +69,63 @@ pub struct Accepted<'a> {
     pub amount: &'a str,
     pub pay_to: &'a str,
     pub now: Millis,
+    /// The authorization stops being valid at this Unix time (s): settle before it.
+    pub valid_before: u64,
+    /// JSON of what the facilitator's /settle takes (payload and requirements), so that a
+    /// sweeper can settle without the request.
+    pub payment: &'a str,
+    pub evidence: &'a Evidence,
 }
 
+/// An outcome that closes a ledger item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Final<'a> {
+    Settled {
+        transaction: &'a str,
+    },
+    Failed {
+        transaction: &'a str,
+        reason: &'a str,
+    },
+    Void {
+        reason: &'a str,
+    },
+    Expired,
+}
+
+impl Final<'_> {
+    pub fn status(&self) -> &'static str {
+        match self {
+            Final::Settled { .. } => "settled",
+            Final::Failed { .. } => "settlement_failed",
+            Final::Void { .. } => "void",
+            Final::Expired => "expired",
+        }
+    }
+}
+
+/// An accepted item, as the sweeper reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    pub key: AuthorizationKey,
+    pub accepted: Millis,
+    pub valid_before: u64,
+    pub payment: String,
+    pub evidence: Evidence,
+}
+
+/// The sparse index over accepted items, and the value of its key attribute.
+pub const PENDING_INDEX: &str = "pending";
+const PENDING: &str = "accepted";
+
 impl PaymentLedger {
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
+    /// The ledger in `tables.payments`; the requests and claims tables are where its evidence is.
+    pub fn new(client: Client, tables: &Tables) -> Self {
         Self {
             client,
-            table: table.into(),
+            table: tables.payments.clone(),
+            requests: tables.requests.clone(),
+            claims: tables.claims.clone(),
         }
     }
 
@@ -51,60 +135,224 @@ impl PaymentLedger {
         key: &AuthorizationKey,
         accepted: &Accepted<'_>,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let mut put = self
             .client
             .put_item()
             .table_name(&self.table)
             .item("pk", s(&key.0))
             .item("status", s("accepted"))
+            .item("pending", s(PENDING))
             .item("route", s(accepted.route))
             .item("amount", s(accepted.amount))
             .item("payTo", s(accepted.pay_to))
             .item("accepted", n(accepted.now))
-            .condition_expression("attribute_not_exists(pk)")
+            .item("validBefore", n(accepted.valid_before))
+            .item("payment", s(accepted.payment))
+            .condition_expression("attribute_not_exists(pk)");
+        match accepted.evidence {
+            Evidence::None => {}
+            Evidence::Record { pk, exp } => {
+                put = put
+                    .item("evidence", s("record"))
+                    .item("evidencePk", s(pk))
+                    .item("evidenceAt", n(exp));
+            }
+            Evidence::Claim {
+                pk,
+                holder,
+                acquired,
+            } => {
+                put = put
+                    .item("evidence", s("claim"))
+                    .item("evidencePk", s(pk))
+                    .item("evidenceHolder", s(holder))
+                    .item("evidenceAt", n(acquired));
+            }
+        }
+        Ok(conditional(put.send().await)?.is_ok())
+    }
+
+    /// Close the item with `outcome`, unless it was closed already (`false` then: someone else
+    /// recorded an outcome first, and theirs stands).
+    pub async fn finish(
+        &self,
+        key: &AuthorizationKey,
+        outcome: &Final<'_>,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let (transaction, reason) = match outcome {
+            Final::Settled { transaction } => (*transaction, ""),
+            Final::Failed {
+                transaction,
+                reason,
+            } => (*transaction, *reason),
+            Final::Void { reason } => ("", *reason),
+            Final::Expired => ("", "the authorization expired before it was settled"),
+        };
+        let mut e = Expr::default();
+        let status = e.name("status");
+        let update = format!(
+            "SET {status} = {s}, {tx} = {t}, {at} = {now}, {reason} = {r} REMOVE {pending}",
+            s = e.value("s", s(outcome.status())),
+            tx = e.name("transaction"),
+            t = e.value("t", s(transaction)),
+            at = e.name("settledAt"),
+            now = e.value("now", n(now)),
+            reason = e.name("errorReason"),
+            r = e.value("r", s(reason)),
+            pending = e.name("pending"),
+        );
+        let condition = format!("{status} = {a}", a = e.value("a", s("accepted")));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(&key.0))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
             .send()
             .await;
         Ok(conditional(result)?.is_ok())
     }
 
-    /// Write the settlement outcome onto the authorization's item.
-    pub async fn settled(
-        &self,
-        key: &AuthorizationKey,
-        outcome: &SettlementResponse,
-        now: Millis,
-    ) -> Result<(), StoreError> {
+    /// Up to `limit` accepted items accepted at or before `cutoff`, oldest first. The index is
+    /// eventually consistent: an item may still show after it was closed, and [`Self::finish`]'s
+    /// condition makes that harmless.
+    pub async fn pending(&self, cutoff: Millis, limit: i32) -> Result<Vec<Pending>, StoreError> {
         let mut e = Expr::default();
-        let update = format!(
-            "SET {status} = {s}, {tx} = {t}, {at} = {now}, {reason} = {r}",
-            status = e.name("status"),
-            s = e.value(
-                "s",
-                s(if outcome.success {
-                    "settled"
-                } else {
-                    "settlement_failed"
-                })
-            ),
-            tx = e.name("transaction"),
-            t = e.value("t", s(&outcome.transaction)),
-            at = e.name("settledAt"),
-            now = e.value("now", n(now)),
-            reason = e.name("errorReason"),
-            r = e.value("r", s(outcome.error_reason.as_deref().unwrap_or(""))),
+        let condition = format!(
+            "{p} = {v} AND {a} <= {cutoff}",
+            p = e.name("pending"),
+            v = e.value("v", s(PENDING)),
+            a = e.name("accepted"),
+            cutoff = e.value("cutoff", n(cutoff)),
         );
-        self.client
-            .update_item()
+        let out = self
+            .client
+            .query()
             .table_name(&self.table)
-            .key("pk", s(&key.0))
-            .update_expression(update)
+            .index_name(PENDING_INDEX)
+            .key_condition_expression(condition)
             .set_expression_attribute_names(e.names())
             .set_expression_attribute_values(e.values())
+            .limit(limit)
             .send()
             .await
             .map_err(StoreError::sdk)?;
-        Ok(())
+        out.items().iter().map(pending_from_item).collect()
     }
+
+    /// Whether the answer that `evidence` points to was committed.
+    pub async fn committed(&self, evidence: &Evidence) -> Result<bool, StoreError> {
+        let (table, pk) = match evidence {
+            Evidence::None => return Ok(false),
+            Evidence::Record { pk, .. } => (&self.requests, pk),
+            Evidence::Claim { pk, .. } => (&self.claims, pk),
+        };
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key("pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        let Some(item) = out.item() else {
+            return Ok(false);
+        };
+        Ok(match evidence {
+            Evidence::None => false,
+            Evidence::Record { exp, .. } => get_n::<Millis>(item, "exp")? == Some(*exp),
+            Evidence::Claim {
+                holder, acquired, ..
+            } => {
+                get_n::<Millis>(item, "acquired")? == Some(*acquired)
+                    && get_s(item, "holder")? == Some(holder.as_str())
+            }
+        })
+    }
+
+    /// Every payment authorization in the ledger, for operators' reconciliation (`leasekit
+    /// payments`): a full scan, not for a request path.
+    pub async fn all(&self) -> Result<Vec<LedgerRow>, StoreError> {
+        let mut rows = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(StoreError::sdk)?;
+            for item in out.items() {
+                if req_s(item, "pk")?.starts_with("auth|") {
+                    rows.push(row_from_item(item)?);
+                }
+            }
+            match out.last_evaluated_key() {
+                Some(key) if !key.is_empty() => start = Some(key.clone()),
+                _ => return Ok(rows),
+            }
+        }
+    }
+}
+
+/// One ledger item as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerRow {
+    pub authorization: String,
+    pub status: String,
+    pub route: String,
+    pub amount: String,
+    pub accepted: Millis,
+    pub transaction: Option<String>,
+    pub error_reason: Option<String>,
+}
+
+fn row_from_item(item: &Item) -> Result<LedgerRow, StoreError> {
+    let text = |name: &str| -> Result<Option<String>, StoreError> {
+        Ok(get_s(item, name)?
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned))
+    };
+    Ok(LedgerRow {
+        authorization: req_s(item, "pk")?.to_owned(),
+        status: req_s(item, "status")?.to_owned(),
+        route: req_s(item, "route")?.to_owned(),
+        amount: req_s(item, "amount")?.to_owned(),
+        accepted: req_n(item, "accepted")?,
+        transaction: text("transaction")?,
+        error_reason: text("errorReason")?,
+    })
+}
+
+fn pending_from_item(item: &Item) -> Result<Pending, StoreError> {
+    let evidence = match get_s(item, "evidence")? {
+        None => Evidence::None,
+        Some("record") => Evidence::Record {
+            pk: req_s(item, "evidencePk")?.to_owned(),
+            exp: req_n(item, "evidenceAt")?,
+        },
+        Some("claim") => Evidence::Claim {
+            pk: req_s(item, "evidencePk")?.to_owned(),
+            holder: req_s(item, "evidenceHolder")?.to_owned(),
+            acquired: req_n(item, "evidenceAt")?,
+        },
+        Some(other) => return Err(StoreError::Corrupt(format!("evidence {other}"))),
+    };
+    Ok(Pending {
+        key: AuthorizationKey(req_s(item, "pk")?.to_owned()),
+        accepted: req_n(item, "accepted")?,
+        valid_before: req_n(item, "validBefore")?,
+        payment: req_s(item, "payment")?.to_owned(),
+        evidence,
+    })
 }
 
 impl PaymentLedger {

@@ -2,11 +2,13 @@
 //! SAM template creates them).
 
 use super::StoreError;
+use super::payment_store::PENDING_INDEX;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TableStatus,
-    TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction, GlobalSecondaryIndexUpdate,
+    IndexStatus, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType,
+    TableStatus, TimeToLiveSpecification,
 };
 use std::time::Duration;
 
@@ -48,7 +50,64 @@ pub async fn ensure_tables(client: &Client, tables: &Tables) -> Result<(), Store
     ] {
         create_if_missing(client, name, ttl).await?;
     }
-    Ok(())
+    // The payments ledger's sparse index of open items; a data dir from before it existed gets
+    // it added.
+    ensure_pending_index(client, &tables.payments).await
+}
+
+async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreError> {
+    let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
+    let described = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(StoreError::sdk)?;
+    let exists = described
+        .table()
+        .map(|t| t.global_secondary_indexes())
+        .unwrap_or_default()
+        .iter()
+        .any(|i| i.index_name() == Some(PENDING_INDEX));
+    if exists {
+        return Ok(());
+    }
+    let attribute = |name: &str, kind: ScalarAttributeType| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(kind)
+            .build()
+            .map_err(built)
+    };
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .map_err(built)
+    };
+    let index = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(PENDING_INDEX)
+        .key_schema(key("pending", KeyType::Hash)?)
+        .key_schema(key("accepted", KeyType::Range)?)
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::All)
+                .build(),
+        )
+        .build()
+        .map_err(built)?;
+    client
+        .update_table()
+        .table_name(table)
+        .attribute_definitions(attribute("pk", ScalarAttributeType::S)?)
+        .attribute_definitions(attribute("pending", ScalarAttributeType::S)?)
+        .attribute_definitions(attribute("accepted", ScalarAttributeType::N)?)
+        .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(index).build())
+        .send()
+        .await
+        .map_err(StoreError::sdk)?;
+    wait_active(client, table).await
 }
 
 async fn create_if_missing(client: &Client, name: &str, ttl: bool) -> Result<(), StoreError> {
@@ -112,7 +171,13 @@ async fn wait_active(client: &Client, name: &str) -> Result<(), StoreError> {
             .send()
             .await
             .map_err(StoreError::sdk)?;
-        if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+        let table = out.table();
+        let indexes_active = table.is_some_and(|t| {
+            t.global_secondary_indexes()
+                .iter()
+                .all(|i| i.index_status().is_none_or(|s| *s == IndexStatus::Active))
+        });
+        if table.and_then(|t| t.table_status()) == Some(&TableStatus::Active) && indexes_active {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -103,44 +103,35 @@ impl Facilitator {
         }
     }
 
-    /// Settle; a facilitator that cannot be reached gives an unsuccessful response, never an error:
-    /// the work is done and the answer must still be given.
+    /// Settle. `Ok` is the facilitator's answer, successful or not (a refusal is final);
+    /// `Err` means no usable answer came (network, timeout, status, body): the settlement may be
+    /// tried again while the authorization is valid.
     pub async fn settle(
         &self,
         payload: &PaymentPayload,
         requirements: &PaymentRequirements,
-    ) -> SettlementResponse {
-        let failed = |reason: String| SettlementResponse {
-            success: false,
-            error_reason: Some(reason),
-            payer: Some(payload.payload.authorization.from.clone()),
-            transaction: String::new(),
-            network: requirements.network.clone(),
-            amount: Some(requirements.amount.clone()),
-        };
+    ) -> Result<SettlementResponse, Unreachable> {
         match self {
             Facilitator::Local => {
                 let mut id = [0u8; 16];
-                if getrandom::fill(&mut id).is_err() {
-                    return failed("no randomness for a local transaction id".into());
-                }
-                SettlementResponse {
+                getrandom::fill(&mut id)
+                    .map_err(|_| Unreachable("no randomness for a local transaction id".into()))?;
+                Ok(SettlementResponse {
                     success: true,
                     error_reason: None,
                     payer: Some(payload.payload.authorization.from.to_lowercase()),
                     transaction: format!("{LOCAL_TRANSACTION_PREFIX}{}", hex::encode(id)),
                     network: requirements.network.clone(),
                     amount: Some(requirements.amount.clone()),
-                }
+                })
             }
-            Facilitator::Remote(remote) => match remote
-                .post("/settle", &request_body(payload, requirements))
-                .await
-            {
-                Ok(answer) => serde_json::from_value(answer)
-                    .unwrap_or_else(|e| failed(format!("/settle answered: {e}"))),
-                Err(e) => failed(e.0),
-            },
+            Facilitator::Remote(remote) => {
+                let answer = remote
+                    .post("/settle", &request_body(payload, requirements))
+                    .await?;
+                serde_json::from_value(answer)
+                    .map_err(|e| Unreachable(format!("/settle answered: {e}")))
+            }
         }
     }
 }

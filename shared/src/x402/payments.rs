@@ -1,17 +1,19 @@
 //! One paid call, end to end: the 402 offer; accepting a `PAYMENT-SIGNATURE` (local checks, the
 //! authorization consumed once in the ledger, the facilitator's /verify); and, only after the work
-//! committed, settlement, recorded in the ledger whatever its outcome.
+//! committed, settlement, recorded in the ledger whatever its outcome. What a crash or a timeout
+//! leaves open, [`Payments::sweep`] closes later from the ledger alone.
 
-use super::check::{Refusal, Verified, check, decode};
+use super::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check, decode};
 use super::facilitator::{Facilitator, Remote, Unreachable};
 use super::settings::PaymentSettings;
 use super::types::{
-    PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse, X402_VERSION,
+    PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse,
+    X402_VERSION,
 };
 use crate::clock::Millis;
 use crate::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
 use crate::store::StoreError;
-use crate::store::payment_store::{Accepted, AuthorizationKey, PaymentLedger};
+use crate::store::payment_store::{Accepted, AuthorizationKey, Evidence, Final, PaymentLedger};
 
 #[derive(Clone)]
 pub struct Payments {
@@ -89,13 +91,15 @@ impl Payments {
     }
 
     /// Accept the payment in `header` for `price` on `route`, or say why not. On success the
-    /// authorization is consumed: the same one is refused from then on.
+    /// authorization is consumed: the same one is refused from then on. `evidence` says where the
+    /// answer it pays for will be once committed (it depends on the payer, hence a function).
     pub async fn accept(
         &self,
         header: Option<&str>,
         price: u64,
         route: &str,
         now: Millis,
+        evidence: impl FnOnce(&Verified) -> Evidence,
     ) -> Result<Paid, PaymentError> {
         let header = header.ok_or(PaymentError::Required)?;
         let offered: [PaymentRequirements; 1] = [self.settings.requirements(price)];
@@ -110,11 +114,19 @@ impl Payments {
             &verified.payer.lower(),
             &verified.nonce,
         );
+        let payment = serde_json::to_string(&Settleable {
+            payload: verified.payload.clone(),
+            requirements: verified.requirements.clone(),
+        })
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let accepted = Accepted {
             route,
             amount: &verified.requirements.amount,
             pay_to: &verified.requirements.pay_to,
             now,
+            valid_before: verified.valid_before,
+            payment: &payment,
+            evidence: &evidence(&verified),
         };
         if !self.ledger.consume(&key, &accepted).await? {
             return Err(Refusal::Replayed.into());
@@ -124,6 +136,15 @@ impl Payments {
             .verify(&verified.payload, &verified.requirements)
             .await?
         {
+            // Refused before any work: nothing is owed.
+            self.close(
+                &key,
+                &Final::Void {
+                    reason: "refused by the facilitator",
+                },
+                now,
+            )
+            .await;
             return Err(Refusal::Facilitator(reason).into());
         }
         Ok(Paid { verified, key })
@@ -132,24 +153,167 @@ impl Payments {
     /// Settle an accepted payment after the work committed. Never fails the call: an unsuccessful
     /// settlement is logged and left in the ledger as `settlement_failed` for reconciliation.
     pub async fn settle(&self, paid: &Paid, now: Millis) -> SettlementResponse {
-        let outcome = self
-            .facilitator
-            .settle(&paid.verified.payload, &paid.verified.requirements)
-            .await;
-        crate::metrics::count(if outcome.success {
-            "SettlementSucceeded"
-        } else {
-            "SettlementFailed"
-        });
-        if !outcome.success {
-            tracing::error!(
-                reason = outcome.error_reason.as_deref().unwrap_or(""),
-                "settlement failed; left for reconciliation"
-            );
-        }
-        if let Err(e) = self.ledger.settled(&paid.key, &outcome, now).await {
-            tracing::error!(error = %e, transaction = %outcome.transaction, "settlement outcome not recorded");
-        }
-        outcome
+        self.settle_recorded(
+            &paid.key,
+            &paid.verified.payload,
+            &paid.verified.requirements,
+            now,
+        )
+        .await
     }
+
+    /// Close an accepted payment that is owed nothing (the call failed, or replayed an answer
+    /// that was paid for the first time).
+    pub async fn void(&self, paid: &Paid, reason: &str, now: Millis) {
+        self.close(&paid.key, &Final::Void { reason }, now).await;
+    }
+
+    async fn settle_recorded(
+        &self,
+        key: &AuthorizationKey,
+        payload: &PaymentPayload,
+        requirements: &PaymentRequirements,
+        now: Millis,
+    ) -> SettlementResponse {
+        match self.facilitator.settle(payload, requirements).await {
+            Ok(outcome) if outcome.success => {
+                crate::metrics::count("SettlementSucceeded");
+                let transaction = &outcome.transaction;
+                self.close(key, &Final::Settled { transaction }, now).await;
+                outcome
+            }
+            Ok(outcome) => {
+                crate::metrics::count("SettlementFailed");
+                let reason = outcome.error_reason.as_deref().unwrap_or("");
+                tracing::error!(reason, "settlement refused; recorded for reconciliation");
+                let transaction = &outcome.transaction;
+                self.close(
+                    key,
+                    &Final::Failed {
+                        transaction,
+                        reason,
+                    },
+                    now,
+                )
+                .await;
+                outcome
+            }
+            Err(e) => {
+                // No usable answer: left open, so the sweeper tries again while the
+                // authorization is valid (and records it as expired after that).
+                crate::metrics::count("SettlementFailed");
+                tracing::error!(error = %e, "settlement not confirmed; the sweeper will retry");
+                SettlementResponse {
+                    success: false,
+                    error_reason: Some(e.0),
+                    payer: Some(payload.payload.authorization.from.to_lowercase()),
+                    transaction: String::new(),
+                    network: requirements.network.clone(),
+                    amount: Some(requirements.amount.clone()),
+                }
+            }
+        }
+    }
+
+    /// Record `outcome` on the ledger item; a failure to record is logged (the sweeper will find
+    /// the item still open), a lost race is logged too (the first outcome stands).
+    async fn close(&self, key: &AuthorizationKey, outcome: &Final<'_>, now: Millis) {
+        match self.ledger.finish(key, outcome, now).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                status = outcome.status(),
+                "payment outcome already recorded by another settler; the first one stands"
+            ),
+            Err(e) => tracing::error!(
+                error = %e,
+                status = outcome.status(),
+                "payment outcome not recorded; the sweeper will retry"
+            ),
+        }
+    }
+
+    /// Close every payment left `accepted` at or before `cutoff` (ms): settle the ones whose
+    /// answer committed while their authorization is still valid, void the ones whose answer
+    /// never committed, and record the ones it is too late for as `expired`. At most `limit`
+    /// items a call. Each outcome is recorded; failures are counted as metrics.
+    pub async fn sweep(
+        &self,
+        cutoff: Millis,
+        now: Millis,
+        limit: i32,
+    ) -> Result<Swept, StoreError> {
+        let mut swept = Swept::default();
+        for item in self.ledger.pending(cutoff, limit).await? {
+            let committed = self.ledger.committed(&item.evidence).await?;
+            if !committed {
+                self.close(
+                    &item.key,
+                    &Final::Void {
+                        reason: "no committed answer: the call ended before its work did",
+                    },
+                    now,
+                )
+                .await;
+                swept.voided += 1;
+                continue;
+            }
+            let now_s = u64::try_from(now / 1000).unwrap_or(0);
+            let settleable: Option<Settleable> = serde_json::from_str(&item.payment).ok();
+            match settleable {
+                Some(p) if now_s + MIN_VALIDITY_SECONDS < item.valid_before => {
+                    let outcome = self
+                        .settle_recorded(&item.key, &p.payload, &p.requirements, now)
+                        .await;
+                    if outcome.success {
+                        swept.settled += 1;
+                    } else {
+                        swept.failed += 1;
+                    }
+                }
+                _ => {
+                    crate::metrics::count("SettlementExpired");
+                    tracing::error!(
+                        "a committed paid answer was never settled and its authorization has lapsed"
+                    );
+                    self.close(&item.key, &Final::Expired, now).await;
+                    swept.expired += 1;
+                }
+            }
+        }
+        if swept != Swept::default() {
+            crate::metrics::count("SettlementSwept");
+            tracing::info!(?swept, "swept open payments");
+        }
+        Ok(swept)
+    }
+}
+
+/// What one sweep closed (`failed`: the facilitator refused, or did not answer and the payment
+/// stays open for the next sweep).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Swept {
+    pub settled: u32,
+    pub failed: u32,
+    pub voided: u32,
+    pub expired: u32,
+}
+
+impl Swept {
+    pub fn total(&self) -> u32 {
+        self.settled + self.failed + self.voided + self.expired
+    }
+
+    pub fn add(&mut self, other: &Swept) {
+        self.settled += other.settled;
+        self.failed += other.failed;
+        self.voided += other.voided;
+        self.expired += other.expired;
+    }
+}
+
+/// What /settle needs, kept in the ledger for the sweeper.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Settleable {
+    payload: PaymentPayload,
+    requirements: PaymentRequirements,
 }

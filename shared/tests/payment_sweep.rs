@@ -1,0 +1,226 @@
+//! The settlement sweeper over the real store: what a crash or a timeout left `accepted` is
+//! settled when the answer it paid for committed, voided when it did not (or when the evidence
+//! belongs to another call), recorded as expired when its authorization lapsed, and left alone
+//! while it is younger than the cutoff. Each item is closed once.
+
+mod common;
+
+use common::test_store;
+use shared::claims::Plan;
+use shared::clock::{Millis, now_ms};
+use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
+use shared::lease::service::REPLAY_WINDOW_MS;
+use shared::store::claim_store::claim_pk;
+use shared::store::payment_store::Evidence;
+use shared::store::{ClaimStore, LeaseKey, LeaseStore, PaymentLedger, RecordKey, StoredRecord};
+use shared::tenant::Tenant;
+use shared::x402::client::{address_of, header, pay};
+use shared::x402::payments::{Payments, Swept};
+use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
+use std::collections::HashMap;
+
+const PRICE: u64 = 5_000;
+
+struct World {
+    payments: Payments,
+    ledger: PaymentLedger,
+    leases: LeaseStore,
+    claims: ClaimStore,
+    wallet: k256::ecdsa::SigningKey,
+}
+
+async fn world() -> World {
+    let store = test_store().await;
+    let settings = PaymentSettings::new(
+        BASE_SEPOLIA,
+        BASE_SEPOLIA_USDC,
+        "USDC",
+        "2",
+        "0x000000000000000000000000000000000000dEaD",
+    )
+    .unwrap();
+    let config = PaymentConfig {
+        settings,
+        lease_price: PRICE,
+        claim_prices: ClaimPrices::default(),
+        facilitator: FacilitatorConfig::Local,
+    };
+    let ledger = PaymentLedger::new(store.client.clone(), &store.tables);
+    World {
+        payments: Payments::new(&config, ledger.clone()).unwrap(),
+        ledger,
+        leases: LeaseStore::new(
+            store.client.clone(),
+            &store.tables.leases,
+            &store.tables.requests,
+        ),
+        claims: ClaimStore::new(store.client, &store.tables.claims),
+        wallet: k256::ecdsa::SigningKey::from_slice(&[9; 32]).unwrap(),
+    }
+}
+
+impl World {
+    /// Accept a payment with `nonce` at `now`, pointing at `evidence`, as a call that then died.
+    async fn accept(&self, nonce: u8, now: Millis, evidence: Evidence) {
+        let requirements = self.payments.settings.requirements(PRICE);
+        let now_s = u64::try_from(now / 1000).unwrap();
+        let payment = header(&pay(&self.wallet, &requirements, now_s, [nonce; 32]).unwrap());
+        self.payments
+            .accept(Some(&payment), PRICE, "POST /api/v1/lease", now, |_| {
+                evidence
+            })
+            .await
+            .expect("accepted");
+    }
+
+    /// A request record of this wallet's tenant, as a committed call at `now` leaves it.
+    async fn record(&self, id: &str, now: Millis) -> String {
+        let key = RecordKey::new(&self.tenant(), id);
+        let record = StoredRecord {
+            fingerprint: "f".into(),
+            answer: "{}".into(),
+            expires_at: now + REPLAY_WINDOW_MS,
+        };
+        let lease = LeaseKey::new(&self.tenant(), "r");
+        self.leases
+            .commit(&lease, None, &key, &record, now)
+            .await
+            .unwrap();
+        key.as_str().to_owned()
+    }
+
+    fn tenant(&self) -> Tenant {
+        Tenant::for_wallet(&address_of(&self.wallet))
+    }
+
+    /// Ledger status by nonce.
+    async fn statuses(&self) -> HashMap<u8, String> {
+        self.ledger
+            .all()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|row| {
+                let nonce =
+                    u8::from_str_radix(&row.authorization[row.authorization.len() - 2..], 16);
+                (nonce.unwrap(), row.status)
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn the_sweeper_settles_what_committed_and_closes_the_rest() {
+    let w = world().await;
+    let t = now_ms();
+    let scope = w.tenant();
+    // 1: a committed lease mutation; 2: its record never written; 3: the record is another
+    // call's (an earlier one with the same requestId: its window ends elsewhere).
+    let committed = w.record("req-1", t).await;
+    w.accept(
+        1,
+        t,
+        Evidence::Record {
+            pk: committed,
+            exp: t + REPLAY_WINDOW_MS,
+        },
+    )
+    .await;
+    let missing = RecordKey::new(&scope, "req-2").as_str().to_owned();
+    w.accept(
+        2,
+        t,
+        Evidence::Record {
+            pk: missing,
+            exp: t + REPLAY_WINDOW_MS,
+        },
+    )
+    .await;
+    let earlier = w.record("req-3", t - 60_000).await;
+    w.accept(
+        3,
+        t,
+        Evidence::Record {
+            pk: earlier,
+            exp: t + REPLAY_WINDOW_MS,
+        },
+    )
+    .await;
+    // 4: a claim won by the payer's holder at the call's time; 5: the key was held by another.
+    w.claims
+        .claim(scope.as_str(), "k4", "me", Plan::Hour, t)
+        .await
+        .unwrap();
+    let pk4 = claim_pk(scope.as_str(), "k4");
+    w.accept(
+        4,
+        t,
+        Evidence::Claim {
+            pk: pk4,
+            holder: "me".into(),
+            acquired: t,
+        },
+    )
+    .await;
+    w.claims
+        .claim(scope.as_str(), "k5", "other", Plan::Hour, t - 1000)
+        .await
+        .unwrap();
+    let pk5 = claim_pk(scope.as_str(), "k5");
+    w.accept(
+        5,
+        t,
+        Evidence::Claim {
+            pk: pk5,
+            holder: "me".into(),
+            acquired: t,
+        },
+    )
+    .await;
+    // 6: a paid get (nothing durable); 7: too young for this sweep.
+    w.accept(6, t, Evidence::None).await;
+    let committed_late = w.record("req-7", t + 5_000).await;
+    let late = Evidence::Record {
+        pk: committed_late,
+        exp: t + 5_000 + REPLAY_WINDOW_MS,
+    };
+    w.accept(7, t + 5_000, late).await;
+
+    let swept = w.payments.sweep(t + 1_000, now_ms(), 100).await.unwrap();
+    assert_eq!(
+        swept,
+        Swept {
+            settled: 2,
+            voided: 4,
+            ..Swept::default()
+        }
+    );
+    let statuses = w.statuses().await;
+    let expected = [
+        (1, "settled"),
+        (2, "void"),
+        (3, "void"),
+        (4, "settled"),
+        (5, "void"),
+        (6, "void"),
+        (7, "accepted"),
+    ];
+    for (nonce, status) in expected {
+        assert_eq!(statuses[&nonce], status, "payment {nonce}");
+    }
+    // Closed items are never taken up again.
+    let again = w.payments.sweep(t + 1_000, now_ms(), 100).await.unwrap();
+    assert_eq!(again, Swept::default());
+
+    // 7 committed, but nobody settled it before its authorization lapsed (300 s here).
+    let too_late = now_ms() + 3_600_000;
+    let swept = w.payments.sweep(t + 10_000, too_late, 100).await.unwrap();
+    assert_eq!(
+        swept,
+        Swept {
+            expired: 1,
+            ..Swept::default()
+        }
+    );
+    assert_eq!(w.statuses().await[&7], "expired");
+}
