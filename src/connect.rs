@@ -37,7 +37,7 @@ impl Store {
         let tables = Tables::with_prefix(&args.table_prefix);
         let client = match &args.dynamodb_endpoint {
             Some(endpoint) => remote_client(endpoint).await,
-            None => crate::in_process::client(open_embedded(args)?),
+            None => crate::in_process::client(open_database(&args.data_dir)?),
         };
         ensure_tables(&client, &tables)
             .await
@@ -46,18 +46,24 @@ impl Store {
     }
 }
 
-/// The embedded store's database, in the data dir.
-fn open_embedded(args: &StoreArgs) -> Result<dynoxide::Database> {
-    std::fs::create_dir_all(&args.data_dir)
-        .with_context(|| format!("creating the data dir {}", args.data_dir.display()))?;
-    let path = args.data_dir.join(DATABASE_FILE);
+/// The embedded store's database, in `data_dir`.
+pub fn open_database(data_dir: &std::path::Path) -> Result<dynoxide::Database> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating the data dir {}", data_dir.display()))?;
+    let path = data_dir.join(DATABASE_FILE);
     let path_text = path.to_str().context("the data dir path is not UTF-8")?;
     dynoxide::Database::new(path_text).with_context(|| format!("opening {}", path.display()))
 }
 
 async fn remote_client(endpoint: &str) -> Client {
-    let region =
-        aws_config::meta::region::RegionProviderChain::default_provider().or_else("us-east-1");
+    // The endpoint is given, so the region only names the signing scope: from the environment or
+    // the profile, else us-east-1. Never the instance metadata service (the default chain's last
+    // resort), which off EC2 is a request to 169.254.169.254 that can only time out.
+    let region = aws_config::meta::region::RegionProviderChain::first_try(
+        aws_config::environment::region::EnvironmentVariableRegionProvider::new(),
+    )
+    .or_else(aws_config::profile::ProfileFileRegionProvider::new())
+    .or_else("us-east-1");
     let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(region)
         .endpoint_url(endpoint)

@@ -11,8 +11,15 @@ const KEY_FILE: &str = "signing-key";
 
 pub fn load_or_create(data_dir: &Path) -> Result<Issuer> {
     let path = data_dir.join(KEY_FILE);
+    let seed = seed_hex(data_dir)?;
+    Issuer::from_hex(&seed).with_context(|| format!("{}", path.display()))
+}
+
+/// The seed as kept in the data dir (64 hex characters), created on first use.
+pub fn seed_hex(data_dir: &Path) -> Result<String> {
+    let path = data_dir.join(KEY_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => Issuer::from_hex(&text).with_context(|| format!("{}", path.display())),
+        Ok(text) => Ok(text.trim().to_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             std::fs::create_dir_all(data_dir)
                 .with_context(|| format!("creating {}", data_dir.display()))?;
@@ -32,7 +39,7 @@ pub fn load_or_create(data_dir: &Path) -> Result<Issuer> {
                 "created a signing key in {}",
                 path.display()
             );
-            Ok(issuer)
+            Ok(seed)
         }
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }

@@ -24,8 +24,8 @@ use dynoxide::{Database, DynoxideError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-const TARGET_PREFIX: &str = "DynamoDB_20120810.";
-const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
+pub const TARGET_PREFIX: &str = "DynamoDB_20120810.";
+pub const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
 
 /// An SDK HTTP client whose every request is served by `database`.
 #[derive(Clone)]
@@ -45,7 +45,7 @@ impl InProcess {
     }
 
     /// The status and JSON body DynamoDB would answer `operation` with.
-    fn serve(&self, operation: &str, body: &str) -> (u16, String) {
+    pub fn serve(&self, operation: &str, body: &str) -> (u16, String) {
         let db = &self.database;
         let result = match operation {
             "GetItem" => run(body, |r| db.get_item(r)),

@@ -5,6 +5,7 @@ mod connect;
 mod identity;
 mod in_process;
 mod keys;
+mod local_aws;
 mod payments;
 mod run;
 mod serve;
@@ -38,6 +39,9 @@ enum Command {
     Release(client::Call),
     /// Show who holds a lease.
     Get(client::Call),
+    /// DynamoDB (the embedded store) and the signing key's secret over HTTP on 127.0.0.1: the AWS
+    /// that the Lambda functions need under `sam local start-api`.
+    LocalAws(local_aws::LocalAwsArgs),
     /// List the x402 payment ledger (one JSON line per authorization: settled, settlement_failed,
     /// void, expired, or accepted while still open).
     Payments(payments::PaymentsArgs),
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
             Command::Renew(call) => client::run("renew", call).await,
             Command::Release(call) => client::run("release", call).await,
             Command::Get(call) => client::run("get", call).await,
+            Command::LocalAws(args) => local_aws::run(args).await.map(|()| 0),
             Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,
         }

@@ -129,7 +129,7 @@ async fn sweep_forever(payments: Payments, every: Duration, grace: Duration) {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
