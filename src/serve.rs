@@ -1,10 +1,12 @@
 //! `leasekit serve`: every route on 127.0.0.1, the store embedded in the process.
 
+mod connections;
+
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};
 use clap::Args;
 use shared::clock::now_ms;
-use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
+use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig, PublicUrl};
 use shared::http::{AppState, router};
 use shared::store::{KeyStore, PaymentLedger};
 use shared::x402::payments::Payments;
@@ -44,6 +46,49 @@ pub struct ServeArgs {
     /// race a call still in progress; the default leaves room.
     #[arg(long, default_value_t = 45, value_parser = clap::value_parser!(u64).range(1..=86400))]
     settle_grace_seconds: u64,
+    /// The URL callers reach this server at (http or https, optionally a path prefix; behind a
+    /// proxy, the proxy's URL). Sign-in-with-x proofs must name it and every advertised URL
+    /// starts with it; the request's Host and X-Forwarded-Proto are never used. Default: the URL
+    /// served, http://ADDR.
+    #[arg(long, env = "LEASEKIT_PUBLIC_URL", value_name = "URL")]
+    public_url: Option<String>,
+    /// Seconds a client has to send a request's headers, from connecting or from its first byte
+    /// after an answer; then the connection is closed.
+    #[arg(long, default_value = "5", env = "LEASEKIT_HEADER_TIMEOUT", value_name = "SECONDS", value_parser = seconds)]
+    header_timeout: Duration,
+    /// Seconds a request body has to arrive in full once the headers are in; then 408.
+    #[arg(long, default_value = "10", env = "LEASEKIT_BODY_TIMEOUT", value_name = "SECONDS", value_parser = seconds)]
+    body_timeout: Duration,
+    /// Seconds a keep-alive connection may wait between requests, and that a connection may go
+    /// without a byte moving either way; then it is closed.
+    #[arg(long, default_value = "30", env = "LEASEKIT_IDLE_TIMEOUT", value_name = "SECONDS", value_parser = seconds)]
+    idle_timeout: Duration,
+    /// Open connections at most. At the cap, the connection that has waited longest without a
+    /// request in flight is closed to make room (half-open ones first), else new ones wait.
+    /// Default: 4096, or half the open-file limit if that is lower.
+    #[arg(long, env = "LEASEKIT_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
+}
+
+/// A timeout flag: decimal seconds, more than 0 and at most an hour.
+fn seconds(text: &str) -> Result<Duration, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 3600.0 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{text:?} is not a number of seconds in (0, 3600]")),
+    }
+}
+
+/// 4096 connections, or half the process's open-file limit (the store, logs and the listener
+/// need descriptors too) if that is lower.
+fn default_max_connections() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } == 0;
+    let half = usize::try_from(limit.rlim_cur / 2).unwrap_or(usize::MAX);
+    if known { half.clamp(1, 4096) } else { 4096 }
 }
 
 /// A receiving address for local runs: nobody's wallet, and no money moves locally anyway.
@@ -69,17 +114,26 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         Some(payments),
     );
     state.free_claims_per_hour = args.free_claims_per_hour;
-    let app = router(state);
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
+    let served = format!("http://{}", listener.local_addr()?);
+    let public = args.public_url.as_deref().unwrap_or(&served);
+    state.public = PublicUrl::parse(public).map_err(|e| anyhow::anyhow!("--public-url {e}"))?;
+    let app = router(state);
+    let limits = connections::Limits {
+        header: args.header_timeout,
+        body: args.body_timeout,
+        idle: args.idle_timeout,
+        max_connections: args
+            .max_connections
+            .map_or_else(default_max_connections, |n| n as usize),
+    };
+    tracing::info!(?limits, public = public, "serving");
     // The first line on stdout is the URL: scripts and tests read it.
-    println!("http://{}", listener.local_addr()?);
+    println!("{served}");
     std::io::stdout().flush()?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving")?;
+    connections::serve(listener, app, limits, shutdown_signal()).await;
     sweeper.abort();
     drop(store);
     tracing::info!("stopped");

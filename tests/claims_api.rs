@@ -336,3 +336,200 @@ async fn the_hourly_free_quota_holds_under_concurrency() {
     .await;
     assert_eq!(a.status, 201);
 }
+
+/// A `SIGN-IN-WITH-X` header for `wallet`, signed over the challenge fields with `edit` applied:
+/// the EIP-4361 message and EIP-191 signature as a wallet makes them.
+fn siwx_header(
+    wallet: &SigningKey,
+    domain: &str,
+    uri: &str,
+    edit: impl Fn(&mut shared::x402::siwx::Payload),
+) -> String {
+    use base64::Engine;
+    use shared::x402::siwx::{Payload, message, personal_digest};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).unwrap();
+    let mut p = Payload {
+        domain: domain.into(),
+        address: address_of(wallet).lower(),
+        uri: uri.into(),
+        version: "1".into(),
+        chain_id: "eip155:84532".into(),
+        kind: "eip191".into(),
+        nonce: hex::encode(nonce),
+        issued_at: shared::clock::iso8601(i64::try_from(now).unwrap() - 1000),
+        statement: Some("Sign in to claim a key for free.".into()),
+        expiration_time: None,
+        not_before: None,
+        request_id: None,
+        resources: None,
+        signature: String::new(),
+    };
+    edit(&mut p);
+    let (sig, rec) = wallet
+        .sign_prehash_recoverable(&personal_digest(&message(&p).unwrap()))
+        .unwrap();
+    let mut bytes = sig.to_bytes().to_vec();
+    bytes.push(27 + rec.to_byte());
+    p.signature = format!("0x{}", hex::encode(bytes));
+    base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&p).unwrap())
+}
+
+#[tokio::test]
+async fn an_out_of_bounds_siwx_field_is_a_400_naming_it_and_writes_nothing() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let domain = server.url.strip_prefix("http://").unwrap().to_owned();
+    let uri = format!("{}/claim/free", server.url);
+    let wallet = wallet(41);
+    let body = json!({"key": "cron:bounded", "holder": "h"});
+    // A validly signed proof whose nonce is 3,000 characters long.
+    let long = siwx_header(&wallet, &domain, &uri, |p| p.nonce = "a".repeat(3000));
+    let a = post(
+        &server.url,
+        "/claim/free",
+        &body,
+        &[("SIGN-IN-WITH-X", long)],
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (400, Some("INVALID_INPUT")),
+        "{}",
+        a.body
+    );
+    assert_eq!(a.body["witnesses"][0]["path"], "SIGN-IN-WITH-X.nonce");
+    assert!(a.body["error"].as_str().unwrap().contains("nonce"));
+    // Other fields too, each named.
+    for (field, header) in [
+        (
+            "SIGN-IN-WITH-X.statement",
+            siwx_header(&wallet, &domain, &uri, |p| {
+                p.statement = Some("s".repeat(5000))
+            }),
+        ),
+        (
+            "SIGN-IN-WITH-X.version",
+            siwx_header(&wallet, &domain, &uri, |p| p.version = "1".repeat(300)),
+        ),
+        (
+            "SIGN-IN-WITH-X.resources",
+            siwx_header(&wallet, &domain, &uri, |p| {
+                p.resources = Some(vec![uri.clone(); 100])
+            }),
+        ),
+    ] {
+        let a = post(
+            &server.url,
+            "/claim/free",
+            &body,
+            &[("SIGN-IN-WITH-X", header)],
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.body["witnesses"][0]["path"].as_str()),
+            (400, Some(field)),
+            "{}",
+            a.body
+        );
+    }
+    // Nothing was written: the same wallet's first good proof acquires the key.
+    let good = siwx_header(&wallet, &domain, &uri, |_| {});
+    let a = post(
+        &server.url,
+        "/claim/free",
+        &body,
+        &[("SIGN-IN-WITH-X", good)],
+    )
+    .await;
+    assert_eq!(
+        (a.status, a.body["outcome"].as_str()),
+        (201, Some("acquired")),
+        "{}",
+        a.body
+    );
+}
+
+#[tokio::test]
+async fn siwx_proofs_must_name_the_configured_origin_not_the_callers_host() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let body = json!({"key": "cron:origin", "holder": "h"});
+    // Signed for evil.example, sent with Host and X-Forwarded-Proto saying the same.
+    let forged = siwx_header(
+        &wallet(42),
+        "evil.example",
+        "https://evil.example/claim/free",
+        |_| {},
+    );
+    let headers = [
+        ("SIGN-IN-WITH-X", forged),
+        ("host", "evil.example".to_owned()),
+        ("x-forwarded-proto", "https".to_owned()),
+    ];
+    let a = post(&server.url, "/claim/free", &body, &headers).await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (402, Some("IDENTITY_INVALID")),
+        "{}",
+        a.body
+    );
+    // The challenge names the configured origin, whatever the request's headers say.
+    let required = a.required.unwrap();
+    let info = &required.extensions.unwrap()["sign-in-with-x"]["info"];
+    let domain = server.url.strip_prefix("http://").unwrap();
+    assert_eq!(info["domain"], domain);
+    assert_eq!(info["uri"], format!("{}/claim/free", server.url));
+    assert_eq!(required.resource.url, format!("{}/claim/free", server.url));
+    // The right origin with the right scheme is accepted; the right host on https is not.
+    let wrong_scheme = siwx_header(
+        &wallet(42),
+        domain,
+        &format!("https://{domain}/claim/free"),
+        |_| {},
+    );
+    let a = post(
+        &server.url,
+        "/claim/free",
+        &body,
+        &[("SIGN-IN-WITH-X", wrong_scheme)],
+    )
+    .await;
+    assert_eq!(a.status, 402, "{}", a.body);
+    let good = siwx_header(
+        &wallet(42),
+        domain,
+        &format!("{}/claim/free", server.url),
+        |_| {},
+    );
+    let a = post(
+        &server.url,
+        "/claim/free",
+        &body,
+        &[("SIGN-IN-WITH-X", good)],
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    server.stop();
+
+    // Behind a proxy: --public-url is the origin proofs name, though requests arrive on loopback.
+    let server = Server::start_with(dir.path(), &["--public-url", "https://lease.example.com"]);
+    let proxied = siwx_header(
+        &wallet(43),
+        "lease.example.com",
+        "https://lease.example.com/claim/free",
+        |_| {},
+    );
+    let a = post(
+        &server.url,
+        "/claim/free",
+        &body,
+        &[("SIGN-IN-WITH-X", proxied)],
+    )
+    .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+}

@@ -100,6 +100,12 @@ pub async fn serve_http() -> Result<(), lambda_http::Error> {
     let mut state =
         crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, true, payments);
     state.free_claims_per_hour = boot.config.free_claims_per_hour;
+    state.public = boot
+        .config
+        .public_url
+        .clone()
+        .ok_or(ConfigError::Missing("LEASEKIT_PUBLIC_URL"))
+        .map_err(BootError::from)?;
     lambda_http::run(crate::http::lambda::service(state)).await
 }
 

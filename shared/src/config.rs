@@ -15,6 +15,118 @@ pub struct Config {
     pub payments: Option<PaymentConfig>,
     /// Free claims per wallet or account per clock hour.
     pub free_claims_per_hour: u32,
+    /// `LEASEKIT_PUBLIC_URL`: the URL callers reach the service at. Required by the HTTP
+    /// functions (advertised URLs and sign-in-with-x are built from it, never from the request).
+    pub public_url: Option<PublicUrl>,
+}
+
+/// The URL the service is reached at (`scheme://host[:port][/base]`, http or https, no query,
+/// fragment or user info): the origin that sign-in-with-x proofs must name and the base of every
+/// URL the service advertises. Configured, because the `Host` and `X-Forwarded-Proto` headers
+/// are whatever the caller sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl {
+    scheme: String,
+    /// `host[:port]`, lowercase, without the scheme's default port.
+    authority: String,
+    /// A path prefix without a trailing slash (API Gateway's stage, say), or empty.
+    base_path: String,
+}
+
+impl Default for PublicUrl {
+    /// `http://localhost`: for states built without configuration (tests).
+    fn default() -> Self {
+        Self {
+            scheme: "http".into(),
+            authority: "localhost".into(),
+            base_path: String::new(),
+        }
+    }
+}
+
+impl PublicUrl {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (scheme, rest) = text
+            .split_once("://")
+            .ok_or_else(|| format!("{text:?} is not an absolute http(s) URL"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("{text:?}: only http and https are served"));
+        }
+        if rest.contains(['?', '#']) {
+            return Err(format!("{text:?}: no query or fragment"));
+        }
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        if authority.contains('@') {
+            return Err(format!("{text:?}: no user info"));
+        }
+        let parsed = authority
+            .parse::<axum::http::uri::Authority>()
+            .ok()
+            .filter(|a| !a.host().is_empty())
+            .ok_or_else(|| format!("{text:?}: not a valid host[:port]"))?;
+        let host = parsed.host().to_ascii_lowercase();
+        let authority = match parsed.port_u16() {
+            Some(port) if Some(port) != default_port(&scheme) => format!("{host}:{port}"),
+            _ => host,
+        };
+        let base_path = path.trim_end_matches('/');
+        let path_ok = base_path
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b));
+        if !path_ok || base_path.contains("//") {
+            return Err(format!(
+                "{text:?}: the path may only be a plain prefix such as /prod"
+            ));
+        }
+        Ok(Self {
+            scheme,
+            authority,
+            base_path: base_path.to_owned(),
+        })
+    }
+
+    /// `host[:port]`: the EIP-4361 domain.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The host alone.
+    pub fn host(&self) -> &str {
+        authority_host(&self.authority)
+    }
+
+    /// `scheme://host[:port]`.
+    pub fn origin(&self) -> String {
+        format!("{}://{}", self.scheme, self.authority)
+    }
+
+    /// The base URL, without a trailing slash: what advertised paths are appended to.
+    pub fn base(&self) -> String {
+        format!("{}{}", self.origin(), self.base_path)
+    }
+
+    /// The public URL of a route path (`/claim/free`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base())
+    }
+}
+
+/// The port a scheme implies.
+pub fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// The host of `host[:port]` (brackets kept for IPv6).
+pub fn authority_host(authority: &str) -> &str {
+    match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => &authority[..i],
+        _ => authority,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,11 +268,16 @@ impl Config {
         let free_claims_per_hour = quota.parse().map_err(|_| {
             ConfigError::Invalid("FREE_CLAIMS_PER_HOUR", format!("not a count: {quota}"))
         })?;
+        let public_url = optional("LEASEKIT_PUBLIC_URL")
+            .map(|url| PublicUrl::parse(&url))
+            .transpose()
+            .map_err(|e| ConfigError::Invalid("LEASEKIT_PUBLIC_URL", e))?;
         Ok(Self {
             tables,
             signing_key_secret: optional("SIGNING_KEY_SECRET"),
             payments,
             free_claims_per_hour,
+            public_url,
         })
     }
 }
@@ -188,6 +305,50 @@ mod tests {
         let config = Config::from_lookup(tables).unwrap();
         assert_eq!(config.tables.payments, "PAYMENTS_TABLE-value");
         assert_eq!((config.signing_key_secret, config.payments), (None, None));
+    }
+
+    #[test]
+    fn the_public_url_is_an_http_origin_with_at_most_a_path_prefix() {
+        let url = PublicUrl::parse("HTTPS://Lease.Example.COM:443/prod/").unwrap();
+        assert_eq!(url.authority(), "lease.example.com");
+        assert_eq!(url.origin(), "https://lease.example.com");
+        assert_eq!(
+            url.url("/claim/free"),
+            "https://lease.example.com/prod/claim/free"
+        );
+        let local = PublicUrl::parse("http://127.0.0.1:3000").unwrap();
+        assert_eq!(
+            (local.authority(), local.host()),
+            ("127.0.0.1:3000", "127.0.0.1")
+        );
+        assert_eq!(local.base(), "http://127.0.0.1:3000");
+        assert_eq!(
+            PublicUrl::parse("http://[::1]:8080").unwrap().host(),
+            "[::1]"
+        );
+        for bad in [
+            "javascript:alert(1)",
+            "ftp://example.com",
+            "https-evil://example.com",
+            "https://example.com/?q=1",
+            "https://example.com/#f",
+            "https://user@example.com",
+            "https://",
+            "https://exa mple.com",
+            "https://example.com/a b",
+            "example.com",
+        ] {
+            assert!(PublicUrl::parse(bad).is_err(), "{bad} was accepted");
+        }
+        let config = Config::from_lookup(|n| {
+            (n == "LEASEKIT_PUBLIC_URL")
+                .then(|| "javascript:x".to_owned())
+                .or_else(|| tables(n))
+        });
+        assert!(matches!(
+            config,
+            Err(ConfigError::Invalid("LEASEKIT_PUBLIC_URL", _))
+        ));
     }
 
     #[test]

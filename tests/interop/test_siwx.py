@@ -68,3 +68,29 @@ def test_stale_or_foreign_proofs_are_refused(server):
     response = requests.post(url, json=BODY, headers={"SIGN-IN-WITH-X": proof(foreign_url, Account.create(), foreign)}, timeout=10)
     assert response.status_code == 402
     assert "domain" in response.json()["error"]
+
+
+def test_forged_host_headers_change_neither_the_challenge_nor_what_a_proof_must_name(server):
+    url = server + "/claim/free"
+    forged = {"Host": "evil.example", "X-Forwarded-Proto": "https"}
+    response = requests.post(url, json=BODY, headers=forged, timeout=10)
+    assert response.status_code == 402
+    required = json.loads(base64.b64decode(response.headers["PAYMENT-REQUIRED"]))
+    info = required["extensions"]["sign-in-with-x"]["info"]
+    assert info["domain"] == server.removeprefix("http://") and info["uri"] == url
+    assert required["resource"]["url"] == url
+    # A proof made for the forged host, sent with the forged headers, is refused.
+    chain = required["extensions"]["sign-in-with-x"]["supportedChains"][0]
+    evil_url = "https://evil.example/claim/free"
+    evil = {**info, "chainId": chain["chainId"], "type": chain["type"], "domain": "evil.example", "uri": evil_url}
+    headers = {**forged, "SIGN-IN-WITH-X": proof(evil_url, Account.create(), evil)}
+    response = requests.post(url, json=BODY, headers=headers, timeout=10)
+    assert response.status_code == 402 and response.json()["code"] == "IDENTITY_INVALID"
+
+
+def test_an_oversized_nonce_is_a_400_naming_it(server):
+    url = server + "/claim/free"
+    info = {**challenge(url), "nonce": "a" * 3000}
+    response = requests.post(url, json=BODY, headers={"SIGN-IN-WITH-X": proof(url, Account.create(), info)}, timeout=10)
+    assert response.status_code == 400, response.text
+    assert response.json()["witnesses"][0]["path"] == "SIGN-IN-WITH-X.nonce"

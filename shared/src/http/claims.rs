@@ -16,6 +16,7 @@ use crate::schema::{claim_free_input, claim_input, utf8_bytes};
 use crate::store::claim_store::claim_pk;
 use crate::store::payment_store::Evidence;
 use crate::tenant::Tenant;
+use crate::witness::Witness;
 use crate::x402::check::Verified;
 use crate::x402::siwx;
 use crate::x402::types::{PaymentRequired, ResourceInfo, SettlementResponse, X402_VERSION};
@@ -145,21 +146,23 @@ pub(crate) async fn free_claim(
         .await?)
 }
 
-/// The wallet proven by the `SIGN-IN-WITH-X` header, or the 402 that asks for it.
+/// The wallet proven by the `SIGN-IN-WITH-X` header, or the 402 that asks for it. The proof
+/// must name the configured public URL (not the request's `Host`). A header that is not a
+/// well-formed, bounded SIWX payload is bad input: 400 naming the field, nothing written.
 async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Tenant, ApiError> {
     let network = state
         .payments
         .as_ref()
         .map_or("eip155:8453", |p| p.settings.network.as_str());
-    let (host, origin) = paid::origin(parts);
+    let (host, origin) = (state.public.authority(), state.public.origin());
     let ask = |error: Option<String>, code: &'static str| -> Result<ApiError, ApiError> {
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce).map_err(|_| ApiError::StoreUnavailable)?;
-        let uri = format!("{origin}{}", parts.uri.path());
+        let uri = state.public.url(parts.uri.path());
         let mut extensions = Map::new();
         extensions.insert(
             siwx::EXTENSION.into(),
-            siwx::advertise(&host, &uri, network, &hex::encode(nonce), now),
+            siwx::advertise(host, &uri, network, &hex::encode(nonce), now),
         );
         let required = PaymentRequired {
             x402_version: X402_VERSION,
@@ -178,17 +181,16 @@ async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Te
             code,
         })
     };
-    let Some(header) = parts
-        .headers
-        .get(siwx::HEADER)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some(header) = parts.headers.get(siwx::HEADER) else {
         return Err(ask(None, "IDENTITY_REQUIRED")?);
     };
-    let proof = siwx::decode(header)
-        .and_then(|p| siwx::verify(&p, &host, &origin, network, now).map(|a| (a, p.nonce)));
-    let (address, nonce) = match proof {
-        Ok(ok) => ok,
+    let payload = header
+        .to_str()
+        .map_err(|_| siwx::SiwxError::Malformed("not ASCII".into()))
+        .and_then(siwx::decode)
+        .map_err(siwx_input)?;
+    let address = match siwx::verify(&payload, host, &origin, network, now) {
+        Ok(address) => address,
         Err(e) => return Err(ask(Some(e.to_string()), "IDENTITY_INVALID")?),
     };
     let ledger = state
@@ -196,13 +198,28 @@ async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Te
         .as_ref()
         .map(|p| p.ledger())
         .ok_or(ApiError::Unauthorized("wallets are not accepted here"))?;
-    if !ledger.consume_siwx(&address.lower(), &nonce, now).await? {
+    if !ledger
+        .consume_siwx(&address.lower(), &payload.nonce, now)
+        .await?
+    {
         return Err(ask(
             Some(siwx::SiwxError::Replayed.to_string()),
             "IDENTITY_INVALID",
         )?);
     }
     Ok(Tenant::for_wallet(&address))
+}
+
+/// A malformed or out-of-bounds `SIGN-IN-WITH-X` header as a 400: the witness path names the
+/// header and the field (`SIGN-IN-WITH-X.nonce`); it is not in the body, so not a JSON pointer.
+fn siwx_input(err: siwx::SiwxError) -> ApiError {
+    let (path, rule) = match &err {
+        siwx::SiwxError::Field { field, .. } => {
+            (format!("{}.{field}", siwx::HEADER_NAME), "SIWX_FIELD")
+        }
+        _ => (siwx::HEADER_NAME.to_owned(), "SIWX_MALFORMED"),
+    };
+    ApiError::InvalidInput(vec![Witness::new(rule, &path, err.to_string())])
 }
 
 /// The log note of a claim answer: acquired (201) or held (200).

@@ -1,13 +1,13 @@
 //! The discovery routes: GET /openapi.json, /api/v1/catalog, /docs/index.json, /docs/lease/,
-//! /docs/lease.json, /api/v1/samples/lease. Free, no key; built for the URL the caller used.
+//! /docs/lease.json, /api/v1/samples/lease. Free, no key; every link starts with the configured
+//! public URL (never the caller's `Host` or `X-Forwarded-Proto`: links would point wherever a
+//! caller or a cache-poisoning header said).
 
 use super::AppState;
-use super::paid::origin;
 use crate::clock::now_ms;
 use crate::discovery::{Prices, docs, openapi};
 use axum::Json;
 use axum::extract::State;
-use axum::http::request::Parts;
 use axum::response::Html;
 use serde_json::Value;
 
@@ -19,24 +19,20 @@ fn prices(state: &AppState) -> Prices {
     }
 }
 
-fn base(parts: &Parts) -> String {
-    origin(parts).1
+pub async fn openapi(State(state): State<AppState>) -> Json<Value> {
+    Json(openapi::document(&state.public.base(), &prices(&state)))
 }
 
-pub async fn openapi(State(state): State<AppState>, parts: Parts) -> Json<Value> {
-    Json(openapi::document(&base(&parts), &prices(&state)))
+pub async fn catalog(State(state): State<AppState>) -> Json<Value> {
+    Json(docs::catalog(&state.public.base(), &prices(&state)))
 }
 
-pub async fn catalog(State(state): State<AppState>, parts: Parts) -> Json<Value> {
-    Json(docs::catalog(&base(&parts), &prices(&state)))
+pub async fn lease_page(State(state): State<AppState>) -> Html<String> {
+    Html(docs::page_html(&state.public.base(), &prices(&state)))
 }
 
-pub async fn lease_page(State(state): State<AppState>, parts: Parts) -> Html<String> {
-    Html(docs::page_html(&base(&parts), &prices(&state)))
-}
-
-pub async fn lease_page_json(State(state): State<AppState>, parts: Parts) -> Json<Value> {
-    Json(docs::page_json(&base(&parts), &prices(&state)))
+pub async fn lease_page_json(State(state): State<AppState>) -> Json<Value> {
+    Json(docs::page_json(&state.public.base(), &prices(&state)))
 }
 
 pub async fn lease_sample(State(state): State<AppState>) -> Json<Value> {

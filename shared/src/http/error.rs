@@ -23,6 +23,8 @@ pub enum ApiError {
     InvalidInput(Vec<Witness>),
     #[error("the body is larger than {0} bytes")]
     PayloadTooLarge(usize),
+    #[error("the body did not arrive within {0} s")]
+    RequestTimeout(u64),
     #[error("{0}")]
     Unauthorized(&'static str),
     #[error(
@@ -40,6 +42,12 @@ pub enum ApiError {
     FacilitatorUnavailable,
     #[error("too many free claims this hour; retry after {0} s")]
     RateLimited(u64),
+    #[error("{0}")]
+    Forbidden(&'static str),
+    #[error("{0}")]
+    UnsupportedMediaType(&'static str),
+    #[error("JSON-RPC batches are not accepted: send one message per request")]
+    BatchNotSupported,
     #[error("no such route")]
     NotFound,
     #[error("method not allowed on this route")]
@@ -71,8 +79,13 @@ fn pointer(path: &str) -> &str {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::InvalidJson(_) | Self::InvalidInput(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidJson(_) | Self::InvalidInput(_) | Self::BatchNotSupported => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::StoreUnavailable | Self::FacilitatorUnavailable => StatusCode::BAD_GATEWAY,
@@ -89,12 +102,16 @@ impl ApiError {
             Self::InvalidJson(_) => "INVALID_JSON",
             Self::InvalidInput(_) => "INVALID_INPUT",
             Self::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            Self::RequestTimeout(_) => "REQUEST_TIMEOUT",
             Self::Unauthorized(_) => "UNAUTHORIZED",
             Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
             Self::StoreUnavailable => "STORE_UNAVAILABLE",
             Self::FacilitatorUnavailable => "FACILITATOR_UNAVAILABLE",
             Self::Payment { code, .. } => code,
             Self::RateLimited(_) => "RATE_LIMITED",
+            Self::Forbidden(_) => "FORBIDDEN",
+            Self::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
+            Self::BatchNotSupported => "BATCH_NOT_SUPPORTED",
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::Internal => "INTERNAL_ERROR",
@@ -186,6 +203,7 @@ mod tests {
                 "INVALID_INPUT",
             ),
             (ApiError::PayloadTooLarge(65536), 413, "PAYLOAD_TOO_LARGE"),
+            (ApiError::RequestTimeout(10), 408, "REQUEST_TIMEOUT"),
             (
                 ApiError::Unauthorized("unknown API key"),
                 401,
@@ -194,6 +212,13 @@ mod tests {
             (ApiError::IdempotencyConflict, 409, "IDEMPOTENCY_CONFLICT"),
             (ApiError::StoreUnavailable, 502, "STORE_UNAVAILABLE"),
             (ApiError::NotFound, 404, "NOT_FOUND"),
+            (ApiError::Forbidden("no"), 403, "FORBIDDEN"),
+            (
+                ApiError::UnsupportedMediaType("json"),
+                415,
+                "UNSUPPORTED_MEDIA_TYPE",
+            ),
+            (ApiError::BatchNotSupported, 400, "BATCH_NOT_SUPPORTED"),
             (ApiError::MethodNotAllowed, 405, "METHOD_NOT_ALLOWED"),
             (
                 ApiError::FacilitatorUnavailable,

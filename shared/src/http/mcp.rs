@@ -2,14 +2,18 @@
 //! answers: fits Lambda, where no session outlives a request. An API key is required; the tools
 //! take the same input schemas as the HTTP routes and answer the same `data` and `_provenance`.
 
+use super::body::read_limited;
 use super::claims::{FreeClaim, answer_body, check, free_claim};
 use super::{ApiError, AppState, Caller, lease};
 use crate::claims::Plan;
 use crate::clock::now_ms;
+use crate::config::{authority_host, default_port};
 use crate::schema::{CLAIM_FREE_INPUT_JSON, LEASE_INPUT_JSON, claim_free_input};
 use crate::tenant::Tenant;
 use axum::Router;
 use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
@@ -150,8 +154,162 @@ async fn require_key(State(state): State<AppState>, mut request: Request, next: 
     }
 }
 
-/// The /mcp route: stateless (no sessions), JSON answers, any Host (API Gateway's or a custom
-/// domain; the API key is the access control).
+/// The contract's checks, before rmcp sees the request, and its error shape on whatever rmcp
+/// still refuses: POST only (405), a `Host` and `Origin` of this service (403: the MCP
+/// specification asks HTTP servers to validate both against DNS rebinding), JSON content (415),
+/// at most 64 KiB (413), valid JSON (400 INVALID_JSON), one message, not a batch (400
+/// BATCH_NOT_SUPPORTED). Every refusal is `{error, code}` JSON.
+async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let checked = check_request(&state, &parts);
+    let bytes = match checked {
+        Ok(()) => read_limited(body).await.and_then(|bytes| {
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Object(_)) => Ok(bytes),
+                Ok(Value::Array(_)) => Err(ApiError::BatchNotSupported),
+                Ok(_) => Err(ApiError::InvalidJson(
+                    "a JSON-RPC message is a JSON object".into(),
+                )),
+                Err(e) => Err(ApiError::InvalidJson(e.to_string())),
+            }
+        }),
+        Err(err) => Err(err),
+    };
+    let bytes = match bytes {
+        Ok(bytes) => bytes,
+        Err(ApiError::MethodNotAllowed) => {
+            let mut response = ApiError::MethodNotAllowed.into_response();
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return response;
+        }
+        Err(err) => return err.into_response(),
+    };
+    let response = next
+        .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await;
+    as_json_error(response).await
+}
+
+/// Method, Host, Origin and content type, in that order.
+fn check_request(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
+    if parts.method != Method::POST {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let text = |name| {
+        parts
+            .headers
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("\u{0}"))
+    };
+    if !text(header::HOST).is_some_and(|host| host_allowed(state, host)) {
+        return Err(ApiError::Forbidden(
+            "the Host header is not this service's host",
+        ));
+    }
+    if text(header::ORIGIN).is_some_and(|origin| !origin_allowed(state, origin)) {
+        return Err(ApiError::Forbidden(
+            "requests from this Origin are not allowed",
+        ));
+    }
+    let json = text(header::CONTENT_TYPE).is_some_and(|value| {
+        let essence = value.split(';').next().unwrap_or_default().trim();
+        essence.eq_ignore_ascii_case("application/json")
+    });
+    if !json {
+        return Err(ApiError::UnsupportedMediaType(
+            "Content-Type must be application/json",
+        ));
+    }
+    Ok(())
+}
+
+/// Loopback host names, accepted for local runs on any port.
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// `host[:port]` of `scheme`, lowercase, without the scheme's default port; `None` if malformed.
+fn normalized(authority: &str, scheme: &str) -> Option<String> {
+    let parsed = authority.parse::<axum::http::uri::Authority>().ok()?;
+    if authority.contains('@') || parsed.host().is_empty() {
+        return None;
+    }
+    let host = parsed.host().to_ascii_lowercase();
+    Some(match parsed.port_u16() {
+        Some(port) if Some(port) != default_port(scheme) => format!("{host}:{port}"),
+        _ => host,
+    })
+}
+
+fn loopback(state: &AppState, authority: &str) -> bool {
+    state.loopback_hosts && LOOPBACK.contains(&authority_host(authority))
+}
+
+/// The Host header names this service: its public host, or loopback on a local run.
+fn host_allowed(state: &AppState, host: &str) -> bool {
+    let scheme = if state.public.origin().starts_with("https:") {
+        "https"
+    } else {
+        "http"
+    };
+    normalized(host, scheme).is_some_and(|h| h == state.public.authority() || loopback(state, &h))
+}
+
+/// A browser's Origin is this service's public origin, or loopback on a local run.
+fn origin_allowed(state: &AppState, origin: &str) -> bool {
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false; // "null", or not an origin at all
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return false;
+    }
+    normalized(authority, &scheme)
+        .is_some_and(|a| format!("{scheme}://{a}") == state.public.origin() || loopback(state, &a))
+}
+
+/// rmcp's own refusals are plain text: give them the contract's `{error, code}` shape.
+async fn as_json_error(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let code = match status {
+        StatusCode::BAD_REQUEST => "INVALID_REQUEST",
+        StatusCode::FORBIDDEN => "FORBIDDEN",
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED",
+        StatusCode::NOT_ACCEPTABLE => "NOT_ACCEPTABLE",
+        StatusCode::PAYLOAD_TOO_LARGE => "PAYLOAD_TOO_LARGE",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UNSUPPORTED_MEDIA_TYPE",
+        s if s.is_server_error() => "INTERNAL",
+        _ => "MCP_REQUEST_REFUSED",
+    };
+    let error = if status.is_server_error() {
+        // Our own failure: nothing of it goes to the caller.
+        tracing::error!(status = status.as_u16(), body = %String::from_utf8_lossy(&text), "MCP service failure");
+        "internal error".to_owned()
+    } else {
+        String::from_utf8_lossy(&text).into_owned()
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let body = json!({"error": error, "code": code}).to_string();
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// The /mcp route: stateless (no sessions), JSON answers. rmcp's own Host check is off: [`guard`]
+/// checks Host and Origin against the configured public URL and answers in the contract's shape.
 pub fn router(state: AppState) -> Router {
     let tools = LeaseTools {
         state: state.clone(),
@@ -168,5 +326,6 @@ pub fn router(state: AppState) -> Router {
     );
     Router::new()
         .route_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(state, require_key))
+        .layer(middleware::from_fn_with_state(state.clone(), require_key))
+        .layer(middleware::from_fn_with_state(state, guard))
 }

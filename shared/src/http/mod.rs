@@ -16,6 +16,7 @@ mod provenance;
 pub use caller::{Authenticator, Caller};
 pub use error::ApiError;
 
+use crate::config::PublicUrl;
 use crate::lease::service::LeaseService;
 use crate::provenance::Issuer;
 use crate::store::{ClaimStore, KeyStore, LeaseStore, Tables};
@@ -36,6 +37,11 @@ pub struct AppState {
     pub claims: ClaimStore,
     /// Free claims per wallet or account per clock hour.
     pub free_claims_per_hour: u32,
+    /// The URL callers reach the service at: sign-in-with-x proofs must name its origin, and
+    /// every advertised URL starts with it. Never taken from the request's headers.
+    pub public: PublicUrl,
+    /// Also accept loopback host names on /mcp (local runs, not Lambda).
+    pub loopback_hosts: bool,
 }
 
 impl AppState {
@@ -59,6 +65,8 @@ impl AppState {
             payments,
             claims,
             free_claims_per_hour: 60,
+            public: PublicUrl::default(),
+            loopback_hosts: !on_lambda,
             auth,
             issuer,
         }

@@ -49,7 +49,7 @@ pub async fn accept(
         .await
         .map_err(|err| {
             let required = |error: Option<String>| {
-                Box::new(payments.required(resource(parts, offer), offer.price, error))
+                Box::new(payments.required(resource(state, parts, offer), offer.price, error))
             };
             match err {
                 PaymentError::Required => ApiError::Payment {
@@ -132,19 +132,11 @@ pub fn attach(response: &mut Response, settlement: &SettlementResponse) {
     }
 }
 
-/// The host and origin (`scheme://host`) the caller addressed.
-pub fn origin(parts: &Parts) -> (String, String) {
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-    let scheme = header("x-forwarded-proto").unwrap_or("http");
-    let host = header("host").unwrap_or("localhost");
-    (host.to_owned(), format!("{scheme}://{host}"))
-}
-
-/// The URL being paid for, as the caller addressed it.
-fn resource(parts: &Parts, offer: &Offer<'_>) -> ResourceInfo {
-    let (_, origin) = origin(parts);
+/// The URL being paid for: the configured public URL of the route, whatever `Host` or
+/// `X-Forwarded-Proto` the caller sent.
+fn resource(state: &AppState, parts: &Parts, offer: &Offer<'_>) -> ResourceInfo {
     ResourceInfo {
-        url: format!("{origin}{}", parts.uri.path()),
+        url: state.public.url(parts.uri.path()),
         description: Some(offer.description.to_owned()),
         mime_type: Some("application/json".into()),
     }

@@ -1,26 +1,30 @@
 //! x402 `sign-in-with-x` (SIWX) for EVM wallets: proving a wallet without paying. The client signs
 //! an EIP-4361 message (EIP-191 `personal_sign`) and sends its fields and signature, base64 JSON,
-//! in the `SIGN-IN-WITH-X` header. Checked here: the domain is this host, the URI has this
-//! origin, the message is at most 5 minutes old (and not from the future), unexpired, and the
-//! signature recovers to `address`. That a nonce is used only once is the ledger's job.
+//! in the `SIGN-IN-WITH-X` header. Checked here: every field is within its bounds ([`decode`]:
+//! a header out of bounds is bad input, not a failed proof), the domain and the URI's origin are
+//! the service's configured public URL (never the request's `Host`), the message is at most 5
+//! minutes old (and not from the future), unexpired, and the signature recovers to `address`.
+//! That a nonce is used only once is the ledger's job.
 
 use super::eip712::{Address, keccak, recover};
 use crate::clock::{Millis, iso8601};
 use base64::Engine;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 pub const EXTENSION: &str = "sign-in-with-x";
 pub const HEADER: &str = "sign-in-with-x";
+/// The header as documented (and named in errors).
+pub const HEADER_NAME: &str = "SIGN-IN-WITH-X";
 /// How old a signed message may be.
 pub const MAX_AGE_MS: Millis = 5 * 60 * 1000;
 /// Clock skew tolerated for `issuedAt` in the future.
 const SKEW_MS: Millis = 30 * 1000;
 
 /// The header's fields (x402 SIWX payload).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Payload {
     pub domain: String,
@@ -32,23 +36,29 @@ pub struct Payload {
     pub kind: String,
     pub nonce: String,
     pub issued_at: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statement: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiration_time: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<String>>,
     pub signature: String,
 }
+
+/// The longest `SIGN-IN-WITH-X` header read (base64): a proof is a few hundred bytes.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SiwxError {
     #[error("SIGN-IN-WITH-X is not base64 of a SIWX payload: {0}")]
     Malformed(String),
+    /// A field out of its bounds: `field` is its name in the payload.
+    #[error("SIGN-IN-WITH-X.{field}: {detail}")]
+    Field { field: &'static str, detail: String },
     #[error("SIWX: only EVM wallets (type eip191, chainId {0}) are supported")]
     Chain(String),
     #[error("SIWX: domain must be {0}")]
@@ -65,11 +75,163 @@ pub enum SiwxError {
     Replayed,
 }
 
+/// The payload of a `SIGN-IN-WITH-X` header, every field within its bounds.
 pub fn decode(header: &str) -> Result<Payload, SiwxError> {
+    if header.len() > MAX_HEADER_BYTES {
+        return Err(SiwxError::Malformed(format!(
+            "longer than {MAX_HEADER_BYTES} bytes"
+        )));
+    }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(header.trim())
         .map_err(|e| SiwxError::Malformed(format!("base64: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| SiwxError::Malformed(format!("JSON: {e}")))
+    let payload: Payload =
+        serde_json::from_slice(&bytes).map_err(|e| SiwxError::Malformed(format!("JSON: {e}")))?;
+    bounds(&payload)?;
+    Ok(payload)
+}
+
+/// What a field may be: at most `max` bytes (and at least `min`), of `allowed` characters.
+struct Bound {
+    field: &'static str,
+    min: usize,
+    max: usize,
+    allowed: fn(char) -> bool,
+    what: &'static str,
+}
+
+fn printable(c: char) -> bool {
+    !c.is_control()
+}
+
+/// URI characters (RFC 3986: unreserved, reserved and `%`).
+fn uri_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "-._~:/?#[]@!$&'()*+,;=%".contains(c)
+}
+
+impl Bound {
+    fn check(&self, value: &str) -> Result<(), SiwxError> {
+        let fail = |detail: String| SiwxError::Field {
+            field: self.field,
+            detail,
+        };
+        if value.len() < self.min || value.len() > self.max {
+            return Err(fail(format!(
+                "must be {}..{} bytes, got {}",
+                self.min,
+                self.max,
+                value.len()
+            )));
+        }
+        match value.chars().find(|c| !(self.allowed)(*c)) {
+            Some(c) => Err(fail(format!("{c:?} is not allowed: {}", self.what))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Each field's bounds: EIP-4361's grammar where it has one (nonce: at least 8 alphanumerics;
+/// version "1"; an address is 0x and 40 hex digits), generous maxima elsewhere, so that no
+/// caller-chosen string reaches the store or a log unbounded.
+fn bounds(p: &Payload) -> Result<(), SiwxError> {
+    let b = |field, min, max, allowed, what| Bound {
+        field,
+        min,
+        max,
+        allowed,
+        what,
+    };
+    let time = |field| {
+        b(
+            field,
+            1,
+            64,
+            |c: char| c.is_ascii_alphanumeric() || ":.+-".contains(c),
+            "an RFC 3339 time",
+        )
+    };
+    let checks: [(Bound, Option<&str>); 11] = [
+        (
+            b("domain", 1, 255, uri_char, "a host[:port]"),
+            Some(&p.domain),
+        ),
+        (
+            b(
+                "address",
+                42,
+                42,
+                |c| c.is_ascii_alphanumeric(),
+                "0x and 40 hex digits",
+            ),
+            Some(&p.address),
+        ),
+        (b("uri", 1, 2048, uri_char, "an RFC 3986 URI"), Some(&p.uri)),
+        (
+            b(
+                "chainId",
+                3,
+                64,
+                |c| c.is_ascii_alphanumeric() || ":-_".contains(c),
+                "CAIP-2",
+            ),
+            Some(&p.chain_id),
+        ),
+        (
+            b("type", 1, 32, |c| c.is_ascii_alphanumeric(), "eip191"),
+            Some(&p.kind),
+        ),
+        (
+            b(
+                "nonce",
+                8,
+                128,
+                |c| c.is_ascii_alphanumeric(),
+                "letters and digits (EIP-4361)",
+            ),
+            Some(&p.nonce),
+        ),
+        (time("issuedAt"), Some(&p.issued_at)),
+        (time("expirationTime"), p.expiration_time.as_deref()),
+        (time("notBefore"), p.not_before.as_deref()),
+        (
+            b("statement", 0, 1024, printable, "one line of text"),
+            p.statement.as_deref(),
+        ),
+        (
+            b("requestId", 0, 256, uri_char, "URI characters"),
+            p.request_id.as_deref(),
+        ),
+    ];
+    for (bound, value) in checks {
+        if let Some(value) = value {
+            bound.check(value)?;
+        }
+    }
+    if p.version != "1" {
+        return Err(SiwxError::Field {
+            field: "version",
+            detail: "must be \"1\" (EIP-4361)".into(),
+        });
+    }
+    let resources = p.resources.as_deref().unwrap_or_default();
+    if resources.len() > 16 {
+        return Err(SiwxError::Field {
+            field: "resources",
+            detail: format!("at most 16, got {}", resources.len()),
+        });
+    }
+    for r in resources {
+        b("resources", 1, 2048, uri_char, "an RFC 3986 URI").check(r)?;
+    }
+    // 65 bytes (r, s, v) in hex: the only signature an EOA makes and we recover.
+    b(
+        "signature",
+        130,
+        132,
+        |c| c.is_ascii_alphanumeric(),
+        "0x and 130 hex digits",
+    )
+    .check(&p.signature)
 }
 
 /// The EIP-4361 message the wallet signed, laid out as the reference implementation does.
@@ -125,8 +287,9 @@ fn millis(text: &str) -> Option<Millis> {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
-/// Check `p` for a request to `host` (the Host header) on `origin` (`scheme://host`) at `now`,
-/// on `network` (CAIP-2). The wallet it proves, on success.
+/// Check `p` against the service's public `host` (`host[:port]`, the EIP-4361 domain) and
+/// `origin` (`scheme://host[:port]`) as configured, at `now`, on `network` (CAIP-2). The wallet
+/// it proves, on success.
 pub fn verify(
     p: &Payload,
     host: &str,
@@ -230,6 +393,60 @@ mod tests {
             "eip155:84532",
             NOW,
         )
+    }
+
+    fn encoded(p: &Payload) -> String {
+        base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(p).unwrap())
+    }
+
+    #[test]
+    fn decode_bounds_every_field_and_names_it() {
+        let key = SigningKey::from_slice(&[9; 32]).unwrap();
+        assert!(decode(&encoded(&signed(&key, |_| {}))).is_ok());
+        let field = |edit: fn(&mut Payload)| match decode(&encoded(&signed(&key, edit))) {
+            Err(SiwxError::Field { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(|p| p.nonce = "a".repeat(3000)), "nonce");
+        assert_eq!(field(|p| p.nonce = "short".into()), "nonce");
+        assert_eq!(field(|p| p.nonce = "abc-defgh".into()), "nonce");
+        assert_eq!(field(|p| p.domain = "d".repeat(256)), "domain");
+        assert_eq!(field(|p| p.domain = "a b".into()), "domain");
+        assert_eq!(
+            field(|p| p.uri = format!("http://h/{}", "u".repeat(2048))),
+            "uri"
+        );
+        assert_eq!(field(|p| p.version = "2".into()), "version");
+        assert_eq!(field(|p| p.chain_id = "eip155:".repeat(20)), "chainId");
+        assert_eq!(field(|p| p.issued_at = "9".repeat(65)), "issuedAt");
+        assert_eq!(
+            field(|p| p.expiration_time = Some("x".repeat(65))),
+            "expirationTime"
+        );
+        assert_eq!(
+            field(|p| p.statement = Some("line\nbreak".into())),
+            "statement"
+        );
+        assert_eq!(field(|p| p.statement = Some("s".repeat(1025))), "statement");
+        assert_eq!(field(|p| p.request_id = Some("r".repeat(257))), "requestId");
+        assert_eq!(
+            field(|p| p.resources = Some(vec!["http://h/".into(); 17])),
+            "resources"
+        );
+        assert_eq!(field(|p| p.address = format!("{}0", p.address)), "address");
+        let mut long = signed(&key, |_| {});
+        long.signature.push_str("00");
+        assert!(matches!(
+            decode(&encoded(&long)),
+            Err(SiwxError::Field {
+                field: "signature",
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode(&"A".repeat(MAX_HEADER_BYTES + 4)),
+            Err(SiwxError::Malformed(_))
+        ));
     }
 
     #[test]

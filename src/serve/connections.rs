@@ -1,0 +1,433 @@
+//! The accept loop of `leasekit serve`: HTTP/1.1 connections with deadlines and a cap, so that
+//! slow or half-open clients cannot hold the server's sockets (and file descriptors) forever.
+//!
+//! Each connection is in one [`Phase`]: reading a request head (`--header-timeout` from the
+//! connection's start or from its first byte after an answer), busy with requests (the body must
+//! arrive within `--body-timeout`; no bytes moving either way for `--idle-timeout` ends it), or
+//! idle between requests (`--idle-timeout`). At `--max-connections`, a new connection waits for a
+//! slot, and the connection that has waited longest without a request in flight is closed to
+//! make one: honest keep-alive callers are served, half-open ones go first.
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use shared::http::body::Deadline;
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// The deadlines and the cap.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub header: Duration,
+    pub body: Duration,
+    pub idle: Duration,
+    pub max_connections: usize,
+}
+
+/// What a connection is doing, for its deadline. Pure: no I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for a request head; since the connection opened or its first byte arrived.
+    Head(Instant),
+    /// This many requests in flight.
+    Busy(usize),
+    /// Answered everything; since the last answer.
+    Idle(Instant),
+}
+
+impl Phase {
+    /// When the connection is closed unless something happens; `last_io` is the last time bytes
+    /// moved in either direction.
+    pub fn deadline(self, limits: &Limits, last_io: Instant) -> Instant {
+        match self {
+            Self::Head(since) => since + limits.header,
+            Self::Busy(_) => last_io + limits.idle,
+            Self::Idle(since) => since + limits.idle,
+        }
+    }
+
+    /// Bytes arrived: an idle connection starts a request head (the header deadline runs).
+    pub fn on_bytes(self, now: Instant) -> Self {
+        match self {
+            Self::Idle(_) => Self::Head(now),
+            other => other,
+        }
+    }
+
+    /// A request head was read: the service runs.
+    pub fn on_request(self) -> Self {
+        match self {
+            Self::Busy(n) => Self::Busy(n + 1),
+            _ => Self::Busy(1),
+        }
+    }
+
+    /// An answer is ready.
+    pub fn on_answer(self, now: Instant) -> Self {
+        match self {
+            Self::Busy(n) if n > 1 => Self::Busy(n - 1),
+            _ => Self::Idle(now),
+        }
+    }
+
+    /// Since when a connection without a request in flight has waited; `None` while busy.
+    pub fn waiting_since(self) -> Option<Instant> {
+        match self {
+            Self::Head(since) | Self::Idle(since) => Some(since),
+            Self::Busy(_) => None,
+        }
+    }
+}
+
+/// The shared state of one connection: its phase, when bytes last moved, and a bell that rings
+/// when the deadline may have moved earlier or the connection should go.
+struct Watch {
+    phase: Mutex<Phase>,
+    /// Milliseconds since `epoch` of the last read or write.
+    last_io: AtomicU64,
+    epoch: Instant,
+    bell: Notify,
+    evicted: std::sync::atomic::AtomicBool,
+}
+
+impl Watch {
+    fn new(now: Instant) -> Self {
+        Self {
+            phase: Mutex::new(Phase::Head(now)),
+            last_io: AtomicU64::new(0),
+            epoch: now,
+            bell: Notify::new(),
+            evicted: false.into(),
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update(&self, change: impl FnOnce(Phase) -> Phase) {
+        let mut phase = self.phase.lock().unwrap_or_else(|e| e.into_inner());
+        let before = *phase;
+        *phase = change(before);
+        if before != *phase {
+            // The deadline may now be earlier: the watchdog recomputes it.
+            self.bell.notify_one();
+        }
+    }
+
+    fn touch(&self, now: Instant) {
+        let ms = u64::try_from(now.duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
+        self.last_io.store(ms, Ordering::Relaxed);
+    }
+
+    fn last_io(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.last_io.load(Ordering::Relaxed))
+    }
+
+    fn deadline(&self, limits: &Limits) -> Instant {
+        self.phase().deadline(limits, self.last_io())
+    }
+
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::Relaxed);
+        self.bell.notify_one();
+    }
+}
+
+/// The socket, noting when bytes move.
+struct Watched {
+    io: TcpStream,
+    watch: Arc<Watch>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            let now = Instant::now();
+            self.watch.touch(now);
+            self.watch.update(|p| p.on_bytes(now));
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(n)) if n > 0) {
+            self.watch.touch(Instant::now());
+        }
+        poll
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// The open connections, oldest first, for eviction at the cap.
+#[derive(Default)]
+struct Registry {
+    next: AtomicU64,
+    open: Mutex<BTreeMap<u64, Arc<Watch>>>,
+}
+
+impl Registry {
+    fn add(&self, watch: Arc<Watch>) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, watch);
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Watch>>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Close the connection that has waited longest without a request in flight, if it has
+    /// waited at least `grace` (so that a keep-alive caller between two requests keeps its
+    /// connection). True if one was told to go.
+    fn evict_one(&self, now: Instant, grace: Duration) -> bool {
+        let open = self.lock();
+        let oldest = open
+            .values()
+            .filter(|w| !w.evicted.load(Ordering::Relaxed))
+            .filter_map(|w| w.phase().waiting_since().map(|since| (since, w)))
+            .filter(|(since, _)| now.duration_since(*since) >= grace)
+            .min_by_key(|(since, _)| *since);
+        match oldest {
+            Some((_, watch)) => {
+                watch.evict();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// How long a connection must have waited without a request before it may be evicted.
+fn eviction_grace(limits: &Limits) -> Duration {
+    limits.header.min(Duration::from_secs(1))
+}
+
+/// Serve `app` on `listener` until `shutdown` resolves; then stop accepting, let requests in
+/// flight finish, and return when every connection has closed.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let registry = Arc::new(Registry::default());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = slot(&slots, &registry, &limits) => permit,
+        };
+        let (stream, _) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors or the like: back off rather than spin.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let watch = Arc::new(Watch::new(Instant::now()));
+        let id = registry.add(watch.clone());
+        let (app, registry, stop) = (app.clone(), registry.clone(), stop_rx.clone());
+        tokio::spawn(async move {
+            connection(stream, watch, app, limits, stop).await;
+            registry.remove(id);
+            drop(permit);
+        });
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    // Every connection holds a slot until it closes: all slots back means all closed.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = slots.acquire_many(all).await;
+}
+
+/// A free connection slot: at once if there is one, else by evicting the connection that has
+/// waited longest, else when a busy one finishes.
+async fn slot(
+    slots: &Arc<Semaphore>,
+    registry: &Registry,
+    limits: &Limits,
+) -> tokio::sync::OwnedSemaphorePermit {
+    loop {
+        if let Ok(permit) = slots.clone().try_acquire_owned() {
+            return permit;
+        }
+        registry.evict_one(Instant::now(), eviction_grace(limits));
+        let wait = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
+        if let Ok(Ok(permit)) = wait.await {
+            return permit;
+        }
+    }
+}
+
+/// One connection, until it closes, misses a deadline, is evicted, or the server stops.
+async fn connection(
+    stream: TcpStream,
+    watch: Arc<Watch>,
+    app: Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let io = TokioIo::new(Watched {
+        io: stream,
+        watch: watch.clone(),
+    });
+    let service_watch = watch.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let (app, watch) = (app.clone(), service_watch.clone());
+        watch.update(Phase::on_request);
+        async move {
+            let request =
+                request.map(|body| axum::body::Body::new(Deadline::new(body, limits.body)));
+            let response = app.oneshot(request).await;
+            watch.update(|p| p.on_answer(Instant::now()));
+            response
+        }
+    });
+    // The watchdog below enforces the header deadline: hyper's own would also cut keep-alive
+    // connections between requests at the header timeout.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        let deadline = watch.deadline(&limits);
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!(error = %err, "connection ended");
+                }
+                return;
+            }
+            changed = stop.changed(), if !stopping => {
+                stopping = true;
+                if changed.is_err() || *stop.borrow() {
+                    // Finish the requests in flight, then close.
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+            () = watch.bell.notified() => {
+                if watch.evicted.load(Ordering::Relaxed) {
+                    tracing::debug!("connection evicted at the connection cap");
+                    return;
+                }
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if watch.deadline(&limits) <= Instant::now() {
+                    tracing::debug!(phase = ?watch.phase(), "connection deadline passed");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        header: Duration::from_secs(5),
+        body: Duration::from_secs(10),
+        idle: Duration::from_secs(30),
+        max_connections: 4,
+    };
+
+    #[test]
+    fn each_phase_has_its_deadline() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(Phase::Head(t0).deadline(&LIMITS, t0), t0 + s(5));
+        assert_eq!(Phase::Idle(t0).deadline(&LIMITS, t0), t0 + s(30));
+        assert_eq!(Phase::Busy(1).deadline(&LIMITS, t0 + s(7)), t0 + s(37));
+    }
+
+    #[test]
+    fn a_request_cycle_moves_through_the_phases() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        let phase = Phase::Head(t0).on_bytes(t1);
+        assert_eq!(
+            phase,
+            Phase::Head(t0),
+            "more head bytes do not restart the clock"
+        );
+        let phase = phase.on_request().on_request();
+        assert_eq!(phase, Phase::Busy(2));
+        assert_eq!(
+            phase.on_bytes(t1),
+            Phase::Busy(2),
+            "body bytes are not a new head"
+        );
+        let phase = phase.on_answer(t1);
+        assert_eq!(phase, Phase::Busy(1));
+        let phase = phase.on_answer(t1);
+        assert_eq!(phase, Phase::Idle(t1));
+        assert_eq!(phase.on_bytes(t1), Phase::Head(t1));
+        assert_eq!(Phase::Busy(1).waiting_since(), None);
+    }
+
+    #[test]
+    fn eviction_takes_the_longest_waiting_connection_past_the_grace() {
+        let t0 = Instant::now();
+        let registry = Registry::default();
+        let busy = Arc::new(Watch::new(t0));
+        busy.update(Phase::on_request);
+        let old = Arc::new(Watch::new(t0));
+        let young = Arc::new(Watch::new(t0 + Duration::from_secs(2)));
+        for w in [&busy, &old, &young] {
+            registry.add(w.clone());
+        }
+        let now = t0 + Duration::from_millis(2_500);
+        assert!(registry.evict_one(now, Duration::from_secs(1)));
+        assert!(old.evicted.load(Ordering::Relaxed));
+        // The young one has not waited a second yet, the busy one is never evicted.
+        assert!(!registry.evict_one(now, Duration::from_secs(1)));
+        assert!(!busy.evicted.load(Ordering::Relaxed));
+    }
+}

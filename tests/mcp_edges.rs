@@ -1,0 +1,203 @@
+//! POST /mcp keeps the contract at its edges, over raw HTTP: 64 KiB at most (413), invalid JSON
+//! (400 INVALID_JSON), batches (400 BATCH_NOT_SUPPORTED), other methods (405), other content
+//! types (415), a foreign Host or Origin (403: DNS rebinding); every refusal `{error, code}` JSON.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use tempfile::TempDir;
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+
+/// Send `method` to /mcp with the API key, JSON accept headers and `headers`; (status, headers,
+/// body text).
+async fn mcp(
+    server: &Server,
+    method: reqwest::Method,
+    body: impl Into<reqwest::Body>,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+    let mut all = HeaderMap::new();
+    for (name, value) in [
+        ("x-api-key", ACME_KEY),
+        ("accept", "application/json, text/event-stream"),
+        ("content-type", "application/json"),
+        ("mcp-protocol-version", "2025-06-18"),
+    ]
+    .iter()
+    .chain(headers)
+    {
+        // Later ones replace the defaults.
+        all.insert(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    let request = reqwest::Client::new()
+        .request(method, format!("{}/mcp", server.url))
+        .headers(all)
+        .body(body);
+    let response = request.send().await.expect("HTTP round trip");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}
+
+/// The refusal's code, after checking it is the contract's `{error, code}` JSON.
+fn code_of(status: u16, headers: &reqwest::header::HeaderMap, text: &str) -> String {
+    let content_type = headers["content-type"].to_str().unwrap();
+    assert!(
+        content_type.starts_with("application/json"),
+        "{status} {content_type}: {text}"
+    );
+    let body: Value = serde_json::from_str(text).unwrap_or_else(|_| panic!("{status}: {text}"));
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{text}"
+    );
+    body["code"].as_str().expect("a code").to_owned()
+}
+
+/// Method, body, extra headers, the status and the code expected.
+type Case = (
+    reqwest::Method,
+    String,
+    Vec<(&'static str, &'static str)>,
+    u16,
+    &'static str,
+);
+
+#[tokio::test]
+async fn mcp_refusals_are_contract_json() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let post = reqwest::Method::POST;
+    // The route works.
+    let (status, _, text) = mcp(&server, post.clone(), LIST, &[]).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"lease\""), "{text}");
+
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": "x".repeat(200 * 1024)}});
+    let cases: Vec<Case> = vec![
+        (
+            post.clone(),
+            big.to_string(),
+            vec![],
+            413,
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            post.clone(),
+            "{not json".into(),
+            vec![],
+            400,
+            "INVALID_JSON",
+        ),
+        (
+            post.clone(),
+            format!("[{LIST}]"),
+            vec![],
+            400,
+            "BATCH_NOT_SUPPORTED",
+        ),
+        (
+            post.clone(),
+            LIST.into(),
+            vec![("content-type", "text/plain")],
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+        ),
+        (
+            reqwest::Method::GET,
+            String::new(),
+            vec![],
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            reqwest::Method::DELETE,
+            String::new(),
+            vec![],
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            reqwest::Method::PUT,
+            LIST.into(),
+            vec![],
+            405,
+            "METHOD_NOT_ALLOWED",
+        ),
+        (
+            post.clone(),
+            LIST.into(),
+            vec![("accept", "text/html")],
+            406,
+            "NOT_ACCEPTABLE",
+        ),
+    ];
+    for (method, body, headers, want, want_code) in cases {
+        let (status, got_headers, text) = mcp(&server, method.clone(), body, &headers).await;
+        assert_eq!(
+            status,
+            want,
+            "{method} {headers:?}: {}",
+            &text[..text.len().min(200)]
+        );
+        assert_eq!(code_of(status, &got_headers, &text), want_code);
+        if want == 405 {
+            assert_eq!(got_headers["allow"], "POST");
+        }
+    }
+}
+
+#[tokio::test]
+async fn mcp_checks_host_and_origin_against_the_configured_url() {
+    let dir = TempDir::new().unwrap();
+    let post = reqwest::Method::POST;
+    // A local run: a page on another site, or a name rebound to 127.0.0.1, is refused.
+    let server = Server::start(dir.path());
+    for headers in [
+        vec![("host", "evil.example")],
+        vec![("origin", "https://evil.example")],
+    ] {
+        let (status, got, text) = mcp(&server, post.clone(), LIST, &headers).await;
+        assert_eq!(status, 403, "{headers:?}: {text}");
+        assert_eq!(code_of(status, &got, &text), "FORBIDDEN");
+    }
+    server.stop();
+    let server = Server::start_with(dir.path(), &["--public-url", "https://lease.example.com"]);
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
+    let localhost = format!("localhost:{port}");
+    let local_origin = format!("http://localhost:{port}");
+    // Allowed: the public host and origin, and loopback names on a local run.
+    for headers in [
+        vec![("host", "lease.example.com")],
+        vec![
+            ("host", "lease.example.com:443"),
+            ("origin", "https://lease.example.com"),
+        ],
+        vec![
+            ("host", localhost.as_str()),
+            ("origin", local_origin.as_str()),
+        ],
+        vec![],
+    ] {
+        let (status, _, text) = mcp(&server, post.clone(), LIST, &headers).await;
+        assert_eq!(status, 200, "{headers:?}: {text}");
+    }
+    // Refused: a rebinding attacker's Host, and a page of another origin.
+    for headers in [
+        vec![("host", "evil.example")],
+        vec![("host", "lease.example.com:8443")],
+        vec![("origin", "https://evil.example")],
+        vec![("origin", "http://lease.example.com")],
+        vec![("origin", "null")],
+    ] {
+        let (status, got, text) = mcp(&server, post.clone(), LIST, &headers).await;
+        assert_eq!(status, 403, "{headers:?}: {text}");
+        assert_eq!(code_of(status, &got, &text), "FORBIDDEN");
+    }
+}
