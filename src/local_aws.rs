@@ -1,7 +1,9 @@
 //! `leasekit local-aws`: the AWS a Lambda function of this service needs, on 127.0.0.1, for
 //! running the deployed shape locally (`sam local start-api`): DynamoDB (the embedded store in
 //! the data dir, the same engine `leasekit serve` uses) and Secrets Manager's GetSecretValue,
-//! which answers every secret id with the data dir's signing key. The functions reach it through
+//! which answers every secret id with the data dir's signing key; and, at /verify and /settle, an
+//! x402 facilitator that, like `leasekit serve`'s built-in one, moves no money (its transactions
+//! are `local-settlement:...`): the functions do every local check themselves. The functions reach it through
 //! `AWS_ENDPOINT_URL`, with their deployed code unchanged: nothing in them has a development
 //! mode to turn on by accident. Loopback only; it checks no signature and is no AWS stand-in
 //! for anything else.
@@ -46,7 +48,10 @@ pub async fn run(args: LocalAwsArgs) -> Result<()> {
     let database = crate::connect::open_database(&args.data_dir)?;
     let seed = crate::identity::seed_hex(&args.data_dir)?;
     let engine = InProcess::new(database);
-    let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
+    let app = axum::Router::new()
+        .route("/verify", axum::routing::post(verify))
+        .route("/settle", axum::routing::post(settle))
+        .fallback(move |headers: HeaderMap, body: Bytes| {
         let (engine, seed) = (engine.clone(), seed.clone());
         async move { answer(&engine, &seed, &headers, body).await }
     });
@@ -92,4 +97,28 @@ async fn answer(engine: &InProcess, seed: &str, headers: &HeaderMap, body: Bytes
         .unwrap_or((500, r#"{"__type":"InternalServerError"}"#.into()));
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], json).into_response()
+}
+
+/// The payer of a facilitator request, as the x402 facilitator API names it.
+fn payer(body: &serde_json::Value) -> serde_json::Value {
+    body["paymentPayload"]["payload"]["authorization"]["from"].clone()
+}
+
+async fn verify(axum::Json(body): axum::Json<serde_json::Value>) -> axum::Json<serde_json::Value> {
+    axum::Json(json!({"isValid": true, "payer": payer(&body)}))
+}
+
+async fn settle(axum::Json(body): axum::Json<serde_json::Value>) -> Response {
+    let mut id = [0u8; 16];
+    if getrandom::fill(&mut id).is_err() {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "no randomness").into_response();
+    }
+    axum::Json(json!({
+        "success": true,
+        "payer": payer(&body),
+        "transaction": format!("{}{}", shared::x402::facilitator::LOCAL_TRANSACTION_PREFIX, hex::encode(id)),
+        "network": body["paymentRequirements"]["network"],
+        "amount": body["paymentRequirements"]["amount"],
+    }))
+    .into_response()
 }

@@ -39,7 +39,9 @@ def test_every_function_binary_is_a_workspace_member():
         # cargo-lambda builds the package at CodeUri: the workspace root's is the CLI, not a function.
         assert f["Properties"]["CodeUri"] == "../functions/" + f["Metadata"]["BuildProperties"]["Binary"]
     globals_ = TEMPLATE["Globals"]["Function"]
-    assert globals_["Runtime"] == "provided.al2023" and globals_["Architectures"] == ["arm64"]
+    assert globals_["Runtime"] == "provided.al2023" and globals_["Architectures"] == [{"Ref": "Architecture"}]
+    architecture = TEMPLATE["Parameters"]["Architecture"]
+    assert architecture["Default"] == "arm64" and architecture["AllowedValues"] == ["arm64", "x86_64"]
 
 
 def api_events():

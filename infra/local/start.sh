@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The deployed shape, locally: the Lambda functions (built by `sam build`, x86_64) behind SAM's
+# emulation of API Gateway and the authorizer, every container on the host network, with
+# `leasekit local-aws` as their DynamoDB, Secrets Manager (the signing key) and x402 facilitator
+# (local settlements, no money), all on 127.0.0.1. Data (store and key) in $LEASEKIT_LAMBDA_DATA.
+#
+# Needs Docker (a running daemon), Python 3.11+ and a Rust toolchain. Installs SAM CLI, cargo-lambda
+# and zig into .venv-sam, builds the base image offline (infra/local/base-image.sh).
+#
+# Usage: infra/local/start.sh            then http://127.0.0.1:3000 (Ctrl-C stops everything)
+# Environment: PORT (3000), LEASEKIT_BIN (default: builds target/release/leasekit),
+#   LEASEKIT_LAMBDA_DATA (.leasekit-lambda), SAM_LOG (where SAM's output goes: the terminal).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+port=${PORT:-3000}
+data=${LEASEKIT_LAMBDA_DATA:-.leasekit-lambda}
+
+if [ ! -x .venv-sam/bin/sam ] || ! cmp -s infra/local/requirements.txt .venv-sam/requirements.txt; then
+  rm -rf .venv-sam
+  python3 -m venv .venv-sam
+  .venv-sam/bin/pip install --quiet --disable-pip-version-check -r infra/local/requirements.txt
+  cp infra/local/requirements.txt .venv-sam/requirements.txt
+fi
+export PATH="$PWD/.venv-sam/bin:$PATH" SAM_CLI_TELEMETRY=0
+docker info > /dev/null 2>&1 || { echo "start.sh: Docker is not running (start the daemon first)" >&2; exit 1; }
+infra/local/base-image.sh
+
+if [ -z "${LEASEKIT_BIN:-}" ]; then
+  cargo build --release --quiet --bin leasekit
+  LEASEKIT_BIN=target/release/leasekit
+fi
+# sam local runs the functions of this machine's processor.
+sam build --template-file infra/template.yaml --build-dir .aws-sam/build-x86_64 --beta-features \
+  --parameter-overrides Architecture=x86_64 > .aws-sam/build-x86_64.log 2>&1 \
+  || { cat .aws-sam/build-x86_64.log >&2; exit 1; }
+
+mkdir -p "$data"
+"$LEASEKIT_BIN" local-aws --addr 127.0.0.1:0 --data-dir "$data" > "$data/local-aws.url" &
+aws_pid=$!
+trap 'kill "$aws_pid" 2> /dev/null || true' EXIT
+for _ in $(seq 1 100); do [ -s "$data/local-aws.url" ] && break; sleep 0.1; done
+aws_url=$(head -n 1 "$data/local-aws.url")
+
+# SAM resolves a table's !Ref to its logical id locally: name the tables local-aws created.
+cat > "$data/env.json" <<JSON
+{"Parameters": {
+  "AWS_ENDPOINT_URL": "$aws_url",
+  "LEASES_TABLE": "leasekit-leases", "REQUESTS_TABLE": "leasekit-requests",
+  "KEYS_TABLE": "leasekit-keys", "PAYMENTS_TABLE": "leasekit-payments",
+  "CLAIMS_TABLE": "leasekit-claims",
+  "LEASEKIT_PUBLIC_URL": "http://127.0.0.1:$port",
+  "X402_FACILITATOR_URL": "$aws_url"
+}}
+JSON
+echo "leasekit local-aws on $aws_url; the API on http://127.0.0.1:$port once SAM says so" >&2
+python infra/local/sam_local.py start-api \
+  --template .aws-sam/build-x86_64/template.yaml --host 127.0.0.1 --port "$port" \
+  --skip-pull-image --warm-containers EAGER --docker-network host --env-vars "$data/env.json" \
+  --parameter-overrides "Architecture=x86_64 LocalAwsEndpoint=$aws_url PublicUrl=http://127.0.0.1:$port \
+PayTo=0x000000000000000000000000000000000000dEaD PaymentNetwork=eip155:84532 \
+PaymentAsset=0x036CbD53842c5426634e7929541eC2318f3dCF7e PaymentTokenName=USDC FacilitatorUrl=$aws_url" \
+  2>&1 | tee "${SAM_LOG:-/dev/null}"
