@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod history;
+pub mod proxy;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
