@@ -69,6 +69,10 @@ pub enum Error {
     /// The lease is held by someone else (from [`Client::guard`]).
     #[error("held by {holder} until {expires_at}")]
     Held { holder: String, expires_at: String },
+    /// No random requestId could be made, so nothing was sent: a constant id would make one
+    /// call's retry replay another call's answer.
+    #[error("no random source for the requestId: {0}")]
+    Random(String),
 }
 
 /// Attempts per call: the first and two retries (with the same requestId).
@@ -81,10 +85,17 @@ pub struct Client {
     auth: Auth,
 }
 
-fn request_id() -> String {
+fn request_id() -> Result<String, Error> {
+    request_id_from(getrandom::fill)
+}
+
+/// A requestId from 12 bytes of `fill`; an error, never a fixed id, when `fill` fails.
+fn request_id_from<E: std::fmt::Display>(
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+) -> Result<String, Error> {
     let mut bytes = [0u8; 12];
-    let _ = getrandom::fill(&mut bytes);
-    format!("lk-{}", hex::encode(bytes))
+    fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(format!("lk-{}", hex::encode(bytes)))
 }
 
 impl Client {
@@ -171,7 +182,7 @@ impl Client {
     /// `_provenance`. A mutation without a requestId gets one, kept across this call's retries.
     pub async fn send(&self, mut body: Value) -> Result<Value, Error> {
         if body["op"] != "get" && body.get("requestId").is_none() {
-            body["requestId"] = json!(request_id());
+            body["requestId"] = json!(request_id()?);
         }
         let mut headers: Vec<(&str, String)> = Vec::new();
         if let Auth::ApiKey { key, tenant } = &self.auth {
@@ -233,5 +244,23 @@ fn refused(status: u16, body: &Value) -> Error {
         status,
         code: body["code"].as_str().unwrap_or("?").to_owned(),
         message: body["error"].as_str().unwrap_or("").to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_random_source_is_an_error_not_a_fixed_id() {
+        let failed = request_id_from(|_: &mut [u8]| Err("entropy source unavailable"));
+        assert!(
+            matches!(&failed, Err(Error::Random(e)) if e.contains("entropy source unavailable")),
+            "{failed:?}"
+        );
+        let a = request_id().unwrap();
+        let b = request_id().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "lk-".len() + 24);
     }
 }
