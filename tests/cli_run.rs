@@ -308,13 +308,21 @@ fn stamps(path: &std::path::Path) -> Vec<u128> {
 /// would have stamped a later time. (The one blind spot is the microseconds between a `date`
 /// reading the clock and its line landing; an NTP step during the test would also skew it.)
 fn lost_lease_stops_the_command_before_the_next_grant(mode: Mode) {
+    stops_before_the_next_grant(mode, "LOOP");
+}
+
+/// The same, for a command `shape` with LOOP standing for the stamping loop.
+fn stops_before_the_next_grant(mode: Mode, shape: &str) {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
     let proxy = Proxy::start(&server.url);
     let file = dir.path().join("stamps");
-    let script = format!(
-        "while :; do date +%s%N >> {}; sleep 0.05; done",
-        file.display()
+    let script = shape.replace(
+        "LOOP",
+        &format!(
+            "while :; do date +%s%N >> {}; sleep 0.05; done",
+            file.display()
+        ),
     );
     let mut run = cli(&server, "first")
         .env("LEASEKIT_URL", &proxy.url)
@@ -392,6 +400,20 @@ fn a_silent_service_stops_the_command_before_the_next_grant() {
 #[test]
 fn dropped_connections_stop_the_command_before_the_next_grant() {
     lost_lease_stops_the_command_before_the_next_grant(Mode::Drop);
+}
+
+/// SIGTERM ignored (by the shell and, inherited, by each `date` and `sleep`): only the SIGKILL
+/// at the deadline stops it, still before the next grant.
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_at_the_deadline() {
+    stops_before_the_next_grant(Mode::Silent, "trap '' TERM; LOOP");
+}
+
+/// The stamping loop in a process the command started (and waits for): stopped too, since the
+/// signals go to the command's process group.
+#[test]
+fn what_the_command_started_is_stopped_too() {
+    stops_before_the_next_grant(Mode::Silent, "sh -c 'LOOP' & wait");
 }
 
 #[test]
