@@ -1,49 +1,94 @@
-//! `leasekit run --resource R [--ttl 30] [--wait 0] -- CMD ARGS...`: `flock`, across machines.
+//! `leasekit run --resource R [--ttl 30] [--wait 0] [--grace G] -- CMD ARGS...`: `flock`, across
+//! machines.
 //!
 //! Acquire the lease (waiting up to `--wait` seconds with backoff if someone else holds it), run
 //! CMD with `LEASE_FENCING_TOKEN`, `LEASE_RESOURCE` and `LEASE_HOLDER` in its environment, renew
-//! at a third of the TTL while it runs, release it when CMD exits, and exit with CMD's code. If the
-//! lease is lost (a renewal is refused, or the service stays unreachable until the lease would
-//! have lapsed), CMD gets SIGTERM, then SIGKILL after `--grace` seconds, and `run` exits 76.
+//! it while CMD runs, release it when CMD exits, and exit with CMD's code. CMD runs in its own
+//! process group, so that stopping it stops what it started too.
+//!
+//! CMD is gone before anyone else can hold the lease: see [`TIMING`] (also in `--help`).
 
 use crate::client::Connection;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use leasekit_client::{Client, Guard};
+use leasekit_client::{Client, Guard, safety_margin};
 use std::time::Duration;
-use tokio::time::{Instant, sleep};
+use tokio::time::{Instant, sleep, timeout_at};
 
 /// The lease was not obtained within `--wait`.
 pub const EXIT_NOT_ACQUIRED: u8 = 75;
 /// The lease was lost while CMD ran; CMD was stopped.
 pub const EXIT_LEASE_LOST: u8 = 76;
 
+/// `--grace` when not given: this, or half the usable lease time if that is less.
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// The arithmetic, for `--help` (the README's "Guard a command" says the same).
+pub const TIMING: &str = "\
+Timing. With T = --ttl and G = --grace, and S = when the last granted acquire or renew was
+sent (the server handled it later, so its lease lasts at least until S + T):
+  U = T - (T/100 + 0.25 s)   the usable lease time; the margin covers clocks running at
+                             different rates, late timers and the time to stop CMD
+  S + (U - G)/3              the next renewal is sent; retried, each call bounded by the
+                             time left, until S + U
+  S + U - G                  no renewal granted yet: SIGTERM to CMD's process group
+                             (at once, if a renewal is refused)
+  S + U                      SIGKILL (at the latest G after the SIGTERM)
+So CMD is gone before the server could give the lease to anyone else (S + T at the
+earliest). G must be less than U; default: 10 s, or U/2 if that is less.
+Example: T = 30, G = 10: U = 29.45 s; renewals every 6.5 s; with none getting through,
+SIGTERM 19.45 s and SIGKILL 29.45 s after the last one was sent.";
+
 #[derive(Args)]
+#[command(after_long_help = TIMING)]
 pub struct RunArgs {
     #[command(flatten)]
     connection: Connection,
     /// The resource to hold while CMD runs.
     #[arg(long)]
     resource: String,
-    /// Lease length in seconds; renewed every third of it.
+    /// Lease length in seconds (renewed while CMD runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3600))]
     ttl: u32,
     /// Seconds to wait for the lease when someone else holds it (0: give up at once).
     #[arg(long, default_value_t = 0)]
     wait: u64,
-    /// Seconds between SIGTERM and SIGKILL when the lease is lost.
-    #[arg(long, default_value_t = 10)]
-    grace: u64,
+    /// Seconds from SIGTERM to SIGKILL when the lease is being lost (decimals allowed). Must be
+    /// less than the usable lease time; default: 10, or half the usable lease time if less.
+    #[arg(long, value_parser = seconds)]
+    grace: Option<Duration>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "CMD")]
     command: Vec<String>,
 }
 
+fn seconds(s: &str) -> Result<Duration, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(|f| Duration::try_from_secs_f64(f).ok())
+        .ok_or_else(|| format!("{s:?} is not a number of seconds (e.g. 10 or 2.5)"))
+}
+
+/// The grace to use: `--grace` if it leaves room in the lease, else an error naming it.
+fn grace(given: Option<Duration>, ttl: Duration) -> Result<Duration> {
+    let usable = ttl - safety_margin(ttl);
+    match given {
+        None => Ok(DEFAULT_GRACE.min(usable / 2)),
+        Some(grace) if grace < usable => Ok(grace),
+        Some(grace) => bail!(
+            "--grace {grace:?} must be less than the usable lease time: {usable:?} of --ttl {} \
+             (the last 1% of the TTL plus 0.25 s is a safety margin); lower --grace or raise --ttl",
+            ttl.as_secs()
+        ),
+    }
+}
+
 pub async fn run(args: RunArgs) -> Result<u8> {
+    let ttl = Duration::from_secs(u64::from(args.ttl));
+    let grace = grace(args.grace, ttl)?;
     let client = args.connection.client()?;
     let holder = args.connection.holder();
-    let ttl = Duration::from_secs(u64::from(args.ttl));
-    let Some(mut guard) = acquire(&client, &args, &holder, ttl).await? else {
+    let Some(mut guard) = acquire(&client, &args, &holder, ttl, grace).await? else {
         return Ok(EXIT_NOT_ACQUIRED);
     };
     let mut child = tokio::process::Command::new(&args.command[0])
@@ -51,8 +96,11 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         .env("LEASE_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("LEASE_RESOURCE", &args.resource)
         .env("LEASE_HOLDER", &holder)
+        .process_group(0)
         .spawn()
         .with_context(|| format!("starting {}", args.command[0]))?;
+    // The group's id is the child's pid; kept, since the child forgets it once it is reaped.
+    let group = child.id().and_then(|p| i32::try_from(p).ok());
     let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
     loop {
@@ -64,13 +112,14 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                 }
                 return Ok(exit_code(status));
             }
-            lost = guard.lost() => {
+            lost = guard.expiring(grace) => {
                 eprintln!("leasekit run: lease on {} lost ({lost:?}); stopping the command", args.resource);
-                stop(&mut child, Duration::from_secs(args.grace)).await;
+                let kill_at = Instant::from_std(guard.deadline()).min(Instant::now() + grace);
+                stop(&mut child, group, kill_at).await;
                 return Ok(EXIT_LEASE_LOST);
             }
-            _ = terminate.recv() => forward(&child, libc::SIGTERM),
-            _ = interrupt.recv() => forward(&child, libc::SIGINT),
+            _ = terminate.recv() => signal_group(group, libc::SIGTERM),
+            _ = interrupt.recv() => signal_group(group, libc::SIGINT),
         }
     }
 }
@@ -85,11 +134,15 @@ async fn acquire(
     args: &RunArgs,
     holder: &str,
     ttl: Duration,
+    grace: Duration,
 ) -> Result<Option<Guard>> {
     let deadline = Instant::now() + Duration::from_secs(args.wait);
     let mut backoff = Duration::from_millis(100);
     loop {
-        match client.guard(&args.resource, holder, ttl).await {
+        match client
+            .guard_with_lead(&args.resource, holder, ttl, grace)
+            .await
+        {
             Ok(guard) => return Ok(Some(guard)),
             Err(leasekit_client::Error::Held { holder, .. }) => {
                 let now = Instant::now();
@@ -105,19 +158,23 @@ async fn acquire(
     }
 }
 
-fn forward(child: &tokio::process::Child, signal: i32) {
-    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: kill(2) with our own child's pid and a valid signal number; no memory involved.
-        unsafe { libc::kill(pid, signal) };
+/// Send `signal` to the command's process group (the command and what it started).
+fn signal_group(group: Option<i32>, signal: i32) {
+    if let Some(group) = group {
+        // SAFETY: kill(2) on our own child's process group with a valid signal; no memory involved.
+        unsafe { libc::kill(-group, signal) };
     }
 }
 
-/// SIGTERM, then SIGKILL if the command has not exited after `grace`.
-async fn stop(child: &mut tokio::process::Child, grace: Duration) {
-    forward(child, libc::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        let _ = child.kill().await;
+/// SIGTERM, then SIGKILL at `kill_at` if the command has not exited; once it has, SIGKILL to
+/// whatever it left in its group, so nothing of it runs on.
+async fn stop(child: &mut tokio::process::Child, group: Option<i32>, kill_at: Instant) {
+    signal_group(group, libc::SIGTERM);
+    if timeout_at(kill_at, child.wait()).await.is_err() {
+        signal_group(group, libc::SIGKILL);
+        let _ = child.wait().await;
     }
+    signal_group(group, libc::SIGKILL);
 }
 
 /// The command's exit code, or 128 + the signal that ended it (as shells report it).
@@ -127,5 +184,39 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         (Some(code), _) => u8::try_from(code).unwrap_or(1),
         (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
         (None, None) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_must_leave_room_in_the_lease() {
+        let ttl = Duration::from_secs(3);
+        // usable = 3 - (0.03 + 0.25) = 2.72 s
+        assert_eq!(grace(None, ttl).unwrap(), Duration::from_millis(1_360));
+        assert_eq!(
+            grace(None, Duration::from_secs(30)).unwrap(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            grace(Some(Duration::from_secs(2)), ttl).unwrap(),
+            Duration::from_secs(2)
+        );
+        let too_long = grace(Some(Duration::from_millis(2_720)), ttl).unwrap_err();
+        assert!(too_long.to_string().contains("--grace 2.72s"), "{too_long}");
+        assert!(
+            too_long.to_string().contains("2.72s of --ttl 3"),
+            "{too_long}"
+        );
+    }
+
+    #[test]
+    fn grace_is_seconds_with_decimals() {
+        assert_eq!(seconds("2.5").unwrap(), Duration::from_millis(2_500));
+        assert_eq!(seconds("0").unwrap(), Duration::ZERO);
+        assert!(seconds("-1").is_err());
+        assert!(seconds("soon").is_err());
     }
 }

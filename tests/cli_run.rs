@@ -5,6 +5,7 @@ mod support;
 use serde_json::Value;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use support::proxy::{Mode, Proxy};
 use support::*;
 use tempfile::TempDir;
 
@@ -155,17 +156,12 @@ fn run_passes_the_exit_code_through_and_gives_up_when_held() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("held by other"));
 }
 
-/// A renewer paused past the TTL (like a long GC pause) finds the lease lapsed: the command is
-/// stopped and `run` exits 76.
+/// A renewer paused past its deadline (like a long GC pause) finds the lease lapsed: the command
+/// is killed at once (the deadline has passed, so there is no grace left) and `run` exits 76.
 #[test]
-fn a_lost_lease_stops_the_command() {
+fn a_paused_renewer_stops_the_command() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
-    let marker = dir.path().join("terminated");
-    let script = format!(
-        "trap 'echo term > {}; exit 0' TERM; sleep 30 & wait",
-        marker.display()
-    );
     let mut run = cli(&server, "w")
         .args([
             "run",
@@ -174,11 +170,10 @@ fn a_lost_lease_stops_the_command() {
             "--ttl",
             "1",
             "--grace",
-            "5",
+            "0.2",
             "--",
-            "sh",
-            "-c",
-            &script,
+            "sleep",
+            "30",
         ])
         .spawn()
         .unwrap();
@@ -199,21 +194,230 @@ fn a_lost_lease_stops_the_command() {
             .unwrap()
             .success()
     );
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "run did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(76));
+    assert_eq!(wait_for(&mut run, Duration::from_secs(10)).code(), Some(76));
+}
+
+/// A renewal refused (the lease released behind run's back): the command gets SIGTERM and its
+/// --grace to finish, and `run` exits 76.
+#[test]
+fn a_refused_renewal_terminates_the_command() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let marker = dir.path().join("terminated");
+    let script = format!(
+        "trap 'echo term > {}; exit 0' TERM; sleep 30 & wait",
+        marker.display()
+    );
+    let mut run = cli(&server, "w")
+        .args([
+            "run",
+            "--resource",
+            "r",
+            "--ttl",
+            "3",
+            "--grace",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = cli(&server, "w")
+        .args(["release", "--resource", "r", "--token", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(wait_for(&mut run, Duration::from_secs(10)).code(), Some(76));
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap().trim(),
         "term",
         "the command got SIGTERM"
     );
+}
+
+fn wait_for(run: &mut std::process::Child, bound: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < bound, "run did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `--grace` must leave room in the lease: refused before anything is acquired.
+#[test]
+fn a_grace_longer_than_the_lease_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let out = cli(&server, "w")
+        .args([
+            "run",
+            "--resource",
+            "r",
+            "--ttl",
+            "5",
+            "--grace",
+            "5",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--grace 5s must be less than"), "{stderr}");
+    let out = cli(&server, "w")
+        .args(["get", "--resource", "r"])
+        .output()
+        .unwrap();
+    assert_eq!(json(&out)["data"]["granted"], false, "nothing acquired");
+}
+
+/// Wall-clock nanoseconds, the clock `date +%s%N` reads.
+fn wall_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn stamps(path: &std::path::Path) -> Vec<u128> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// `leasekit run` reaches the service through a proxy that turns bad (`mode`) while the command
+/// runs; a second holder polls acquire straight at the server. The command stamps a file every
+/// 50 ms; its last stamp must come before the second holder's grant.
+///
+/// What is compared: each stamp is a `date +%s%N` reading the command takes just before it
+/// appends the line; `granted_sent` is the test's reading of the same clock (CLOCK_REALTIME, one
+/// machine) taken just before it sends the acquire that was granted, so the grant happened at or
+/// after it. `last stamp < granted_sent` therefore says the command read the clock for the last
+/// time before anyone else held the lease. It cannot pass falsely by the command merely being
+/// quiet: the stamps are read only after `run` has exited and a pause for stragglers, the command
+/// runs in a loop with no other way to stop, and a command alive one loop (50 ms) past the grant
+/// would have stamped a later time. (The one blind spot is the microseconds between a `date`
+/// reading the clock and its line landing; an NTP step during the test would also skew it.)
+fn lost_lease_stops_the_command_before_the_next_grant(mode: Mode) {
+    stops_before_the_next_grant(mode, "LOOP");
+}
+
+/// The same, for a command `shape` with LOOP standing for the stamping loop.
+fn stops_before_the_next_grant(mode: Mode, shape: &str) {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let proxy = Proxy::start(&server.url);
+    let file = dir.path().join("stamps");
+    let script = shape.replace(
+        "LOOP",
+        &format!(
+            "while :; do date +%s%N >> {}; sleep 0.05; done",
+            file.display()
+        ),
+    );
+    let mut run = cli(&server, "first")
+        .env("LEASEKIT_URL", &proxy.url)
+        .args([
+            "run",
+            "--resource",
+            "r",
+            "--ttl",
+            "3",
+            "--grace",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .spawn()
+        .unwrap();
+    // Alive, with renewals passing through, for a while.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1_500) || stamps(&file).len() < 5 {
+        assert!(started.elapsed() < Duration::from_secs(10), "no stamps");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    proxy.set(mode);
+    let switched = Instant::now();
+    let granted_sent = loop {
+        let sent = wall_nanos();
+        let out = cli(&server, "second")
+            .args(["acquire", "--resource", "r", "--ttl", "30"])
+            .output()
+            .unwrap();
+        if out.status.code() == Some(0) {
+            break sent;
+        }
+        assert!(
+            switched.elapsed() < Duration::from_secs(20),
+            "the second holder never got the lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break Some(status);
+        }
+        if switched.elapsed() > Duration::from_secs(25) {
+            // Still running: stop it (run forwards SIGTERM) so the stamps end, then fail below.
+            sigterm(run.id());
+            run.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let stamps = stamps(&file);
+    assert!(stamps.len() >= 5, "the command ran: {stamps:?}");
+    let last = *stamps.last().unwrap();
+    eprintln!(
+        "{mode:?}: last stamp {} ms before the granting acquire was sent",
+        granted_sent.saturating_sub(last) / 1_000_000
+    );
+    assert!(
+        last < granted_sent,
+        "{mode:?}: the command stamped {} ms after the second holder's granting acquire was sent",
+        (last - granted_sent) / 1_000_000
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(76), "{mode:?}");
+}
+
+#[test]
+fn a_silent_service_stops_the_command_before_the_next_grant() {
+    lost_lease_stops_the_command_before_the_next_grant(Mode::Silent);
+}
+
+#[test]
+fn dropped_connections_stop_the_command_before_the_next_grant() {
+    lost_lease_stops_the_command_before_the_next_grant(Mode::Drop);
+}
+
+/// SIGTERM ignored (by the shell and, inherited, by each `date` and `sleep`): only the SIGKILL
+/// at the deadline stops it, still before the next grant.
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_at_the_deadline() {
+    stops_before_the_next_grant(Mode::Silent, "trap '' TERM; LOOP");
+}
+
+/// The stamping loop in a process the command started (and waits for): stopped too, since the
+/// signals go to the command's process group.
+#[test]
+fn what_the_command_started_is_stopped_too() {
+    stops_before_the_next_grant(Mode::Silent, "sh -c 'LOOP' & wait");
+}
+
+#[test]
+fn slow_answers_stop_the_command_before_the_next_grant() {
+    // 0.8 of the TTL: a renewal is applied at once but its answer comes too late to count.
+    lost_lease_stops_the_command_before_the_next_grant(Mode::Slow(Duration::from_millis(2_400)));
 }

@@ -6,6 +6,7 @@ mod support;
 use leasekit_client::{Client, Error, Lost, PayFn};
 use std::sync::Arc;
 use std::time::Duration;
+use support::proxy::{Mode, Proxy};
 use support::*;
 use tempfile::TempDir;
 
@@ -121,4 +122,90 @@ async fn refusals_and_outages_are_errors_not_panics() {
         .unwrap();
     let nowhere = Client::with_api_key(&format!("http://{closed}"), ACME_KEY, "t").unwrap();
     assert!(matches!(nowhere.get("r").await, Err(Error::Unavailable(_))));
+}
+
+/// A guard reaches the service through a proxy that turns bad (`mode`). `lost()` must resolve
+/// while the server still has the lease as ours: a `get` sent straight to the server after
+/// `lost()` resolved still finds this holder and token, so nobody else held it before. And it
+/// resolves within a TTL of the switch, whatever the hanging renewal is doing.
+async fn lost_resolves_while_the_server_still_holds_it(mode: Mode) {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let proxy = Proxy::start(&server.url);
+    let direct = client(&server);
+    let through = Client::with_api_key(&proxy.url, ACME_KEY, "guard-tests").unwrap();
+    let ttl = Duration::from_secs(3);
+    let mut guard = through.guard("job", "worker-1", ttl).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(guard.is_held());
+    proxy.set(mode);
+    let switched = std::time::Instant::now();
+    let lost = tokio::time::timeout(Duration::from_secs(20), guard.lost())
+        .await
+        .expect("lost() resolves");
+    let after = switched.elapsed();
+    let now = direct.get("job").await.unwrap();
+    assert_eq!(
+        (now.holder.as_deref(), now.fencing_token),
+        (Some("worker-1"), Some(guard.fencing_token())),
+        "{mode:?}: the server let the lease go before lost() resolved ({lost:?} after {after:?})"
+    );
+    assert!(after < ttl, "{mode:?}: lost() took {after:?}");
+    // At the deadline: not before it, and not much after (a loaded CI host wakes late).
+    let late = std::time::Instant::now().duration_since(guard.deadline());
+    assert!(
+        std::time::Instant::now() >= guard.deadline() && late < Duration::from_millis(200),
+        "{mode:?}: lost() {late:?} after the deadline"
+    );
+    assert!(matches!(lost, Lost::Unreachable(_)), "{lost:?}");
+    assert!(!guard.is_held());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_resolves_at_the_deadline_while_a_renewal_hangs() {
+    lost_resolves_while_the_server_still_holds_it(Mode::Silent).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_resolves_at_the_deadline_when_answers_come_late() {
+    lost_resolves_while_the_server_still_holds_it(Mode::Slow(Duration::from_millis(2_400))).await;
+}
+
+/// The first deadline counts from when the acquire was sent, not from when its answer came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acquires_send_time_starts_the_deadline() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let proxy = Proxy::start(&server.url);
+    proxy.set(Mode::Slow(Duration::from_millis(1_500)));
+    let through = Client::with_api_key(&proxy.url, ACME_KEY, "guard-tests").unwrap();
+    let ttl = Duration::from_secs(3);
+    let before = std::time::Instant::now();
+    let guard = through.guard("job", "worker-1", ttl).await.unwrap();
+    let usable = ttl - leasekit_client::safety_margin(ttl);
+    let from_before = guard.deadline().duration_since(before);
+    assert!(
+        from_before >= usable && from_before < usable + Duration::from_millis(50),
+        "deadline {from_before:?} after the send, usable {usable:?}"
+    );
+    assert_eq!(usable, Duration::from_millis(2_720));
+}
+
+/// A lead that leaves nothing of the lease is refused before anything is sent.
+#[tokio::test]
+async fn a_lead_past_the_usable_lease_is_refused() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let c = Client::with_api_key(&format!("http://{closed}"), ACME_KEY, "t").unwrap();
+    let got = c
+        .guard_with_lead(
+            "r",
+            "h",
+            Duration::from_secs(3),
+            Duration::from_millis(2_720),
+        )
+        .await;
+    assert!(matches!(got, Err(Error::Invalid(_))), "{:?}", got.err());
 }

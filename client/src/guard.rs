@@ -1,73 +1,107 @@
-//! A held lease that renews itself in the background.
+//! A held lease that renews itself in the background, and a local deadline it never counts past.
+//!
+//! The server decides expiry by its own clock: a grant holds until the moment it handled the
+//! request plus the TTL. The guard cannot see that clock, but it knows when it sent the request,
+//! which was before the server handled it. So it keeps a local deadline on its own monotonic
+//! clock: the send time of the last granted acquire or renew, plus the TTL, minus
+//! [`safety_margin`]. Nothing the guard tells you (is_held, lost, expiring) counts past that
+//! deadline, whatever a renewal in flight is doing, and a renewal is given only the time left.
 
-use super::{Client, Error};
+use super::{Client, Error, release_body, renew_body};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
+use tokio::time::{Instant, sleep, sleep_until};
+
+/// The part of a lease the guard does not count on: 1% of the TTL plus 250 ms (a 30 s lease is
+/// counted as 29.45 s from the send time, a 3 s one as 2.72 s, a 1 s one as 0.74 s).
+///
+/// Why that much: the local deadline and the server's expiry are both "a TTL after an instant
+/// of the same request" (send, then handling), so the clocks' offsets cancel; what is left is
+/// how fast each clock runs, and when things happen on time.
+/// - 1% of the TTL: rate. Quartz clocks are within 100 ppm; NTP slews a clock by at most
+///   500 ppm. Our clock running slow against the server's by even the sum of both extremes
+///   (0.1%) is covered ten times over.
+/// - 250 ms: lateness. A timer on a loaded host fires late; the work has to be stopped by the
+///   deadline (a signal delivered, a process gone); and a service with several instances judges
+///   the next acquire by another instance's clock, which may run ahead of the one that granted
+///   (NTP keeps servers within a few ms, AWS Time Sync within 1 ms).
+pub fn safety_margin(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(250)
+}
+
+/// Pause before trying a renewal again after a call that failed (its own retries spent).
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// Why a guard's lease ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lost {
     /// A renewal was refused (the rule: LEASE_EXPIRED, NOT_HOLDER, TOKEN_MISMATCH, NO_HOLD).
     Refused(String),
-    /// No renewal got through before the lease would have lapsed.
+    /// No renewal got through before the local deadline (or before `lead` of it, for
+    /// [`Guard::expiring`]).
     Unreachable(String),
 }
 
-/// A lease you hold. Renews every third of the TTL; [`Guard::lost`] resolves the moment a
-/// renewal fails for good; [`Guard::release`] (or dropping the guard) releases it.
+/// What the guard holds, for its renewals.
+pub(crate) struct Held {
+    pub resource: String,
+    pub holder: String,
+    pub token: u64,
+    /// As sent (whole seconds).
+    pub ttl: Duration,
+    /// Renewals are planned to land this long before the deadline.
+    pub lead: Duration,
+}
+
+/// Shared by the guard and its renewer; changed only under the channel's lock, so a loss, once
+/// judged, is final: a renewal that lands after it does not revive the lease.
+#[derive(Debug, Clone)]
+struct State {
+    deadline: Instant,
+    lost: Option<Lost>,
+}
+
+impl State {
+    /// Record the loss if the deadline has passed; whether that changed anything.
+    fn judge(&mut self, now: Instant) -> bool {
+        if self.lost.is_none() && now >= self.deadline {
+            self.lost = Some(Lost::Unreachable(
+                "no renewal got through before the local deadline".into(),
+            ));
+            return true;
+        }
+        false
+    }
+}
+
+/// A lease you hold. Renews a third of the way to its deadline (minus the lead it was made
+/// with), retrying while time is left; [`Guard::lost`] resolves when a renewal is refused or, at
+/// the latest, at the local deadline; [`Guard::release`] (or dropping the guard) releases it.
 pub struct Guard {
     token: u64,
-    lost: watch::Receiver<Option<Lost>>,
+    state: Arc<watch::Sender<State>>,
+    seen: watch::Receiver<State>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
 
 impl Guard {
-    pub(crate) fn start(
-        client: Client,
-        resource: &str,
-        holder: &str,
-        token: u64,
-        ttl: Duration,
-    ) -> Self {
-        let (lost_tx, lost) = watch::channel(None);
-        let (stop, mut stopped) = oneshot::channel();
-        let (resource, holder) = (resource.to_owned(), holder.to_owned());
-        let task = tokio::spawn(async move {
-            let mut held_until = Instant::now() + ttl - ttl / 10;
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => {
-                        if let Err(e) = client.release(&resource, &holder, token).await {
-                            tracing::warn!(error = %e, "release failed; the lease lapses by itself");
-                        }
-                        return;
-                    }
-                    () = tokio::time::sleep(ttl / 3) => {}
-                }
-                match client.renew(&resource, &holder, token, ttl).await {
-                    Ok(lease) if lease.granted => held_until = Instant::now() + ttl - ttl / 10,
-                    Ok(lease) => {
-                        let rule = lease
-                            .witnesses
-                            .first()
-                            .map_or("refused", |w| w.rule_id.as_str());
-                        let _ = lost_tx.send(Some(Lost::Refused(rule.to_owned())));
-                        return;
-                    }
-                    Err(e) if Instant::now() >= held_until => {
-                        let _ = lost_tx.send(Some(Lost::Unreachable(e.to_string())));
-                        return;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "renewal failed; retrying"),
-                }
-            }
-        });
+    /// Start renewing `held`, granted with a first local `deadline`.
+    pub(crate) fn start(client: Client, held: Held, deadline: Instant) -> Self {
+        let state = Arc::new(watch::Sender::new(State {
+            deadline,
+            lost: None,
+        }));
+        let seen = state.subscribe();
+        let (stop, stopped) = oneshot::channel();
+        let token = held.token;
+        let task = tokio::spawn(renew(client, held, state.clone(), stopped));
         Self {
             token,
-            lost,
+            state,
+            seen,
             stop: Some(stop),
             task: Some(task),
         }
@@ -78,25 +112,52 @@ impl Guard {
         self.token
     }
 
-    /// Resolves when the lease is lost (never, while it is renewed).
+    /// The local deadline: the lease is yours until then at least, unless renewed.
+    pub fn deadline(&self) -> std::time::Instant {
+        self.state.borrow().deadline.into_std()
+    }
+
+    /// Resolves when the lease is lost: a renewal refused, or the local deadline reached with no
+    /// renewal granted (whatever a renewal in flight is doing). Never, while it is renewed.
     pub async fn lost(&mut self) -> Lost {
+        self.expiring(Duration::ZERO).await
+    }
+
+    /// Like [`Guard::lost`], but resolves already `lead` before the local deadline when no
+    /// renewal has moved it by then: for work that needs `lead` to stop (make the guard with
+    /// [`Client::guard_with_lead`] so renewals are planned before that).
+    pub async fn expiring(&mut self, lead: Duration) -> Lost {
         loop {
-            if let Some(reason) = self.lost.borrow().clone() {
-                return reason;
+            self.state.send_if_modified(|s| s.judge(Instant::now()));
+            let (deadline, lost) = {
+                let state = self.seen.borrow_and_update();
+                (state.deadline, state.lost.clone())
+            };
+            if let Some(lost) = lost {
+                return lost;
             }
-            if self.lost.changed().await.is_err() {
-                // The renewer ended without a loss: only a release does that.
-                return Lost::Refused("RELEASED".into());
+            let at = deadline.checked_sub(lead).unwrap_or(deadline);
+            if Instant::now() >= at {
+                return Lost::Unreachable(format!(
+                    "no renewal got through {lead:?} before the local deadline"
+                ));
+            }
+            tokio::select! {
+                // The guard holds a sender too, so this never ends in an error.
+                _ = self.seen.changed() => {}
+                () = sleep_until(at) => {}
             }
         }
     }
 
-    /// Whether the lease is still held (as far as the last renewal knows).
+    /// Whether the lease is still held, as far as the last renewal and the local deadline know.
     pub fn is_held(&self) -> bool {
-        self.lost.borrow().is_none()
+        self.state.send_if_modified(|s| s.judge(Instant::now()));
+        self.state.borrow().lost.is_none()
     }
 
-    /// Stop renewing and release the lease; waits for the release.
+    /// Stop renewing and release the lease; waits for the release (at most until the deadline,
+    /// after which the lease lapses by itself).
     pub async fn release(mut self) -> Result<(), Error> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -114,5 +175,82 @@ impl Drop for Guard {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+}
+
+/// The renewer: renew until stopped (then release) or lost.
+async fn renew(
+    client: Client,
+    held: Held,
+    state: Arc<watch::Sender<State>>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let usable = held.ttl - safety_margin(held.ttl);
+    // A third of the way to `deadline - lead`: two more thirds for retries before then.
+    let plan = (usable - held.lead) / 3;
+    let mut deadline = state.borrow().deadline;
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return release(&client, &held, deadline).await,
+            () = sleep_until(deadline - usable + plan) => {}
+        }
+        let sent = loop {
+            let sent = Instant::now();
+            if sent >= deadline {
+                state.send_if_modified(|s| s.judge(sent));
+                return;
+            }
+            let call = client.call(
+                renew_body(&held.resource, &held.holder, held.token, held.ttl),
+                Some(deadline),
+            );
+            let answer = tokio::select! {
+                _ = &mut stopped => return release(&client, &held, deadline).await,
+                answer = call => answer,
+            };
+            match answer {
+                Ok(lease) if lease.granted => break sent,
+                Ok(lease) => {
+                    let rule = lease
+                        .witnesses
+                        .first()
+                        .map_or("refused", |w| w.rule_id.as_str())
+                        .to_owned();
+                    state.send_modify(|s| {
+                        s.lost.get_or_insert(Lost::Refused(rule));
+                    });
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "renewal failed; retrying while time is left");
+                    tokio::select! {
+                        _ = &mut stopped => return release(&client, &held, deadline).await,
+                        () = sleep(RETRY_PAUSE) => {}
+                    }
+                }
+            }
+        };
+        // The lease now lasts a TTL from `sent` at least; it counts only if no loss was judged.
+        let mut renewed = false;
+        state.send_if_modified(|s| {
+            if s.judge(Instant::now()) || s.lost.is_some() {
+                return true;
+            }
+            s.deadline = sent + usable;
+            renewed = true;
+            true
+        });
+        if !renewed {
+            return;
+        }
+        deadline = sent + usable;
+    }
+}
+
+/// Release, giving up at the deadline (the lease lapses by itself after).
+async fn release(client: &Client, held: &Held, deadline: Instant) {
+    let body = release_body(&held.resource, &held.holder, held.token);
+    if let Err(e) = client.call(body, Some(deadline)).await {
+        tracing::warn!(error = %e, "release failed; the lease lapses by itself");
     }
 }

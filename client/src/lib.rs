@@ -3,8 +3,9 @@
 //! - [`Client`]: typed `acquire`, `renew`, `release`, `get`. Every mutation carries a requestId, so
 //!   the retries after a lost answer or a 502 that this client makes never apply a call twice.
 //! - [`Client::guard`]: acquire and keep the lease alive in the background; the [`Guard`] gives the
-//!   fencing token, tells you the moment the lease is lost ([`Guard::lost`]), and releases it on
-//!   [`Guard::release`] or when dropped.
+//!   fencing token, tells you the moment the lease is lost ([`Guard::lost`]: at the latest at a
+//!   local deadline that comes before the server can give the lease to anyone else), and releases
+//!   it on [`Guard::release`] or when dropped.
 //!
 //! Pay per call with x402 by giving a [`PayFn`] that turns the service's 402 offer into a
 //! `PAYMENT-SIGNATURE` header value, or use an API key.
@@ -12,13 +13,14 @@
 pub mod guard;
 pub mod http;
 
-pub use guard::{Guard, Lost};
+pub use guard::{Guard, Lost, safety_margin};
 
 use http::JsonHttp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// Turns the service's x402 `PaymentRequired` (the 402 body) into a `PAYMENT-SIGNATURE` value.
 pub type PayFn = Arc<dyn Fn(&Value) -> Result<String, String> + Send + Sync>;
@@ -69,6 +71,13 @@ pub enum Error {
     /// The lease is held by someone else (from [`Client::guard`]).
     #[error("held by {holder} until {expires_at}")]
     Held { holder: String, expires_at: String },
+    /// No random requestId could be made, so nothing was sent: a constant id would make one
+    /// call's retry replay another call's answer.
+    #[error("no random source for the requestId: {0}")]
+    Random(String),
+    /// An argument this client refuses before sending anything.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Attempts per call: the first and two retries (with the same requestId).
@@ -81,10 +90,22 @@ pub struct Client {
     auth: Auth,
 }
 
-fn request_id() -> String {
+fn request_id() -> Result<String, Error> {
+    request_id_from(getrandom::fill)
+}
+
+/// A requestId from 12 bytes of `fill`; an error, never a fixed id, when `fill` fails.
+fn request_id_from<E: std::fmt::Display>(
+    fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+) -> Result<String, Error> {
     let mut bytes = [0u8; 12];
-    let _ = getrandom::fill(&mut bytes);
-    format!("lk-{}", hex::encode(bytes))
+    fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
+    Ok(format!("lk-{}", hex::encode(bytes)))
+}
+
+/// The TTL as sent (whole seconds, at least 1): the lease the server grants lasts this long.
+fn wire_ttl(ttl: Duration) -> Duration {
+    Duration::from_secs(ttl.as_secs().max(1))
 }
 
 impl Client {
@@ -119,7 +140,7 @@ impl Client {
         holder: &str,
         ttl: Duration,
     ) -> Result<Lease, Error> {
-        self.mutate(json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": ttl.as_secs().max(1)})).await
+        self.call(acquire_body(resource, holder, ttl), None).await
     }
 
     pub async fn renew(
@@ -129,26 +150,67 @@ impl Client {
         token: u64,
         ttl: Duration,
     ) -> Result<Lease, Error> {
-        self.mutate(json!({"op": "renew", "resource": resource, "holder": holder, "token": token, "ttlSeconds": ttl.as_secs().max(1)}))
+        self.call(renew_body(resource, holder, token, ttl), None)
             .await
     }
 
     pub async fn release(&self, resource: &str, holder: &str, token: u64) -> Result<Lease, Error> {
-        self.mutate(
-            json!({"op": "release", "resource": resource, "holder": holder, "token": token}),
-        )
-        .await
+        self.call(release_body(resource, holder, token), None).await
     }
 
     pub async fn get(&self, resource: &str) -> Result<Lease, Error> {
-        self.call(json!({"op": "get", "resource": resource})).await
+        self.call(json!({"op": "get", "resource": resource}), None)
+            .await
     }
 
     /// Acquire `resource` and keep it: see [`Guard`]. `Error::Held` when someone else holds it.
     pub async fn guard(&self, resource: &str, holder: &str, ttl: Duration) -> Result<Guard, Error> {
-        let lease = self.acquire(resource, holder, ttl).await?;
+        self.guard_with_lead(resource, holder, ttl, Duration::ZERO)
+            .await
+    }
+
+    /// [`Client::guard`] for work that needs `lead` to stop: renewals are planned to land before
+    /// `deadline - lead`, which is when [`Guard::expiring`]`(lead)` resolves without one.
+    /// `Error::Invalid` unless `lead` is less than the usable lease time (TTL minus
+    /// [`safety_margin`]).
+    ///
+    /// The first deadline counts from the instant just before the acquire's first attempt was
+    /// sent. Which attempt the server applied cannot be told for sure (a retry is answered from
+    /// the stored answer of an earlier one, and an attempt given up on may still arrive), but
+    /// each was sent after that instant, so the lease lasts at least a TTL from it. The acquire
+    /// gives up at that first deadline: a grant arriving later would be worth nothing (the
+    /// server's lease then lapses by itself).
+    pub async fn guard_with_lead(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+        lead: Duration,
+    ) -> Result<Guard, Error> {
+        let ttl = wire_ttl(ttl);
+        let usable = ttl - safety_margin(ttl);
+        if lead >= usable {
+            return Err(Error::Invalid(format!(
+                "a lead of {lead:?} leaves nothing of a {ttl:?} lease ({usable:?} usable after the safety margin)"
+            )));
+        }
+        let sent = Instant::now();
+        let lease = self
+            .call(acquire_body(resource, holder, ttl), Some(sent + usable))
+            .await?;
         match (lease.granted, lease.fencing_token) {
-            (true, Some(token)) => Ok(Guard::start(self.clone(), resource, holder, token, ttl)),
+            // Whichever attempt the server applied, it handled it after `sent`.
+            (true, Some(token)) => Ok(Guard::start(
+                self.clone(),
+                guard::Held {
+                    resource: resource.to_owned(),
+                    holder: holder.to_owned(),
+                    token,
+                    ttl,
+                    lead,
+                },
+                sent + usable,
+            )),
             _ => Err(Error::Held {
                 holder: lease.holder.unwrap_or_default(),
                 expires_at: lease.expires_at.unwrap_or_default(),
@@ -156,35 +218,53 @@ impl Client {
         }
     }
 
-    /// A mutation: one requestId for all its attempts, so a retry is answered, never re-applied.
-    async fn mutate(&self, body: Value) -> Result<Lease, Error> {
-        self.call(body).await
-    }
-
-    async fn call(&self, body: Value) -> Result<Lease, Error> {
-        let answer = self.send(body).await?;
+    /// One call and its `data` as a lease; with `by`, it gives up then.
+    pub(crate) async fn call(&self, body: Value, by: Option<Instant>) -> Result<Lease, Error> {
+        let answer = self.send_by(body, by).await?;
         serde_json::from_value(answer["data"].clone())
             .map_err(|e| Error::Unavailable(format!("unexpected answer: {e}")))
     }
 
     /// Send one lease request (`op`, `resource`, ...) and get the whole answer, `data` and
-    /// `_provenance`. A mutation without a requestId gets one, kept across this call's retries.
-    pub async fn send(&self, mut body: Value) -> Result<Value, Error> {
+    /// `_provenance`. A mutation without a requestId gets one, kept across this call's retries,
+    /// so a retry is answered, never re-applied.
+    pub async fn send(&self, body: Value) -> Result<Value, Error> {
+        self.send_by(body, None).await
+    }
+
+    /// [`Client::send`], giving up at `by`: each attempt waits only for the time left, and a retry
+    /// is made only while time is left.
+    async fn send_by(&self, mut body: Value, by: Option<Instant>) -> Result<Value, Error> {
         if body["op"] != "get" && body.get("requestId").is_none() {
-            body["requestId"] = json!(request_id());
+            body["requestId"] = json!(request_id()?);
         }
         let mut headers: Vec<(&str, String)> = Vec::new();
         if let Auth::ApiKey { key, tenant } = &self.auth {
             body["tenantId"] = json!(tenant);
             headers.push(("x-api-key", key.clone()));
         }
-        let mut last = String::new();
+        let late = |last: &str| {
+            Error::Unavailable(format!("no answer before the deadline (last: {last})"))
+        };
+        let mut last = String::from("none yet");
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                let backoff = Duration::from_millis(200 << attempt);
+                if by.is_some_and(|by| Instant::now() + backoff >= by) {
+                    return Err(late(&last));
+                }
+                tokio::time::sleep(backoff).await;
             }
             let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            let answer = match self.http.post(&self.url, &pairs, &body).await {
+            let post = self.http.post(&self.url, &pairs, &body);
+            let answer = match by {
+                None => post.await,
+                Some(by) => match tokio::time::timeout_at(by, post).await {
+                    Ok(answer) => answer,
+                    Err(_) => return Err(late("the attempt in flight")),
+                },
+            };
+            let answer = match answer {
                 Ok(answer) => answer,
                 Err(e) => {
                     last = e.0;
@@ -228,10 +308,40 @@ impl Client {
     }
 }
 
+pub(crate) fn acquire_body(resource: &str, holder: &str, ttl: Duration) -> Value {
+    json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": wire_ttl(ttl).as_secs()})
+}
+
+pub(crate) fn renew_body(resource: &str, holder: &str, token: u64, ttl: Duration) -> Value {
+    json!({"op": "renew", "resource": resource, "holder": holder, "token": token, "ttlSeconds": wire_ttl(ttl).as_secs()})
+}
+
+pub(crate) fn release_body(resource: &str, holder: &str, token: u64) -> Value {
+    json!({"op": "release", "resource": resource, "holder": holder, "token": token})
+}
+
 fn refused(status: u16, body: &Value) -> Error {
     Error::Refused {
         status,
         code: body["code"].as_str().unwrap_or("?").to_owned(),
         message: body["error"].as_str().unwrap_or("").to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_random_source_is_an_error_not_a_fixed_id() {
+        let failed = request_id_from(|_: &mut [u8]| Err("entropy source unavailable"));
+        assert!(
+            matches!(&failed, Err(Error::Random(e)) if e.contains("entropy source unavailable")),
+            "{failed:?}"
+        );
+        let a = request_id().unwrap();
+        let b = request_id().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), "lk-".len() + 24);
     }
 }

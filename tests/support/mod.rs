@@ -4,6 +4,7 @@
 
 pub mod facilitator;
 pub mod history;
+pub mod proxy;
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
