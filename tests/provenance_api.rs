@@ -80,7 +80,7 @@ async fn every_answer_is_signed_and_verifies_until_one_character_changes() {
         assert_eq!(report["witnesses"][0]["ruleId"], "DATA_HASH");
     }
 
-    // A replay carries the original proof, which still verifies.
+    // A replay carries a proof over its own data (replayed: true), which verifies too.
     let replay = json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "worker-7", "token": 1, "requestId": "rel-1"});
     let (_, answer) = c.call(replay).await;
     assert_eq!(answer["data"]["replayed"], true);

@@ -143,7 +143,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "responses": {
             "200": json_body("VerifyReport", "Each check, with witnesses naming what failed."),
             "400": error("Not a {data, _provenance} document."),
-            "413": error("Body over 64 KiB."),
+            "413": error("Body over 16 KiB (the largest answer is under 8 KB)."),
         }
     });
 
