@@ -117,6 +117,7 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
         ]),
         ("Signed answers", vec![
             "Every lease answer carries _provenance: a W3C Verifiable Credential 2.0 secured with an eddsa-jcs-2022 proof by this service's did:key (published at /.well-known/did.json), binding the SHA-256 of the canonical request, of data exactly as sent (replayed included) and of a C2PA-aligned manifest. Verify offline, or POST the answer to /api/v1/verify-provenance.".into(),
+            format!("The sample at /api/v1/samples/lease is invented data: its credential is typed {SAMPLE_TYPE} and signed with a sample key of its own, so every verifier reports it as a sample, never as an answer."),
         ]),
         ("Errors", vec![
             "{\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 409 IDEMPOTENCY_CONFLICT, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),

@@ -93,10 +93,14 @@ fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now
             "hash": {"alg": "sha256", "hash": BASE64.encode(subject.request_sha256)},
         }],
     });
+    let (credential_type, issuer_did) = match kind {
+        Kind::Answer => (CREDENTIAL_TYPE, issuer.did()),
+        Kind::Sample => (SAMPLE_TYPE, issuer.sample_did()),
+    };
     let mut credential = json!({
         "@context": [VC_CONTEXT],
-        "type": ["VerifiableCredential", CREDENTIAL_TYPE],
-        "issuer": issuer.did(),
+        "type": ["VerifiableCredential", credential_type],
+        "issuer": issuer_did,
         "validFrom": when,
         "credentialSubject": {
             "route": subject.route,
@@ -107,8 +111,7 @@ fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now
         },
     });
     if kind == Kind::Sample {
-        credential["type"] = json!(["VerifiableCredential", SAMPLE_TYPE]);
-        credential["issuer"] = json!(issuer.sample_did());
+        // For people reading it; the type and the key are what verifiers check.
         credential["name"] = json!("leasekit sample answer");
         credential["description"] =
             json!("Invented data showing the shape of an answer: not an answer of this service.");

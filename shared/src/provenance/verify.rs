@@ -2,8 +2,8 @@
 //! reported on its own so a caller sees exactly what failed, and whether it is a sample.
 //!
 //! The work is bounded by the input: the fields that are base58-decoded (quadratic) are bounded
-//! before decoding (see `proof` and `did`); the rest is linear in the body, which the route caps
-//! at 64 KiB, with nesting capped by the JSON parser.
+//! before decoding (see `proof` and `did`); the rest is about linear in the body, which the route
+//! caps at 16 KiB, with nesting capped by the JSON parser.
 
 use super::answer::{CREDENTIAL_TYPE, SAMPLE_TYPE};
 use super::issuer::Trusted;
