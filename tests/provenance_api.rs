@@ -80,7 +80,7 @@ async fn every_answer_is_signed_and_verifies_until_one_character_changes() {
         assert_eq!(report["witnesses"][0]["ruleId"], "DATA_HASH");
     }
 
-    // A replay carries the original proof, which still verifies.
+    // A replay carries a proof over its own data (replayed: true), which verifies too.
     let replay = json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "worker-7", "token": 1, "requestId": "rel-1"});
     let (_, answer) = c.call(replay).await;
     assert_eq!(answer["data"]["replayed"], true);
@@ -173,4 +173,329 @@ async fn verify_needs_no_key_but_valid_input() {
     assert_eq!(status, 200);
     assert_eq!(report["verified"], false);
     assert_eq!(report["witnesses"][0]["ruleId"], "PROOF");
+}
+
+/// SHA-256(JCS(value)) in hex: what the contract says the credential subject carries for `data`.
+fn contract_hash(value: &Value) -> String {
+    hex::encode(shared::provenance::jcs::sha256(value))
+}
+
+#[tokio::test]
+async fn a_sample_is_reported_as_a_sample_never_as_an_answer() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let did = did_document(&server).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sample: Value = reqwest::get(format!("{}/api/v1/samples/lease", server.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let answer = &sample["response"]["body"];
+    let credential = &answer["_provenance"]["credential"];
+    // Marked in the signed part, and signed by a key of its own, published with the sample.
+    let types = credential["type"].as_array().unwrap();
+    assert!(
+        types.contains(&json!("LeasekitSampleAnswer")),
+        "{credential}"
+    );
+    assert!(
+        !types.contains(&json!("LeaseAnswerCredential")),
+        "{credential}"
+    );
+    assert_ne!(credential["issuer"], did.as_str(), "not the answer key");
+    assert_eq!(credential["issuer"], sample["sampleKey"]);
+    assert!(
+        credential["proof"]["verificationMethod"]
+            .as_str()
+            .unwrap()
+            .starts_with(sample["sampleKey"].as_str().unwrap())
+    );
+
+    let (status, report) = verify(&server, answer).await;
+    assert_eq!(status, 200);
+    assert_eq!(report["verified"], false, "{report}");
+    assert_eq!(report["sample"], true, "{report}");
+    assert_eq!(
+        report["checks"],
+        json!({"proof": true, "issuer": false, "dataHash": true, "manifest": true}),
+        "an intact sample, not an answer of this service"
+    );
+    assert_eq!(report["witnesses"][0]["ruleId"], "SAMPLE", "{report}");
+
+    // A genuine answer is not a sample.
+    let (_, genuine) = server
+        .client(Some(ACME_KEY))
+        .call(acquire("t1", "r", "w"))
+        .await;
+    let (_, report) = verify(&server, &genuine).await;
+    assert_eq!(
+        (&report["verified"], &report["sample"]),
+        (&json!(true), &json!(false))
+    );
+    // Retyping an answer's credential as a sample (or a sample's as an answer) breaks its proof.
+    let mut retyped = answer.clone();
+    retyped["_provenance"]["credential"]["type"] =
+        json!(["VerifiableCredential", "LeaseAnswerCredential"]);
+    let (_, report) = verify(&server, &retyped).await;
+    assert_eq!(
+        (&report["verified"], &report["checks"]["proof"]),
+        (&json!(false), &json!(false))
+    );
+}
+
+#[tokio::test]
+async fn fresh_and_replayed_answers_hash_data_exactly_as_sent() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = server.client(Some(ACME_KEY));
+    let body = json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "requestId": "a-1"});
+    let (_, first) = c.call(body.clone()).await;
+    let (_, replay) = c.call(body.clone()).await;
+    let (_, again) = c.call(body).await;
+    assert_eq!(
+        (&first["data"]["replayed"], &replay["data"]["replayed"]),
+        (&json!(false), &json!(true))
+    );
+    for answer in [&first, &replay] {
+        let subject = &answer["_provenance"]["credential"]["credentialSubject"];
+        assert_eq!(
+            subject["dataSha256"],
+            contract_hash(&answer["data"]),
+            "{answer}"
+        );
+        let (_, report) = verify(&server, answer).await;
+        assert_eq!(report["verified"], true, "{report}");
+    }
+    // The replay signs its own data, so its proof differs; the same record replays the same proof.
+    let proof = |a: &Value| a["_provenance"]["credential"]["proof"]["proofValue"].clone();
+    assert_ne!(proof(&first), proof(&replay));
+    assert_eq!(proof(&replay), proof(&again));
+    assert_eq!(replay, again, "a replay is deterministic");
+    // Flipping replayed is a change of signed data.
+    let mut flipped = replay.clone();
+    flipped["data"]["replayed"] = json!(false);
+    let (_, report) = verify(&server, &flipped).await;
+    assert_eq!(report["checks"]["dataHash"], false, "{report}");
+}
+
+/// A verify request whose credential carries `field` = `value` (proof fields under `proof`).
+fn with_credential_field(answer: &Value, pointer: &str, value: Value) -> Value {
+    let mut document = answer.clone();
+    *document
+        .pointer_mut(&format!("/_provenance/credential{pointer}"))
+        .unwrap() = value;
+    document
+}
+
+/// The witness messages of a report, joined.
+fn reasons(report: &Value) -> String {
+    report["witnesses"].to_string()
+}
+
+#[tokio::test]
+async fn the_longest_accepted_fields_are_answered_and_longer_ones_refused_by_name() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let (_, answer) = server
+        .client(Some(ACME_KEY))
+        .call(acquire("t1", "r", "w"))
+        .await;
+    let multikey = format!("z{}", "z".repeat(47));
+    // An Ed25519 signature is 64 bytes: at most 88 base58 characters after the 'z'. A did:key
+    // verification method is did:key:<multikey>#<multikey>, 105 characters.
+    for (pointer, longest, too_long) in [
+        (
+            "/proof/proofValue",
+            format!("z{}", "z".repeat(88)),
+            format!("z{}", "z".repeat(89)),
+        ),
+        (
+            "/proof/verificationMethod",
+            format!("did:key:{multikey}#{multikey}"),
+            format!("did:key:{multikey}#{multikey}z"),
+        ),
+    ] {
+        let (status, report) = verify(
+            &server,
+            &with_credential_field(&answer, pointer, json!(longest)),
+        )
+        .await;
+        assert_eq!(
+            (status, &report["verified"]),
+            (200, &json!(false)),
+            "{report}"
+        );
+        assert_eq!(report["checks"]["proof"], false, "{report}");
+        assert!(
+            !reasons(&report).contains("longer than"),
+            "{pointer}: {report}"
+        );
+        let (status, report) = verify(
+            &server,
+            &with_credential_field(&answer, pointer, json!(too_long)),
+        )
+        .await;
+        assert_eq!(
+            (status, &report["verified"]),
+            (200, &json!(false)),
+            "{report}"
+        );
+        let field = pointer.rsplit('/').next().unwrap();
+        assert!(
+            reasons(&report).contains(field) && reasons(&report).contains("longer than"),
+            "{pointer}: {report}"
+        );
+    }
+    // The largest body the route reads, with the field that cost most before: answered.
+    let (status, report) = verify(&server, &hostile_bodies(&answer)[0]).await;
+    assert_eq!(
+        (status, &report["verified"]),
+        (200, &json!(false)),
+        "{report}"
+    );
+    assert!(reasons(&report).contains("proofValue"), "{report}");
+    // One byte more: refused unread, with the limit.
+    let mut over = hostile_bodies(&answer)[0].clone();
+    let value = over["_provenance"]["credential"]["proof"]["proofValue"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    over["_provenance"]["credential"]["proof"]["proofValue"] = json!(format!("{value}zz"));
+    let (status, error) = verify(&server, &over).await;
+    assert_eq!(
+        (status, &error["code"]),
+        (413, &json!("PAYLOAD_TOO_LARGE")),
+        "{error}"
+    );
+    assert!(
+        error["error"].as_str().unwrap().contains("16384"),
+        "{error}"
+    );
+}
+
+/// The largest body the verify route reads.
+const MAX_VERIFY_BYTES: usize = 16 * 1024;
+
+/// `document` with the string at `pointer` grown with `unit` to the largest body the route reads.
+fn filled(document: &Value, pointer: &str, unit: &str) -> Value {
+    let mut document = document.clone();
+    let count = (MAX_VERIFY_BYTES - document.to_string().len()) / unit.len();
+    let target = document.pointer_mut(pointer).unwrap();
+    *target = json!(format!(
+        "{}{}",
+        target.as_str().unwrap(),
+        unit.repeat(count)
+    ));
+    document
+}
+
+/// The hostile verify bodies, each as large as the route reads: the fields whose decoding was
+/// quadratic before they were bounded, and a manifest of many keys (the costliest to canonicalise).
+fn hostile_bodies(answer: &Value) -> Vec<Value> {
+    // Entries of 11 bytes ("000123":3,), as many as fit.
+    let mut count = (MAX_VERIFY_BYTES - answer.to_string().len()) / 11;
+    let many_keys = loop {
+        let mut document = answer.clone();
+        document["_provenance"]["manifest"]["extra"] = Value::Object(
+            (0..count)
+                .map(|i| (format!("{i:06}"), json!(i % 10)))
+                .collect(),
+        );
+        if document.to_string().len() <= MAX_VERIFY_BYTES {
+            break document;
+        }
+        count -= 1;
+    };
+    let bodies = vec![
+        filled(answer, "/_provenance/credential/proof/proofValue", "z"),
+        filled(
+            answer,
+            "/_provenance/credential/proof/verificationMethod",
+            "z",
+        ),
+        filled(answer, "/_provenance/credential/issuer", "z"),
+        many_keys,
+    ];
+    for body in &bodies {
+        let size = body.to_string().len();
+        assert!(
+            size <= MAX_VERIFY_BYTES && size > MAX_VERIFY_BYTES - 32,
+            "{size}"
+        );
+    }
+    bodies
+}
+
+async fn timed_get(c: &Client) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    let (status, _) = c.call(get("t1", "r")).await;
+    assert_eq!(status, 200);
+    start.elapsed()
+}
+
+/// A burst of hostile verify requests must not hold up a lease answer on the same server: the
+/// verify route's work is bounded and kept off the async workers.
+#[tokio::test]
+async fn a_burst_of_hostile_verify_requests_leaves_leases_answered_quickly() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = server.client(Some(ACME_KEY));
+    let (_, answer) = c.call(acquire("t1", "r", "w")).await;
+    let mut baseline = std::time::Duration::ZERO;
+    for _ in 0..5 {
+        baseline = baseline.max(timed_get(&c).await);
+    }
+
+    let bodies: Arc<Vec<String>> = Arc::new(
+        hostile_bodies(&answer)
+            .iter()
+            .map(Value::to_string)
+            .collect(),
+    );
+    let url = format!("{}/api/v1/verify-provenance", server.url);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut burst = tokio::task::JoinSet::new();
+    for i in 0..16 {
+        let (bodies, url, stop) = (bodies.clone(), url.clone(), stop.clone());
+        burst.spawn(async move {
+            let http = reqwest::Client::new();
+            let mut sent = 0;
+            // At least one each, and more while the gets are timed (old code: one is seconds).
+            while sent == 0 || !stop.load(Ordering::Relaxed) {
+                let body = bodies[(i + sent) % bodies.len()].clone();
+                let response = http
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status().as_u16(), 200);
+                sent += 1;
+            }
+            sent
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut worst = std::time::Duration::ZERO;
+    for _ in 0..5 {
+        worst = worst.max(timed_get(&c).await);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut sent = 0;
+    while let Some(n) = burst.join_next().await {
+        sent += n.unwrap();
+    }
+    let limit = std::time::Duration::from_secs(1).max(baseline * 20);
+    eprintln!("lease get: {baseline:?} alone, {worst:?} during {sent} hostile verify requests");
+    assert!(
+        worst < limit,
+        "a lease get took {worst:?} during the burst (alone: {baseline:?}; limit {limit:?})"
+    );
 }

@@ -438,21 +438,43 @@ async fn concurrent_identical_renews_apply_once() {
 }
 
 #[tokio::test]
-async fn a_replay_carries_the_original_proof_and_it_still_verifies() {
+async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() {
     let f = fixture().await;
     let t0 = now_ms();
     let first = f.signed(&with_id(acquire("r", "a", 10), "p-1"), t0).await;
     let replay = f
         .signed(&with_id(acquire("r", "a", 10), "p-1"), t0 + 5_000)
         .await;
+    let again = f
+        .signed(&with_id(acquire("r", "a", 10), "p-1"), t0 + 9_000)
+        .await;
     assert!(replay.data.replayed);
+    let credential = |a: &SignedAnswer| a.provenance["credential"].clone();
+    let (original, replayed) = (credential(&first), credential(&replay));
+    // Signed for the same request as of the same time, over data that now says replayed: true.
+    assert_eq!(replayed["validFrom"], original["validFrom"]);
+    let subject = |c: &serde_json::Value, field: &str| c["credentialSubject"][field].clone();
     assert_eq!(
-        replay.provenance, first.provenance,
-        "the original proof, not a new one"
+        subject(&replayed, "requestSha256"),
+        subject(&original, "requestSha256")
     );
-    let data = serde_json::to_value(&replay.data).unwrap();
-    let key = Issuer::from_seed(&[9; 32]).verifying_key();
-    let report =
-        shared::provenance::verify::verify(&data, replay.provenance.as_object().unwrap(), &key);
-    assert!(report.verified, "{report:?}");
+    assert_ne!(
+        subject(&replayed, "dataSha256"),
+        subject(&original, "dataSha256")
+    );
+    assert_ne!(credential(&replay)["proof"], credential(&first)["proof"]);
+    assert_eq!(
+        replay.provenance, again.provenance,
+        "every replay of one record carries the same proof"
+    );
+    let trusted = Issuer::from_seed(&[9; 32]).trusted();
+    for answer in [&first, &replay] {
+        let data = serde_json::to_value(&answer.data).unwrap();
+        let report = shared::provenance::verify::verify(
+            &data,
+            answer.provenance.as_object().unwrap(),
+            &trusted,
+        );
+        assert!(report.verified, "{report:?}");
+    }
 }

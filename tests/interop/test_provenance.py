@@ -66,7 +66,8 @@ def test_untouched_answers_verify_and_changed_ones_do_not(server):
     assert answers[-1]["data"]["replayed"] is True
     for answer in answers:
         assert verify(answer, did) == [], answer
-        for field, value in [("holder", "worker-9"), ("fencingToken", 2), ("granted", not answer["data"]["granted"])]:
+        changes = [("holder", "worker-9"), ("fencingToken", 2), ("granted", not answer["data"]["granted"])]
+        for field, value in changes + [("replayed", not answer["data"]["replayed"])]:
             changed = copy.deepcopy(answer)
             changed["data"][field] = value
             failures = verify(changed, did)
@@ -85,3 +86,34 @@ def test_the_service_and_the_independent_verifier_agree(server):
         report = call(server, "/api/v1/verify-provenance", document)
         assert report["verified"] is expected
         assert (verify(document, did) == []) is expected
+
+
+def test_a_replay_carries_a_proof_over_its_own_data(server):
+    did = call(server, "/.well-known/did.json")["id"]
+    body = {"op": "acquire", "resource": "replayed", "holder": "w", "requestId": "rp-1"}
+    first, replay, again = (lease(server, body) for _ in range(3))
+    assert (first["data"]["replayed"], replay["data"]["replayed"]) == (False, True)
+    for answer in (first, replay):
+        assert verify(answer, did) == [], answer
+        assert call(server, "/api/v1/verify-provenance", answer)["verified"] is True
+    proof = lambda a: a["_provenance"]["credential"]["proof"]["proofValue"]
+    assert proof(first) != proof(replay), "the replay signs its own data"
+    assert replay == again, "replays of one record are identical, proof included"
+
+
+def test_a_sample_is_reported_as_a_sample(server):
+    did = call(server, "/.well-known/did.json")["id"]
+    sample = call(server, "/api/v1/samples/lease")
+    answer = sample["response"]["body"]
+    credential = answer["_provenance"]["credential"]
+    assert credential["issuer"] == sample["sampleKey"] != did
+    # Intact (proof and hashes hold), but not an answer: of this service's key, or of any.
+    assert sorted(verify(answer, did)) == ["issuer", "sample"]
+    assert verify(answer, sample["sampleKey"]) == ["sample"]
+    report = call(server, "/api/v1/verify-provenance", answer)
+    assert (report["verified"], report["sample"]) == (False, True)
+    assert report["checks"] == {"proof": True, "issuer": False, "dataHash": True, "manifest": True}
+    # Stripping the marking breaks the signature.
+    unmarked = copy.deepcopy(answer)
+    unmarked["_provenance"]["credential"]["type"] = ["VerifiableCredential", "LeaseAnswerCredential"]
+    assert any(f.startswith("proof") for f in verify(unmarked, sample["sampleKey"]))

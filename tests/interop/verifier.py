@@ -1,11 +1,13 @@
 """An independent verifier of leasekit's `_provenance`, written from the W3C specifications
 (vc-di-eddsa, cryptosuite eddsa-jcs-2022; did:key; RFC 8785), sharing no code with the service.
 
-verify(answer, did) -> list of failures (empty when the answer verifies).
+verify(answer, did) -> list of failures (empty when the answer verifies). It follows the contract
+literally: the data hash is SHA-256(JCS(data)) of `data` exactly as sent, and a credential the
+signed part marks as a sample (type LeasekitSampleAnswer) is reported as "sample", never as an
+answer.
 """
 
 import base64
-import copy
 import hashlib
 
 import base58
@@ -14,6 +16,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 ED25519_MULTICODEC = b"\xed\x01"
+SAMPLE_TYPE = "LeasekitSampleAnswer"
 
 
 def public_key_of(did_url: str) -> bytes:
@@ -58,12 +61,12 @@ def verify(answer: dict, expected_did: str) -> list[str]:
         signer = verify_proof(credential)
         if signer != public_key_of(expected_did) or credential.get("issuer") != expected_did:
             failures.append("issuer")
+        # The signed part says what it is: invented data is no answer, whoever signed it.
+        if SAMPLE_TYPE in credential.get("type", []):
+            failures.append("sample")
     except (InvalidSignature, ValueError, KeyError) as error:
         failures.append(f"proof: {error!r}")
-    # The signed data is `data` without its `replayed` flag (how the copy was delivered).
-    data = copy.deepcopy(answer["data"])
-    data.pop("replayed", None)
-    data_hash = hashlib.sha256(rfc8785.dumps(data)).digest()
+    data_hash = hashlib.sha256(rfc8785.dumps(answer["data"])).digest()
     if subject.get("dataSha256") != data_hash.hex():
         failures.append("dataSha256")
     manifest = provenance["manifest"]

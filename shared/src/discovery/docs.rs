@@ -1,13 +1,14 @@
 //! The catalog (GET /api/v1/catalog, /docs/index.json), the lease docs page (GET /docs/lease/ as
 //! HTML, /docs/lease.json as JSON, from one source) and a worked sample (GET
-//! /api/v1/samples/lease), signed with the service's key so that it verifies like any answer.
+//! /api/v1/samples/lease): invented data, so it is signed as a sample (its own credential type
+//! and the sample key), never as an answer of this service.
 
 use super::openapi::LEASE_DESCRIPTION;
 use super::{Prices, usdc};
 use crate::clock::Millis;
 use crate::lease::{LeaseAnswer, LeaseState, Op};
 use crate::provenance::Issuer;
-use crate::provenance::answer::{Subject, provenance};
+use crate::provenance::answer::{SAMPLE_TYPE, Subject, sample_provenance};
 use crate::provenance::jcs::sha256;
 use crate::schema::LEASE_INPUT_JSON;
 use serde_json::{Value, json};
@@ -115,7 +116,8 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             "For claims (POST /claim, /claim/free), retry with the same key and holder: held with mine: true means the hold is already yours, resume your work.".into(),
         ]),
         ("Signed answers", vec![
-            "Every lease answer carries _provenance: a W3C Verifiable Credential 2.0 secured with an eddsa-jcs-2022 proof by this service's did:key (published at /.well-known/did.json), binding the SHA-256 of the canonical request, of data (without replayed) and of a C2PA-aligned manifest. Verify offline, or POST the answer to /api/v1/verify-provenance.".into(),
+            "Every lease answer carries _provenance: a W3C Verifiable Credential 2.0 secured with an eddsa-jcs-2022 proof by this service's did:key (published at /.well-known/did.json), binding the SHA-256 of the canonical request, of data exactly as sent (replayed included) and of a C2PA-aligned manifest. Verify offline, or POST the answer to /api/v1/verify-provenance.".into(),
+            format!("The sample at /api/v1/samples/lease is invented data: its credential is typed {SAMPLE_TYPE} and signed with a sample key of its own, so every verifier reports it as a sample, never as an answer."),
         ]),
         ("Errors", vec![
             "{\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 409 IDEMPOTENCY_CONFLICT, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
@@ -161,8 +163,10 @@ pub fn page_html(base: &str, prices: &Prices) -> String {
     html
 }
 
-/// A worked acquire and its answer, signed now by `issuer`: it validates against the OpenAPI
-/// schemas and verifies like any answer.
+/// A worked acquire and an answer to it, invented and signed now as a sample: the credential is
+/// typed `LeasekitSampleAnswer` (not `LeaseAnswerCredential`) and signed with the sample key, so
+/// no verifier takes it for an answer of this service. It validates against the OpenAPI schemas.
+/// Nothing of it comes from the caller.
 pub fn sample(issuer: &Issuer, now: Millis) -> Value {
     let request = json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "tenantId": "team-a", "requestId": "w7-claim-INV-1009"});
     let after = LeaseState {
@@ -177,9 +181,11 @@ pub fn sample(issuer: &Issuer, now: Millis) -> Value {
         op: "acquire",
         request_sha256: sha256(&request),
     };
-    let answer = json!({"data": data, "_provenance": provenance(issuer, &subject, &data, now)});
+    let answer =
+        json!({"data": data, "_provenance": sample_provenance(issuer, &subject, &data, now)});
     json!({
-        "description": "Acquire invoice:INV-1009 for 60 s as worker-7 (API key, tenant team-a). The resource had issued 41 tokens before, so this acquisition gets 42. The answer is signed by this service and verifies at /api/v1/verify-provenance.",
+        "description": format!("Acquire invoice:INV-1009 for 60 s as worker-7 (API key, tenant team-a). The resource had issued 41 tokens before, so this acquisition gets 42. The answer is invented: its credential is typed {SAMPLE_TYPE} and signed with the sample key (sampleKey), not the service's key, so /api/v1/verify-provenance reports it as a sample (sample: true, verified: false). A real answer has the same shape."),
+        "sampleKey": issuer.sample_did(),
         "request": {"method": "POST", "path": "/api/v1/lease", "headers": {"content-type": "application/json", "x-api-key": "<your key>"}, "body": request},
         "response": {"status": 200, "body": answer},
     })

@@ -137,12 +137,13 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
     let verify = json!({
         "operationId": "verifyProvenance",
         "summary": "Check a signed answer ({data, _provenance}) of this service",
+        "description": "Free, no key. verified is true only for an intact answer of this service. A sample (GET /api/v1/samples/lease: invented data, typed LeasekitSampleAnswer and signed with the sample key) is reported with sample: true and verified: false. Fields longer than any valid one (a proofValue over 89 characters, a verification method over 105) fail the proof check without being decoded.",
         "security": [],
         "requestBody": {"required": true, "content": {"application/json": {"schema": reference("VerifyRequest")}}},
         "responses": {
             "200": json_body("VerifyReport", "Each check, with witnesses naming what failed."),
             "400": error("Not a {data, _provenance} document."),
-            "413": error("Body over 64 KiB."),
+            "413": error("Body over 16 KiB (the largest answer is under 8 KB)."),
         }
     });
 
@@ -199,7 +200,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
             "/api/v1/catalog": get_json("catalog", "The capabilities, prices and links"),
             "/docs/index.json": get_json("docsIndex", "The capabilities, prices and links"),
             "/docs/lease.json": get_json("leaseDocsJson", "The lease docs page as JSON"),
-            "/api/v1/samples/lease": get_json("leaseSample", "A worked lease request and its signed answer"),
+            "/api/v1/samples/lease": get_json("leaseSample", "A worked lease request and an invented answer, signed as a sample (never verifies as an answer)"),
             "/docs/lease/": {"get": {"operationId": "leaseDocs", "summary": "The lease docs page", "security": [], "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         },
         "components": {

@@ -73,10 +73,11 @@ struct Signing<'a> {
 }
 
 /// What a request record keeps of its answer: the data without its fixed sentences, and what the
-/// proof was made from. A replay signs the same data for the same request at the same time again,
-/// and Ed25519 signatures are deterministic (RFC 8032), so with the same key it reproduces the
-/// original proof byte for byte. Keeping the whole signed answer instead would make a record
-/// about 2.4 KB: three write units where this takes one (two in a transaction).
+/// proof was made from. A replay signs the same data, marked `replayed: true`, for the same
+/// request at the same time: its proof covers exactly the data it carries (no field is left out
+/// of the hash), and as Ed25519 signatures are deterministic (RFC 8032), every replay of a record
+/// carries the same proof. Keeping the whole signed answer instead would make a record about
+/// 2.4 KB: three write units where this takes one (two in a transaction).
 #[derive(Serialize, Deserialize)]
 struct Kept {
     data: Value,
@@ -207,8 +208,8 @@ impl LeaseService {
         Err(LeaseError::Contention)
     }
 
-    /// The stored answer, signed again as it was first signed, and marked as replayed
-    /// (`replayed` is not signed); or a conflict if the input differs.
+    /// The stored answer, marked as replayed and signed as of when it was first answered; or a
+    /// conflict if the input differs.
     fn replay(&self, record: &StoredRecord, fingerprint: &str) -> Result<SignedAnswer, LeaseError> {
         if record.fingerprint != fingerprint {
             return Err(LeaseError::IdempotencyConflict);
@@ -216,7 +217,8 @@ impl LeaseService {
         let corrupt =
             |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("stored answer: {e}"));
         let kept: Kept = serde_json::from_str(&record.answer).map_err(|e| corrupt(&e))?;
-        let data: LeaseAnswer = serde_json::from_value(kept.data).map_err(|e| corrupt(&e))?;
+        let mut data: LeaseAnswer = serde_json::from_value(kept.data).map_err(|e| corrupt(&e))?;
+        data.replayed = true;
         let mut request_sha256 = [0; 32];
         hex::decode_to_slice(&kept.request, &mut request_sha256).map_err(|e| corrupt(&e))?;
         let signing = Signing {
@@ -224,9 +226,7 @@ impl LeaseService {
             request_sha256,
             now: kept.at,
         };
-        let mut answer = self.sign(data, &signing)?;
-        answer.data.replayed = true;
-        Ok(answer)
+        self.sign(data, &signing)
     }
 }
 

@@ -1,9 +1,12 @@
 //! `_provenance` for an answer: a C2PA-aligned manifest and a W3C VC 2.0 whose subject binds the
 //! request, the answer's `data` and the manifest by their SHA-256, secured with eddsa-jcs-2022.
 //!
-//! What is hashed as "the data" is the answer's `data` without its `replayed` flag: that flag says
-//! how this copy was delivered (first time or replayed for a repeated requestId), not what the
-//! service decided, and leaving it out is what lets a replay carry the original proof unchanged.
+//! The data hash is SHA-256(JCS(`data`)), `data` exactly as sent: a replay (`replayed: true`)
+//! carries a proof over its own data, so a verifier needs no exception.
+//!
+//! A sample (invented data, to show the shape of an answer) is never signed as an answer: its
+//! credential is typed [`SAMPLE_TYPE`] instead of [`CREDENTIAL_TYPE`], says so in its name and
+//! description, and is signed with the sample key (see docs/adr/0004).
 
 use super::issuer::Issuer;
 use super::jcs::sha256;
@@ -12,13 +15,20 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value, json};
 
-/// The field of `data` left out of its hash.
-pub const UNSIGNED_FIELD: &str = "replayed";
-
-/// Our credential type, beside `VerifiableCredential`.
+/// Our credential type for answers, beside `VerifiableCredential`.
 pub const CREDENTIAL_TYPE: &str = "LeaseAnswerCredential";
 
+/// The credential type of a sample, in place of [`CREDENTIAL_TYPE`].
+pub const SAMPLE_TYPE: &str = "LeasekitSampleAnswer";
+
 pub const VC_CONTEXT: &str = "https://www.w3.org/ns/credentials/v2";
+
+/// What is signed: an answer of this service, or an invented sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Answer,
+    Sample,
+}
 
 /// What was asked: the route, the op, and SHA-256 of the JCS of the request body.
 pub struct Subject<'a> {
@@ -27,32 +37,41 @@ pub struct Subject<'a> {
     pub request_sha256: [u8; 32],
 }
 
-/// SHA-256 of JCS(`data` without `replayed`).
-pub fn data_sha256(data: &Value) -> [u8; 32] {
-    match data {
-        Value::Object(fields) if fields.contains_key(UNSIGNED_FIELD) => {
-            let mut signed = fields.clone();
-            signed.remove(UNSIGNED_FIELD);
-            sha256(&Value::Object(signed))
-        }
-        other => sha256(other),
-    }
+/// The `_provenance` of the answer `data`, answering `subject`, issued at `now`.
+pub fn provenance(issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Millis) -> Value {
+    secured(Kind::Answer, issuer, subject, data, now)
 }
 
-/// The `_provenance` of `data`, answering `subject`, issued at `now`.
-pub fn provenance(issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Millis) -> Value {
+/// The `_provenance` of an invented `data`, marked as a sample and signed with the sample key.
+pub fn sample_provenance(
+    issuer: &Issuer,
+    subject: &Subject<'_>,
+    data: &Value,
+    now: Millis,
+) -> Value {
+    secured(Kind::Sample, issuer, subject, data, now)
+}
+
+fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Millis) -> Value {
     let when = iso8601(now);
-    let data_hash = data_sha256(data);
+    let data_hash = sha256(data);
     let agent = json!({"name": "leasekit", "version": env!("CARGO_PKG_VERSION")});
+    let title = match kind {
+        Kind::Answer => format!("{} answer", subject.route),
+        Kind::Sample => format!(
+            "{} sample answer (invented data, not an answer)",
+            subject.route
+        ),
+    };
     let manifest = json!({
         "claim_generator_info": [agent],
-        "title": format!("{} answer", subject.route),
+        "title": title,
         "format": "application/json",
         "assertions": [
             {
                 "label": "c2pa.hash.data",
                 "data": {
-                    "name": "data (RFC 8785 canonical JSON, without replayed)",
+                    "name": "data (RFC 8785 canonical JSON)",
                     "alg": "sha256",
                     "hash": BASE64.encode(data_hash),
                 }
@@ -74,10 +93,14 @@ pub fn provenance(issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Mil
             "hash": {"alg": "sha256", "hash": BASE64.encode(subject.request_sha256)},
         }],
     });
-    let credential = json!({
+    let (credential_type, issuer_did) = match kind {
+        Kind::Answer => (CREDENTIAL_TYPE, issuer.did()),
+        Kind::Sample => (SAMPLE_TYPE, issuer.sample_did()),
+    };
+    let mut credential = json!({
         "@context": [VC_CONTEXT],
-        "type": ["VerifiableCredential", CREDENTIAL_TYPE],
-        "issuer": issuer.did(),
+        "type": ["VerifiableCredential", credential_type],
+        "issuer": issuer_did,
         "validFrom": when,
         "credentialSubject": {
             "route": subject.route,
@@ -87,8 +110,15 @@ pub fn provenance(issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Mil
             "manifestSha256": hex::encode(sha256(&manifest)),
         },
     });
-    let credential = match credential {
-        Value::Object(fields) => issuer.secure(fields, &when),
+    if kind == Kind::Sample {
+        // For people reading it; the type and the key are what verifiers check.
+        credential["name"] = json!("leasekit sample answer");
+        credential["description"] =
+            json!("Invented data showing the shape of an answer: not an answer of this service.");
+    }
+    let credential = match (kind, credential) {
+        (Kind::Answer, Value::Object(fields)) => issuer.secure(fields, &when),
+        (Kind::Sample, Value::Object(fields)) => issuer.secure_sample(fields, &when),
         _ => Map::new(),
     };
     json!({"manifest": manifest, "credential": credential})

@@ -1,22 +1,65 @@
-//! The service's signing identity: one Ed25519 key, published as a `did:key`.
+//! The service's signing identity: one Ed25519 key that signs answers, published as a `did:key`,
+//! and a second key, derived from it, that signs samples only (see docs/adr/0004).
 
 use super::{did, proof};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 use std::fmt;
 
-/// The key that signs every answer. Its Debug form shows only the public DID.
+/// Domain separation for the sample key's seed: SHA-256(this || answer seed).
+const SAMPLE_KEY_LABEL: &[u8] = b"leasekit sample key v1\0";
+
+/// One key and its did:key names.
 #[derive(Clone)]
-pub struct Issuer {
+struct Signer {
     key: SigningKey,
     did: String,
     /// `did#fragment`, computed once: encoding it costs more than hashing an answer.
     verification_method: String,
 }
 
+impl Signer {
+    fn from_seed(seed: &[u8; 32]) -> Self {
+        let key = SigningKey::from_bytes(seed);
+        Self {
+            did: did::did(&key.verifying_key()),
+            verification_method: did::verification_method(&key.verifying_key()),
+            key,
+        }
+    }
+
+    fn secure(&self, document: Map<String, Value>, created: &str) -> Map<String, Value> {
+        proof::sign(document, &self.key, &self.verification_method, created)
+    }
+}
+
+/// The keys that sign answers and samples. Its Debug form shows only the public DIDs.
+#[derive(Clone)]
+pub struct Issuer {
+    answers: Signer,
+    /// Signs invented examples, so that no verifier can take one for an answer: a verifier that
+    /// checks the issuer against the service's DID refuses it even if it ignores the credential
+    /// type. Derived one-way from the answer seed: stable across restarts and instances, and
+    /// knowing it tells nothing of the answer key.
+    samples: Signer,
+}
+
+/// The public halves, for checking: what the verify route trusts as answers, and recognises as
+/// samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trusted {
+    pub answers: VerifyingKey,
+    pub samples: VerifyingKey,
+}
+
 impl fmt::Debug for Issuer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Issuer({})", self.did)
+        write!(
+            f,
+            "Issuer({}, samples {})",
+            self.answers.did, self.samples.did
+        )
     }
 }
 
@@ -26,13 +69,14 @@ pub struct BadSeed;
 
 impl Issuer {
     pub fn from_seed(seed: &[u8; 32]) -> Self {
-        let key = SigningKey::from_bytes(seed);
-        let did = did::did(&key.verifying_key());
-        let verification_method = did::verification_method(&key.verifying_key());
+        let sample_seed: [u8; 32] = Sha256::new()
+            .chain_update(SAMPLE_KEY_LABEL)
+            .chain_update(seed)
+            .finalize()
+            .into();
         Self {
-            key,
-            did,
-            verification_method,
+            answers: Signer::from_seed(seed),
+            samples: Signer::from_seed(&sample_seed),
         }
     }
 
@@ -50,16 +94,55 @@ impl Issuer {
         Ok((Self::from_seed(&seed), hex::encode(seed)))
     }
 
+    /// The DID that issues answers.
     pub fn did(&self) -> &str {
-        &self.did
+        &self.answers.did
     }
 
     pub fn verifying_key(&self) -> VerifyingKey {
-        self.key.verifying_key()
+        self.answers.key.verifying_key()
     }
 
-    /// Sign `document` with an eddsa-jcs-2022 proof created at `created`.
+    /// The DID that issues samples (never answers).
+    pub fn sample_did(&self) -> &str {
+        &self.samples.did
+    }
+
+    pub fn trusted(&self) -> Trusted {
+        Trusted {
+            answers: self.answers.key.verifying_key(),
+            samples: self.samples.key.verifying_key(),
+        }
+    }
+
+    /// Sign an answer's `document` with an eddsa-jcs-2022 proof created at `created`.
     pub fn secure(&self, document: Map<String, Value>, created: &str) -> Map<String, Value> {
-        proof::sign(document, &self.key, &self.verification_method, created)
+        self.answers.secure(document, created)
+    }
+
+    /// Sign a sample's `document` with the sample key.
+    pub fn secure_sample(&self, document: Map<String, Value>, created: &str) -> Map<String, Value> {
+        self.samples.secure(document, created)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_key_is_stable_and_not_the_answer_key() {
+        let issuer = Issuer::from_seed(&[3; 32]);
+        assert_ne!(issuer.did(), issuer.sample_did());
+        assert_eq!(
+            Issuer::from_seed(&[3; 32]).sample_did(),
+            issuer.sample_did(),
+            "the same for every instance and restart"
+        );
+        assert_ne!(
+            Issuer::from_seed(&[4; 32]).sample_did(),
+            issuer.sample_did()
+        );
+        assert!(issuer.sample_did().starts_with("did:key:z6Mk"));
     }
 }

@@ -14,12 +14,19 @@ pub const PROOF_TYPE: &str = "DataIntegrityProof";
 pub const CRYPTOSUITE: &str = "eddsa-jcs-2022";
 pub const PURPOSE: &str = "assertionMethod";
 
+/// The longest proofValue: `z` + base58btc of a 64-byte Ed25519 signature, which is at most 88
+/// characters (58^88 > 2^512). Base58 decoding is quadratic in the length, so nothing longer is
+/// decoded.
+pub const MAX_PROOF_VALUE_LEN: usize = 1 + 88;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProofError {
     #[error("the document has no proof object")]
     Missing,
     #[error("the proof's {0} is not as eddsa-jcs-2022 requires")]
     Malformed(&'static str),
+    #[error("the proof's {0} is longer than any valid one ({1} characters at most)")]
+    TooLong(&'static str, usize),
     #[error("the verification method is not an Ed25519 did:key")]
     UnknownKey,
     #[error("the proof's @context does not match the document's")]
@@ -80,13 +87,22 @@ pub fn verify(secured: &Map<String, Value>) -> Result<VerifyingKey, ProofError> 
         .get("verificationMethod")
         .and_then(Value::as_str)
         .ok_or(ProofError::Malformed("verificationMethod"))?;
+    if method.len() > did::MAX_METHOD_LEN {
+        return Err(ProofError::TooLong(
+            "verificationMethod",
+            did::MAX_METHOD_LEN,
+        ));
+    }
     let key = did::resolve(method).ok_or(ProofError::UnknownKey)?;
     let value = proof
         .remove("proofValue")
         .ok_or(ProofError::Malformed("proofValue"))?;
+    let value = value.as_str().ok_or(ProofError::Malformed("proofValue"))?;
+    if value.len() > MAX_PROOF_VALUE_LEN {
+        return Err(ProofError::TooLong("proofValue", MAX_PROOF_VALUE_LEN));
+    }
     let signature = value
-        .as_str()
-        .and_then(|v| v.strip_prefix('z'))
+        .strip_prefix('z')
         .and_then(|v| bs58::decode(v).into_vec().ok())
         .and_then(|bytes| <[u8; 64]>::try_from(bytes).ok())
         .map(|bytes| Signature::from_bytes(&bytes))
@@ -186,6 +202,40 @@ mod tests {
         let mut unsigned = secured;
         unsigned.remove("proof");
         assert_eq!(verify(&unsigned), Err(ProofError::Missing));
+    }
+
+    /// The longest base58 form of 64 bytes is 88 characters, whatever the bytes (leading zero
+    /// bytes are one `1` each); one more is refused before any decoding.
+    #[test]
+    fn proof_values_are_bounded_before_decoding() {
+        for bytes in [[0xffu8; 64], [0; 64], [1; 64]] {
+            let encoded = bs58::encode(bytes).into_string();
+            assert!(encoded.len() < MAX_PROOF_VALUE_LEN, "{encoded}");
+        }
+        assert_eq!(
+            1 + bs58::encode([0xff; 64]).into_string().len(),
+            MAX_PROOF_VALUE_LEN
+        );
+        let secured = sign(alumni(), &key(), &method(&key()), CREATED);
+        let mut longest = secured.clone();
+        longest["proof"]["proofValue"] = json!(format!("z{}", "z".repeat(88)));
+        assert_eq!(verify(&longest), Err(ProofError::Malformed("proofValue")));
+        for (field, value, max) in [
+            (
+                "proofValue",
+                format!("z{}", "z".repeat(60_000)),
+                MAX_PROOF_VALUE_LEN,
+            ),
+            (
+                "verificationMethod",
+                format!("did:key:z{}", "z".repeat(60_000)),
+                did::MAX_METHOD_LEN,
+            ),
+        ] {
+            let mut hostile = secured.clone();
+            hostile["proof"][field] = json!(value);
+            assert_eq!(verify(&hostile), Err(ProofError::TooLong(field, max)));
+        }
     }
 
     #[test]

@@ -1,21 +1,28 @@
 //! Checking a `{data, _provenance}` document: the proof, the issuer, and every hash, each
-//! reported on its own so a caller sees exactly what failed.
+//! reported on its own so a caller sees exactly what failed, and whether it is a sample.
+//!
+//! The work is bounded by the input: the fields that are base58-decoded (quadratic) are bounded
+//! before decoding (see `proof` and `did`); the rest is about linear in the body, which the route
+//! caps at 16 KiB, with nesting capped by the JSON parser.
 
-use super::answer::{CREDENTIAL_TYPE, data_sha256};
+use super::answer::{CREDENTIAL_TYPE, SAMPLE_TYPE};
+use super::issuer::Trusted;
 use super::jcs::sha256;
 use super::{did, proof};
 use crate::witness::Witness;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use ed25519_dalek::VerifyingKey;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// Every check passed.
+    /// Every check passed: an intact answer of this service. Never true for a sample.
     pub verified: bool,
+    /// The proof verifies and the signed credential marks invented data: typed as a sample, or
+    /// signed with this service's sample key. Not an answer, whatever the other checks say.
+    pub sample: bool,
     /// The credential's issuer, as it claims.
     pub issuer: Option<String>,
     pub checks: Checks,
@@ -27,7 +34,8 @@ pub struct Report {
 pub struct Checks {
     /// The Data Integrity proof verifies with the key its verification method names.
     pub proof: bool,
-    /// That key is this service's, and the credential says it is the issuer.
+    /// That key is this service's answer key, the credential says it is the issuer, and the
+    /// credential is typed as an answer.
     pub issuer: bool,
     /// The credential's dataSha256 is the hash of `data`.
     pub data_hash: bool,
@@ -36,10 +44,11 @@ pub struct Checks {
     pub manifest: bool,
 }
 
-/// Check `data` against `provenance`, expecting it signed by `ours`.
-pub fn verify(data: &Value, provenance: &Map<String, Value>, ours: &VerifyingKey) -> Report {
+/// Check `data` against `provenance`, expecting an answer signed by `trusted.answers`.
+pub fn verify(data: &Value, provenance: &Map<String, Value>, trusted: &Trusted) -> Report {
     let mut witnesses = Vec::new();
     let mut checks = Checks::default();
+    let mut sample = false;
     let empty = Map::new();
     let credential = match provenance.get("credential").and_then(Value::as_object) {
         Some(c) => c,
@@ -60,26 +69,39 @@ pub fn verify(data: &Value, provenance: &Map<String, Value>, ours: &VerifyingKey
         .get("issuer")
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let data_hash = hex::encode(data_sha256(data));
+    let data_hash = hex::encode(sha256(data));
 
     match proof::verify(credential) {
         Ok(signer) => {
             checks.proof = true;
-            let is_ours = signer == *ours;
             let claims_signer = issuer.as_deref().and_then(did::resolve) == Some(signer);
-            let typed = credential
-                .get("type")
-                .and_then(Value::as_array)
-                .is_some_and(|t| t.iter().any(|v| v == CREDENTIAL_TYPE));
-            checks.issuer = is_ours && claims_signer && typed;
-            if !checks.issuer {
+            let typed = |name: &str| {
+                credential
+                    .get("type")
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| t.iter().any(|v| v == name))
+            };
+            sample = typed(SAMPLE_TYPE) || signer == trusted.samples;
+            checks.issuer =
+                signer == trusted.answers && claims_signer && typed(CREDENTIAL_TYPE) && !sample;
+            if sample {
+                witnesses.push(
+                    Witness::new(
+                        "SAMPLE",
+                        "/_provenance/credential/type",
+                        "a sample: invented data, marked and signed as such, not an answer of this service",
+                    )
+                    .expected(CREDENTIAL_TYPE)
+                    .actual(credential.get("type").cloned().unwrap_or(Value::Null)),
+                );
+            } else if !checks.issuer {
                 witnesses.push(
                     Witness::new(
                         "ISSUER",
                         "/_provenance/credential/issuer",
                         "not issued and signed by this service",
                     )
-                    .expected(did::did(ours))
+                    .expected(did::did(&trusted.answers))
                     .actual(issuer.clone().map_or(Value::Null, Value::String)),
                 );
             }
@@ -130,7 +152,8 @@ pub fn verify(data: &Value, provenance: &Map<String, Value>, ours: &VerifyingKey
     }
 
     Report {
-        verified: checks.proof && checks.issuer && checks.data_hash && checks.manifest,
+        verified: checks.proof && checks.issuer && checks.data_hash && checks.manifest && !sample,
+        sample,
         issuer,
         checks,
         witnesses,
@@ -140,30 +163,66 @@ pub fn verify(data: &Value, provenance: &Map<String, Value>, ours: &VerifyingKey
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provenance::answer::{Subject, provenance};
+    use crate::provenance::answer::{Subject, provenance, sample_provenance};
     use crate::provenance::issuer::Issuer;
     use serde_json::json;
 
+    const SUBJECT: Subject<'static> = Subject {
+        route: "POST /api/v1/lease",
+        op: "acquire",
+        request_sha256: [1; 32],
+    };
+
+    fn data() -> Value {
+        json!({"status": "pass", "op": "acquire", "granted": true, "fencingToken": 7, "replayed": false})
+    }
+
     fn signed(issuer: &Issuer) -> (Value, Map<String, Value>) {
-        let data = json!({"status": "pass", "op": "acquire", "granted": true, "fencingToken": 7, "replayed": false});
-        let subject = Subject {
-            route: "POST /api/v1/lease",
-            op: "acquire",
-            request_sha256: [1; 32],
-        };
-        let p = provenance(issuer, &subject, &data, 1_795_946_400_000);
+        let data = data();
+        let p = provenance(issuer, &SUBJECT, &data, 1_795_946_400_000);
         (data, p.as_object().unwrap().clone())
     }
 
     #[test]
-    fn an_untouched_answer_verifies_and_replayed_is_not_signed() {
+    fn an_untouched_answer_verifies_and_replayed_is_signed() {
         let issuer = Issuer::from_seed(&[3; 32]);
         let (mut data, p) = signed(&issuer);
-        let report = verify(&data, &p, &issuer.verifying_key());
-        assert!(report.verified, "{report:?}");
+        let report = verify(&data, &p, &issuer.trusted());
+        assert!(report.verified && !report.sample, "{report:?}");
         assert_eq!(report.issuer.as_deref(), Some(issuer.did()));
+        // The contract's hash, with nothing left out.
+        assert_eq!(
+            p["credential"]["credentialSubject"]["dataSha256"],
+            hex::encode(sha256(&data))
+        );
         data["replayed"] = json!(true);
-        assert!(verify(&data, &p, &issuer.verifying_key()).verified);
+        let report = verify(&data, &p, &issuer.trusted());
+        assert!(!report.verified && !report.checks.data_hash, "{report:?}");
+    }
+
+    #[test]
+    fn a_sample_is_reported_as_a_sample_and_never_verified() {
+        let issuer = Issuer::from_seed(&[3; 32]);
+        let data = data();
+        let p = sample_provenance(&issuer, &SUBJECT, &data, 1_795_946_400_000);
+        let p = p.as_object().unwrap();
+        assert_eq!(p["credential"]["issuer"], issuer.sample_did());
+        let r = verify(&data, p, &issuer.trusted());
+        assert!(r.sample && !r.verified, "{r:?}");
+        assert!(r.checks.proof && !r.checks.issuer && r.checks.data_hash && r.checks.manifest);
+        assert_eq!(r.witnesses[0].rule_id, "SAMPLE");
+        // Even to a verifier that trusts the sample key as the answer key, it is a sample.
+        let naive = Trusted {
+            answers: issuer.trusted().samples,
+            samples: Issuer::from_seed(&[9; 32]).trusted().samples,
+        };
+        let r = verify(&data, p, &naive);
+        assert!(r.sample && !r.verified && !r.checks.issuer, "{r:?}");
+        // And a sample of another deployment is a sample too, by its type.
+        let other = Issuer::from_seed(&[4; 32]);
+        let p = sample_provenance(&other, &SUBJECT, &data, 1_795_946_400_000);
+        let r = verify(&data, p.as_object().unwrap(), &issuer.trusted());
+        assert!(r.sample && !r.verified, "{r:?}");
     }
 
     #[test]
@@ -171,7 +230,7 @@ mod tests {
         let issuer = Issuer::from_seed(&[3; 32]);
         let (mut data, p) = signed(&issuer);
         data["op"] = json!("acquirf");
-        let report = verify(&data, &p, &issuer.verifying_key());
+        let report = verify(&data, &p, &issuer.trusted());
         assert!(!report.verified);
         assert!(report.checks.proof && !report.checks.data_hash && !report.checks.manifest);
         assert_eq!(report.witnesses[0].rule_id, "DATA_HASH");
@@ -183,11 +242,11 @@ mod tests {
         let (data, p) = signed(&issuer);
         let mut m = p.clone();
         m["manifest"]["title"] = json!("something else");
-        let r = verify(&data, &m, &issuer.verifying_key());
+        let r = verify(&data, &m, &issuer.trusted());
         assert!(!r.verified && r.checks.proof && !r.checks.manifest);
         let mut c = p.clone();
         c["credential"]["credentialSubject"]["op"] = json!("release");
-        let r = verify(&data, &c, &issuer.verifying_key());
+        let r = verify(&data, &c, &issuer.trusted());
         assert!(!r.verified && !r.checks.proof);
     }
 
@@ -196,7 +255,7 @@ mod tests {
         let ours = Issuer::from_seed(&[3; 32]);
         let theirs = Issuer::from_seed(&[4; 32]);
         let (data, p) = signed(&theirs);
-        let r = verify(&data, &p, &ours.verifying_key());
+        let r = verify(&data, &p, &ours.trusted());
         assert!(r.checks.proof && !r.checks.issuer && !r.verified);
         assert_eq!(r.witnesses[0].rule_id, "ISSUER");
     }
