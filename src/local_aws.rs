@@ -52,9 +52,9 @@ pub async fn run(args: LocalAwsArgs) -> Result<()> {
         .route("/verify", axum::routing::post(verify))
         .route("/settle", axum::routing::post(settle))
         .fallback(move |headers: HeaderMap, body: Bytes| {
-        let (engine, seed) = (engine.clone(), seed.clone());
-        async move { answer(&engine, &seed, &headers, body).await }
-    });
+            let (engine, seed) = (engine.clone(), seed.clone());
+            async move { answer(&engine, &seed, &headers, body).await }
+        });
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
