@@ -67,6 +67,8 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "402": json_body("PaymentRequired", "Payment required or invalid: x402 v2 PaymentRequired, also base64 in PAYMENT-REQUIRED."),
                 "409": error("requestId reused with different input."),
                 "413": error("Body over 64 KiB."),
+                "408": error("The body did not arrive in full in time (the local server's --body-timeout)."),
+                "500": error("Our own failure (INTERNAL_ERROR); details only in our log. Nothing charged."),
                 "502": error("The store or facilitator failed or its answer is unknown; nothing charged; retry with the same requestId."),
             }
         }),
@@ -110,6 +112,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "400": error("Invalid input (key and holder are 1..256 UTF-8 bytes, key without '/'). Nothing charged."),
                 "402": json_body("PaymentRequired", "Payment required or invalid; the offer is the price of the plan asked for."),
                 "413": error("Body over 64 KiB."),
+                "500": error("Our own failure (INTERNAL_ERROR); nothing charged."),
                 "502": error("The store or facilitator failed; nothing charged."),
             }
         }),
@@ -125,7 +128,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "responses": {
             "201": json_body("ClaimAnswer", "You won the key."),
             "200": json_body("ClaimAnswer", "A live hold exists; see mine."),
-            "400": error("Invalid input. Nothing written."),
+            "400": error("Invalid input, in the body or in a SIGN-IN-WITH-X header field (witness path SIGN-IN-WITH-X.<field>). Nothing written."),
             "401": error("A malformed, unknown or revoked API key."),
             "402": json_body("PaymentRequired", "Prove a wallet: the sign-in-with-x challenge is in extensions (no payment is asked)."),
             "413": error("Body over 64 KiB."),
@@ -185,13 +188,14 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "responses": {
                     "200": {"description": "A JSON-RPC answer.", "content": {"application/json": {"schema": {"type": "object"}}}},
                     "202": {"description": "A notification was accepted."},
-                    "400": {"description": "Not a JSON-RPC message the server can take.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "400": error("Not JSON (INVALID_JSON), a batch (BATCH_NOT_SUPPORTED), or not a JSON-RPC message the server can take."),
+                    "403": error("The Host is not the service's public host, or an Origin header is not its public origin (FORBIDDEN)."),
                     "401": error("A missing, malformed, unknown or revoked API key."),
                     "404": {"description": "Unknown session.", "content": {"application/json": {"schema": {"type": "object"}}}},
-                    "405": {"description": "Method not allowed."},
-                    "406": {"description": "The Accept header must list both application/json and text/event-stream.", "content": {"text/plain": {"schema": {"type": "string"}}}},
-                    "413": {"description": "Body too large."},
-                    "415": {"description": "Not JSON.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "405": error("Only POST (METHOD_NOT_ALLOWED)."),
+                    "406": error("The Accept header must list both application/json and text/event-stream."),
+                    "413": error("Body over 64 KiB."),
+                    "415": error("The content type is not application/json (UNSUPPORTED_MEDIA_TYPE)."),
                     "422": {"description": "Unsupported protocol version.", "content": {"application/json": {"schema": {"type": "object"}}}},
                 }
             }},
