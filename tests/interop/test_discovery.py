@@ -9,7 +9,7 @@ import urllib.request
 import jsonschema
 from openapi_spec_validator import validate
 
-from conftest import API_KEY
+from conftest import API_KEY, unique
 from verifier import verify as independent_verify
 
 
@@ -67,7 +67,7 @@ def test_the_sample_validates_and_is_reported_as_a_sample(server):
 def test_real_answers_match_the_documented_schemas(server):
     s = schemas(server)
     key = {"x-api-key": API_KEY}
-    status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs", "holder": "w", "tenantId": "t"}, key)
+    status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs", "holder": "w", "tenantId": unique("t")}, key)
     assert status == 200
     check(answer, s["LeaseAnswer"])
     status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs"}, key)
@@ -76,7 +76,7 @@ def test_real_answers_match_the_documented_schemas(server):
     status, answer = post(server + "/api/v1/lease", {"op": "get", "resource": "docs"})
     assert status == 402
     check(answer, s["PaymentRequired"])
-    status, answer = post(server + "/claim/free", {"key": "k", "holder": "h"}, key)
+    status, answer = post(server + "/claim/free", {"key": unique("k"), "holder": "h"}, key)
     assert status == 201
     check(answer, s["ClaimAnswer"])
     status, answer = post(server + "/claim", {"key": "k", "plan": "hour", "holder": "h"})

@@ -9,7 +9,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import API_KEY
+from conftest import API_KEY, unique
 from verifier import verify
 
 
@@ -20,23 +20,25 @@ def client(server, mode, key=API_KEY):
 
 
 async def acquire_then_get(server, mode, resource):
+    tenant = unique("mcp")
     async with client(server, mode) as c:
         tools = await c.list_tools()
         names = sorted(t.name for t in tools.tools)
         assert names == ["claim_free", "lease"]
         lease_tool = next(t for t in tools.tools if t.name == "lease")
         assert lease_tool.input_schema["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get"]
-        acquired = await c.call_tool("lease", {"op": "acquire", "resource": resource, "holder": "agent-1", "tenantId": "mcp"})
+        acquired = await c.call_tool("lease", {"op": "acquire", "resource": resource, "holder": "agent-1", "tenantId": tenant})
         assert not acquired.is_error, acquired
-        got = await c.call_tool("lease", {"op": "get", "resource": resource, "tenantId": "mcp"})
-        bad = await c.call_tool("lease", {"op": "acquire", "resource": resource, "tenantId": "mcp"})
+        got = await c.call_tool("lease", {"op": "get", "resource": resource, "tenantId": tenant})
+        bad = await c.call_tool("lease", {"op": "acquire", "resource": resource, "tenantId": tenant})
         claimed = await c.call_tool("claim_free", {"key": resource, "holder": "agent-1"})
         return acquired.structured_content, got.structured_content, bad, claimed.structured_content
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_the_official_client_acquires_and_gets(server, mode):
-    resource = f"mcp:{mode}"
+    # Fresh names: a claim is the account's and a lease the tenant's, on a store that may be reused.
+    resource = unique(f"mcp:{mode}")
     acquired, got, bad, claimed = asyncio.run(acquire_then_get(server, mode, resource))
     assert acquired["data"]["granted"] is True and acquired["data"]["fencingToken"] == 1
     assert got["data"]["holder"] == "agent-1" and got["data"]["fencingToken"] == 1

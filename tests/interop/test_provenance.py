@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from conftest import API_KEY as KEY
+from conftest import API_KEY as KEY, unique
 from verifier import public_key_of, verify, verify_proof
 
 # W3C vc-di-eddsa test vector (eddsa-jcs-2022, the Alumni credential): checks the verifier itself.
@@ -50,8 +50,12 @@ def call(url, path, body=None, key=None):
         return json.loads(response.read())
 
 
+# A tenant of this run only: its leases and requestIds are new even on a reused store.
+TENANT = unique("t1")
+
+
 def lease(url, body):
-    return call(url, "/api/v1/lease", {"tenantId": "t1", **body}, key=KEY)
+    return call(url, "/api/v1/lease", {"tenantId": TENANT, **body}, key=KEY)
 
 
 def test_untouched_answers_verify_and_changed_ones_do_not(server):

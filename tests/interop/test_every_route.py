@@ -1,0 +1,196 @@
+"""Every route of the contract, at least once, with the official clients, against whatever is under
+test (own `leasekit serve`, or LEASEKIT_URL such as `sam local start-api`). Every signed answer is
+checked with the independent verifier against the DID document the deployment publishes."""
+
+import asyncio
+import base64
+import json
+
+import pytest
+import requests
+from eth_account import Account
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from x402 import x402ClientSync
+from x402.extensions.sign_in_with_x import create_siwx_payload, encode_siwx_header
+from x402.http.clients import x402_requests
+from x402.mechanisms.evm.exact.register import register_exact_evm_client
+
+from conftest import API_KEY, unique
+from verifier import public_key_of, verify
+
+# The contract's route table: (method, path).
+ROUTES = [
+    ("post", "/api/v1/lease"),
+    ("post", "/claim"),
+    ("post", "/claim/free"),
+    ("post", "/api/v1/verify-provenance"),
+    ("post", "/mcp"),
+    ("get", "/openapi.json"),
+    ("get", "/api/v1/catalog"),
+    ("get", "/docs/index.json"),
+    ("get", "/docs/lease/"),
+    ("get", "/docs/lease.json"),
+    ("get", "/api/v1/samples/lease"),
+    ("get", "/.well-known/did.json"),
+]
+# Generous: a cold Lambda container under `sam local` takes seconds to answer its first call.
+TIMEOUT = 60
+KEY = {"X-API-KEY": API_KEY}
+
+
+@pytest.fixture(scope="module")
+def did(server):
+    """The issuer the deployment publishes: a did:key whose document names its own key."""
+    response = requests.get(server + "/.well-known/did.json", timeout=TIMEOUT)
+    assert response.status_code == 200
+    document = response.json()
+    issuer = document["id"]
+    method = document["verificationMethod"][0]
+    assert method["controller"] == issuer and method["id"] in document["assertionMethod"]
+    assert public_key_of(method["id"]) == public_key_of(issuer)
+    assert issuer == "did:key:" + method["publicKeyMultibase"]
+    return issuer
+
+
+def signed(response, did, status=200):
+    """The answer of a response, which must be genuine and verify independently."""
+    assert response.status_code == status, response.text
+    answer = response.json()
+    assert verify(answer, did) == [], answer
+    return answer
+
+
+def paying_session():
+    account = Account.create()
+    client = x402ClientSync()
+    register_exact_evm_client(client, account)
+    return account, x402_requests(client)
+
+
+def settlement(response, account):
+    settled = json.loads(base64.b64decode(response.headers["PAYMENT-RESPONSE"]))
+    assert settled["success"] is True and settled["payer"] == account.address.lower()
+    assert settled["transaction"].startswith("local-settlement:")
+    return settled
+
+
+def test_the_openapi_document_lists_every_route(server):
+    response = requests.get(server + "/openapi.json", timeout=TIMEOUT)
+    assert response.status_code == 200
+    document = response.json()
+    assert document["openapi"].startswith("3.1") and document["servers"][0]["url"] == server
+    missing = [(m, p) for m, p in ROUTES if m not in document["paths"].get(p, {})]
+    assert missing == []
+
+
+def test_lease_with_a_key(server, did):
+    url = server + "/api/v1/lease"
+    base = {"resource": unique("every"), "tenantId": unique("every")}
+
+    def lease(body):
+        return signed(requests.post(url, json={**base, **body}, headers=KEY, timeout=TIMEOUT), did)["data"]
+
+    acquired = lease({"op": "acquire", "holder": "w1", "ttlSeconds": 60})
+    assert acquired["granted"] is True and acquired["holder"] == "w1"
+    token = acquired["fencingToken"]
+    renewed = lease({"op": "renew", "holder": "w1", "token": token, "ttlSeconds": 120})
+    assert renewed["granted"] is True and renewed["fencingToken"] == token
+    got = lease({"op": "get"})
+    assert (got["granted"], got["holder"], got["fencingToken"]) == (True, "w1", token)
+    released = lease({"op": "release", "holder": "w1", "token": token})
+    assert released["granted"] is True and released["holder"] is None
+    assert lease({"op": "get"})["granted"] is False
+
+
+def test_lease_paid_with_the_x402_sdk(server, did):
+    account, session = paying_session()
+    body = {"op": "acquire", "resource": unique("every-paid"), "holder": "agent-1"}
+    response = session.post(server + "/api/v1/lease", json=body, timeout=TIMEOUT)
+    answer = signed(response, did)
+    assert answer["data"]["granted"] is True
+    settlement(response, account)
+
+
+def test_claim_paid_with_the_x402_sdk(server):
+    account, session = paying_session()
+    body = {"key": unique("every-claim"), "plan": "hour", "holder": "h"}
+    response = session.post(server + "/claim", json=body, timeout=TIMEOUT)
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    assert (answer["outcome"], answer["plan"], answer["claim"]["key"]) == ("acquired", "hour", body["key"])
+    assert answer["payment"]["payer"] == account.address.lower()
+    assert settlement(response, account)["transaction"] == answer["payment"]["transaction"]
+
+
+def test_claim_free_with_a_key(server):
+    body = {"key": unique("every-free"), "holder": "h"}
+    response = requests.post(server + "/claim/free", json=body, headers=KEY, timeout=TIMEOUT)
+    assert response.status_code == 201, response.text
+    answer = response.json()
+    assert (answer["outcome"], answer["plan"]) == ("acquired", "free") and "payment" not in answer
+
+
+def test_claim_free_with_a_sign_in_with_x_wallet(server):
+    url = server + "/claim/free"
+    body = {"key": "every-free-wallet", "holder": "h"}  # a fresh wallet is a fresh namespace
+    offer = requests.post(url, json=body, timeout=TIMEOUT)
+    assert offer.status_code == 402, offer.text
+    extension = json.loads(base64.b64decode(offer.headers["PAYMENT-REQUIRED"]))["extensions"]["sign-in-with-x"]
+    chain = extension["supportedChains"][0]
+    info = {**extension["info"], "chainId": chain["chainId"], "type": chain["type"]}
+    # The deployment's public URL is what the proof names.
+    assert info["uri"] == url
+    header = encode_siwx_header(asyncio.run(create_siwx_payload(info, Account.create(), url)))
+    response = requests.post(url, json=body, headers={"SIGN-IN-WITH-X": header}, timeout=TIMEOUT)
+    assert response.status_code == 201, response.text
+    assert response.json()["outcome"] == "acquired"
+
+
+def test_verify_provenance(server, did):
+    body = {"op": "get", "resource": unique("every-verify"), "tenantId": unique("every")}
+    answer = signed(requests.post(server + "/api/v1/lease", json=body, headers=KEY, timeout=TIMEOUT), did)
+    tampered = {**answer, "data": {**answer["data"], "holder": "someone-else"}}
+    for document, genuine in [(answer, True), (tampered, False)]:
+        response = requests.post(server + "/api/v1/verify-provenance", json=document, timeout=TIMEOUT)
+        assert response.status_code == 200, response.text
+        assert response.json()["verified"] is genuine
+        assert (verify(document, did) == []) is genuine
+
+
+def test_mcp_with_the_official_client(server, did):
+    async def session():
+        transport = streamable_http_client(server + "/mcp", http_client=create_mcp_http_client(headers=KEY))
+        async with Client(transport, mode="auto") as c:
+            names = sorted(t.name for t in (await c.list_tools()).tools)
+            base = {"resource": unique("every-mcp"), "tenantId": unique("every")}
+            acquired = await c.call_tool("lease", {"op": "acquire", "holder": "agent", **base})
+            got = await c.call_tool("lease", {"op": "get", **base})
+            return names, acquired, got
+
+    names, acquired, got = asyncio.run(session())
+    assert names == ["claim_free", "lease"]
+    for result in (acquired, got):
+        assert not result.is_error, result
+        assert verify(result.structured_content, did) == []
+    assert got.structured_content["data"]["holder"] == "agent"
+
+
+def test_catalog_docs_and_sample(server, did):
+    for path in ["/api/v1/catalog", "/docs/index.json"]:
+        response = requests.get(server + path, timeout=TIMEOUT)
+        assert response.status_code == 200
+        assert [c["id"] for c in response.json()["capabilities"]] == ["lease", "claim", "claim-free"]
+    page = requests.get(server + "/docs/lease/", timeout=TIMEOUT)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "Fencing tokens" in page.text
+    page = requests.get(server + "/docs/lease.json", timeout=TIMEOUT)
+    assert page.status_code == 200 and page.json()["sections"]
+    sample = requests.get(server + "/api/v1/samples/lease", timeout=TIMEOUT)
+    assert sample.status_code == 200
+    answer = sample.json()["response"]["body"]
+    # Intact, but reported as a sample, not as an answer of this deployment.
+    assert sorted(verify(answer, did)) == ["issuer", "sample"]
+    report = requests.post(server + "/api/v1/verify-provenance", json=answer, timeout=TIMEOUT).json()
+    assert (report["verified"], report["sample"]) == (False, True)
