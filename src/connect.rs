@@ -64,12 +64,62 @@ async fn remote_client(endpoint: &str) -> Client {
     )
     .or_else(aws_config::profile::ProfileFileRegionProvider::new())
     .or_else("us-east-1");
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(region)
-        .endpoint_url(endpoint)
-        .load()
-        .await;
+        .endpoint_url(endpoint);
+    // A loopback endpoint (moto, `leasekit local-aws`, DynamoDB Local) checks no credentials; without
+    // any in the environment, the default chain would end at the metadata service too.
+    if is_loopback(endpoint) && std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+        loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "leasekit-loopback",
+        ));
+    }
+    let config = loader.load().await;
     Client::from_conf(
         shared::store::client::configure(aws_sdk_dynamodb::config::Builder::from(&config)).build(),
     )
+}
+
+/// Whether `endpoint` is an http(s) URL on a loopback host.
+fn is_loopback(endpoint: &str) -> bool {
+    let rest = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+        .unwrap_or("");
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_endpoints_are_recognised() {
+        for yes in [
+            "http://127.0.0.1:8000",
+            "http://localhost:1/x",
+            "http://[::1]:9",
+            "http://127.9.9.9",
+        ] {
+            assert!(super::is_loopback(yes), "{yes}");
+        }
+        for no in [
+            "https://dynamodb.us-east-1.amazonaws.com",
+            "http://10.0.0.1:8000",
+            "127.0.0.1:8000",
+            "http://127.0.0.1.evil.com",
+        ] {
+            assert!(!super::is_loopback(no), "{no}");
+        }
+    }
 }

@@ -99,9 +99,11 @@ async fn answer(engine: &InProcess, seed: &str, headers: &HeaderMap, body: Bytes
     (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], json).into_response()
 }
 
-/// The payer of a facilitator request, as the x402 facilitator API names it.
+/// The payer of a facilitator request, lowercased as the built-in local facilitator answers it.
 fn payer(body: &serde_json::Value) -> serde_json::Value {
-    body["paymentPayload"]["payload"]["authorization"]["from"].clone()
+    body["paymentPayload"]["payload"]["authorization"]["from"]
+        .as_str()
+        .map_or(serde_json::Value::Null, |a| a.to_lowercase().into())
 }
 
 async fn verify(axum::Json(body): axum::Json<serde_json::Value>) -> axum::Json<serde_json::Value> {

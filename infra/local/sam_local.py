@@ -4,7 +4,8 @@ deployed shape (API Gateway emulation, the authorizer, the functions) talks only
 SAM CLI 1.170 accepts `--docker-network host` but never sets the container's network mode (its
 container.py only skips connecting to a named network), so every call to a function times out.
 This launcher, before handing over to SAM's own command line:
-- creates each container with `network_mode=host`;
+- creates each container with `network_mode=host` (and without port bindings, which Docker
+  refuses there);
 - gives each container's Runtime Interface Emulator its own loopback ports (SAM picks the invoke
   port; the runtime API port is picked here), since on the host network they would all want 8080
   and 9001;
@@ -14,10 +15,12 @@ This launcher, before handing over to SAM's own command line:
 Usage: python infra/local/sam_local.py start-api --template ... (any `sam local` arguments).
 """
 
+import os
 import re
 import socket
 import sys
 
+from docker.models.containers import ContainerCollection
 from samcli.cli.main import cli
 from samcli.local.docker import container as sam_container
 
@@ -47,7 +50,13 @@ def create_on_host_network(self, context):
     self._container_opts = {**(self._container_opts or {}), "network_mode": "host"}
     self._container_host = "127.0.0.1"
     self._container_host_interface = "127.0.0.1"
-    return _create(self, context)
+    created = _create(self, context)
+    # Whoever started us removes exactly these containers when done (SAM may leave warm ones).
+    record = os.environ.get("LEASEKIT_SAM_CONTAINERS")
+    if record:
+        with open(record, "a") as f:
+            f.write(f"{self.id}\n")
+    return created
 
 
 _write = sam_container.Container._handle_data_writing
@@ -60,6 +69,17 @@ def handle_data_writing(output_stream, output_data, event):
         event.set()
 
 
+_docker_create = ContainerCollection.create
+
+
+def docker_create(self, image, command=None, **kwargs):
+    # Docker refuses port bindings on the host network; the emulator's port is on loopback anyway.
+    if kwargs.get("network_mode") == "host":
+        kwargs.pop("ports", None)
+    return _docker_create(self, image, command, **kwargs)
+
+
+ContainerCollection.create = docker_create
 sam_container.Container.create = create_on_host_network
 sam_container.Container._handle_data_writing = staticmethod(handle_data_writing)
 

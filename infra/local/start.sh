@@ -9,7 +9,7 @@
 #
 # Usage: infra/local/start.sh            then http://127.0.0.1:3000 (Ctrl-C stops everything)
 # Environment: PORT (3000), LEASEKIT_BIN (default: builds target/release/leasekit),
-#   LEASEKIT_LAMBDA_DATA (.leasekit-lambda), SAM_LOG (where SAM's output goes: the terminal).
+#   LEASEKIT_LAMBDA_DATA (.leasekit-lambda), SAM_LOG (a file for SAM's output; default the terminal).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 port=${PORT:-3000}
@@ -37,7 +37,20 @@ sam build --template-file infra/template.yaml --build-dir .aws-sam/build-x86_64 
 mkdir -p "$data"
 "$LEASEKIT_BIN" local-aws --addr 127.0.0.1:0 --data-dir "$data" > "$data/local-aws.url" &
 aws_pid=$!
-trap 'kill "$aws_pid" 2> /dev/null || true' EXIT
+sam_pid=""
+export LEASEKIT_SAM_CONTAINERS="$data/containers"
+: > "$LEASEKIT_SAM_CONTAINERS"
+stop() {
+  # SIGTERM, not SIGINT: a background job of a script ignores SIGINT. SAM then leaves its
+  # containers, which are removed here, by id.
+  if [ -n "$sam_pid" ]; then kill "$sam_pid" 2> /dev/null || true; wait "$sam_pid" 2> /dev/null || true; fi
+  while read -r id; do docker rm -f "$id" > /dev/null 2>&1 || true; done < "$LEASEKIT_SAM_CONTAINERS"
+  kill "$aws_pid" 2> /dev/null || true
+  wait "$aws_pid" 2> /dev/null || true
+}
+# Stop what this script started, however it ends (Ctrl-C, SIGTERM, an error).
+trap stop EXIT
+trap 'exit 143' TERM INT
 for _ in $(seq 1 100); do [ -s "$data/local-aws.url" ] && break; sleep 0.1; done
 aws_url=$(head -n 1 "$data/local-aws.url")
 
@@ -59,4 +72,6 @@ python infra/local/sam_local.py start-api \
   --parameter-overrides "Architecture=x86_64 LocalAwsEndpoint=$aws_url PublicUrl=http://127.0.0.1:$port \
 PayTo=0x000000000000000000000000000000000000dEaD PaymentNetwork=eip155:84532 \
 PaymentAsset=0x036CbD53842c5426634e7929541eC2318f3dCF7e PaymentTokenName=USDC FacilitatorUrl=$aws_url" \
-  2>&1 | tee "${SAM_LOG:-/dev/null}"
+  > "${SAM_LOG:-/dev/stderr}" 2>&1 &
+sam_pid=$!
+wait "$sam_pid"

@@ -1,0 +1,69 @@
+"""Figures of the deployed shape under `sam local start-api`, for BENCHMARKS.md: each function's
+init duration (from the REPORT lines in SAM's log) and the warm latency of each route (median
+and 90th percentile of 20 calls, after 3 to warm up), through SAM's API Gateway emulation.
+
+Usage: python tests/sam_figures.py BASE_URL API_KEY SAM_LOG
+"""
+
+import json
+import re
+import statistics
+import sys
+import time
+import urllib.request
+
+
+def call(url, body=None, headers=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json", **(headers or {})})
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+    except urllib.error.HTTPError as e:
+        e.read()
+    return (time.perf_counter() - start) * 1000
+
+
+def main(base, key, log):
+    routes = {
+        "GET /openapi.json (public)": (f"{base}/openapi.json", None, None),
+        "GET /.well-known/did.json (public)": (f"{base}/.well-known/did.json", None, None),
+        "POST /api/v1/lease get (lease)": (f"{base}/api/v1/lease", {"op": "get", "tenantId": "bench", "resource": "r"}, {"x-api-key": key}),
+        "POST /api/v1/lease acquire (lease)": (f"{base}/api/v1/lease", {"op": "acquire", "tenantId": "bench", "resource": "r", "holder": "h"}, {"x-api-key": key}),
+        "POST /claim/free (claim-free)": (f"{base}/claim/free", {"key": "bench", "holder": "h"}, {"x-api-key": key}),
+        "POST /mcp tools/list (authorizer + mcp)": (
+            f"{base}/mcp",
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            {"x-api-key": key, "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"},
+        ),
+    }
+    print("warm latency through sam local (ms): median / p90 of 20")
+    for name, (url, body, headers) in routes.items():
+        for _ in range(3):
+            call(url, body, headers)
+        times = sorted(call(url, body, headers) for _ in range(20))
+        print(f"  {name}: {statistics.median(times):.1f} / {times[17]:.1f}")
+    inits, durations = [], []
+    with open(log, errors="replace") as f:
+        for line in f:
+            if not line.startswith("REPORT "):
+                continue
+            init = re.search(r"Init Duration:\s*([0-9.]+)\s*ms", line)
+            if init:
+                inits.append(float(init.group(1)))
+            duration = re.search(r"\tDuration:\s*([0-9.]+)\s*ms", line)
+            if duration:
+                durations.append(float(duration.group(1)))
+    # The emulator reports the init of a container it started eagerly, before the first call.
+    print(f"init durations (REPORT lines, {len(inits)} functions): " + ", ".join(f"{v:.2f}" for v in sorted(inits)) + " ms")
+    if durations:
+        durations.sort()
+        print(
+            f"function durations (REPORT lines, {len(durations)} calls): median {statistics.median(durations):.1f} ms, "
+            f"p90 {durations[len(durations) * 9 // 10]:.1f} ms, first/slowest {durations[-1]:.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
