@@ -70,4 +70,7 @@ cargo test -p shared --tests
 cargo test --test http_api -- serves_on_another_dynamodb_endpoint
 LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --test history -- random_concurrent_histories
 
+step "the deployed shape: sam build (arm64, x86_64), sam local start-api, the black-box suite through it"
+tests/sam_local.sh
+
 step "all tests passed"

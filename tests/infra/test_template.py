@@ -123,3 +123,17 @@ def test_the_settlement_sweeper_runs_every_minute_alone_with_only_what_it_needs(
     index = RESOURCES["PaymentsTable"]["Properties"]["GlobalSecondaryIndexes"][0]
     assert index["IndexName"] == "pending"
     assert [k["AttributeName"] for k in index["KeySchema"]] == ["pending", "accepted"]
+
+
+def test_the_local_aws_endpoint_can_only_be_unset_or_loopback():
+    import re
+
+    env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["AWS_ENDPOINT_URL"] == {"Fn::If": ["UseLocalAws", {"Ref": "LocalAwsEndpoint"}, {"Ref": "AWS::NoValue"}]}
+    parameter = TEMPLATE["Parameters"]["LocalAwsEndpoint"]
+    assert parameter["Default"] == ""
+    pattern = re.compile(parameter["AllowedPattern"])
+    for allowed in ["", "http://127.0.0.1:8000"]:
+        assert pattern.fullmatch(allowed), allowed
+    for refused in ["https://dynamodb.us-east-1.amazonaws.com", "http://127.0.0.1.evil.com:1", "http://10.0.0.1:8000", "http://localhost:8000"]:
+        assert not pattern.fullmatch(refused), refused
