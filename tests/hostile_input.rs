@@ -69,16 +69,58 @@ async fn nasty_bodies_are_refused_without_a_5xx_or_a_write() {
             );
         }
     }
-    // Duplicate keys: JSON leaves them undefined; the last one counts, consistently, and never a 5xx.
-    let (status, answer) = raw(
-        &server,
+    // Duplicate member names: parsers disagree on which one counts, so they are refused (they
+    // used to be read last-wins, which a verifier reading first-wins would see differently).
+    let duplicated = br#"{"op":"acquire","op":"get","resource":"dup","tenantId":"t"}"#.to_vec();
+    let mut json_key = key.clone();
+    json_key.push(("content-type", "application/json".into()));
+    json_key.push(("accept", "application/json, text/event-stream".into()));
+    for path in [
         "/api/v1/lease",
-        br#"{"op":"acquire","op":"get","resource":"dup","tenantId":"t"}"#.to_vec(),
-        &key,
-    )
-    .await;
-    assert_eq!(status, 200, "{answer}");
-    assert_eq!(answer["data"]["op"], "get");
+        "/claim",
+        "/claim/free",
+        "/api/v1/verify-provenance",
+        "/mcp",
+    ] {
+        let (status, answer) = raw(&server, path, duplicated.clone(), &json_key).await;
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (400, Some("INVALID_JSON")),
+            "{path} {answer}"
+        );
+    }
+    // A flood of unknown properties: a bounded answer, not one witness per key (it was 1 MB).
+    let flood: serde_json::Map<String, Value> =
+        (0..6_000).map(|i| (format!("k{i}"), json!(0))).collect();
+    let flood = serde_json::to_vec(&flood).unwrap();
+    assert!(flood.len() < 64 * 1024);
+    for path in ["/api/v1/lease", "/claim", "/claim/free"] {
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", server.url))
+            .header("x-api-key", ACME_KEY)
+            .body(flood.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        let text = response.text().await.unwrap();
+        assert!(
+            text.len() < 8 * 1024,
+            "{path}: a {} byte answer",
+            text.len()
+        );
+        let answer: Value = serde_json::from_str(&text).unwrap();
+        let witnesses = answer["witnesses"].as_array().unwrap();
+        assert!(
+            witnesses.len() <= 17,
+            "{path}: {} witnesses",
+            witnesses.len()
+        );
+        assert!(
+            witnesses.iter().any(|w| w["ruleId"] == "UNKNOWN_PROPERTY"),
+            "{path}"
+        );
+    }
     // Nothing above was written: "x" was never acquired, and the server is still up.
     let (status, answer) = raw(
         &server,
@@ -144,4 +186,96 @@ async fn hostile_credential_headers_are_4xx() {
     )
     .await;
     assert_eq!(status, 431);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_answer_with_a_duplicated_member_is_not_verified() {
+    // A genuine answer, with a second "holder" slipped in: a first-wins reader would see
+    // "mallory" in a document the service called verified.
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let key = vec![("x-api-key", ACME_KEY.to_owned())];
+    let body = json!({"op": "acquire", "resource": "dup", "holder": "alice", "tenantId": "t"});
+    let (status, _) = raw(
+        &server,
+        "/api/v1/lease",
+        body.to_string().into_bytes(),
+        &key,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let answer = reqwest::Client::new()
+        .post(format!("{}/api/v1/lease", server.url))
+        .header("x-api-key", ACME_KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (status, report) = raw(
+        &server,
+        "/api/v1/verify-provenance",
+        answer.clone().into_bytes(),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (status, report["verified"].as_bool()),
+        (200, Some(true)),
+        "{report}"
+    );
+    // The answer's own `data` is its last member (the manifest before it mentions data too).
+    let at = answer.rfind("\"data\":{").expect("a data member") + "\"data\":{".len();
+    let forged = format!(
+        "{}\"holder\":\"mallory\",\"granted\":false,{}",
+        &answer[..at],
+        &answer[at..]
+    );
+    assert_ne!(forged, answer, "the forgery applies");
+    let (status, report) = raw(
+        &server,
+        "/api/v1/verify-provenance",
+        forged.into_bytes(),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (status, report["code"].as_str()),
+        (400, Some("INVALID_JSON")),
+        "{report}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_length_over_the_limit_is_a_413_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let address = server.url.trim_start_matches("http://").to_owned();
+    for path in [
+        "/api/v1/lease",
+        "/claim",
+        "/claim/free",
+        "/mcp",
+        "/api/v1/verify-provenance",
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nX-API-KEY: {ACME_KEY}\r\n\
+             Content-Length: 99999999999\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        // No body follows: the answer must not wait for one (the body deadline is 10 s).
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(3), stream.read(&mut answer))
+            .await
+            .unwrap_or_else(|_| panic!("{path}: no answer within 3 s"))
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer[..n]);
+        assert!(text.starts_with("HTTP/1.1 413"), "{path}: {text}");
+        assert!(text.contains("PAYLOAD_TOO_LARGE"), "{path}: {text}");
+    }
 }

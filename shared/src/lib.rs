@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod provenance;
 pub mod schema;
 pub mod store;
+pub mod strict_json;
 pub mod tenant;
 pub mod witness;
 pub mod x402;

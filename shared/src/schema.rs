@@ -53,6 +53,9 @@ pub fn verify_input() -> &'static Schema {
 /// Longest `actual` value echoed back in a witness, in characters.
 const ECHO_LIMIT: usize = 200;
 
+/// Witnesses listed in one answer, at most (then one that counts the rest).
+pub const MAX_WITNESSES: usize = 16;
+
 impl Schema {
     /// Compile an embedded schema. The schemas ship inside the binary and a unit test compiles
     /// each, so a failure here is a build defect, not a runtime condition.
@@ -63,6 +66,8 @@ impl Schema {
     }
 
     /// `Ok` when `instance` is valid; otherwise one witness per violation, in document order.
+    /// At most [`MAX_WITNESSES`] are listed, then one that counts the rest: an answer stays small
+    /// whatever the body (64 KiB of unknown properties once made a 1 MB answer).
     pub fn check(&self, instance: &Value) -> Result<(), Vec<Witness>> {
         let mut witnesses: Vec<Witness> = self
             .validator
@@ -74,6 +79,15 @@ impl Schema {
         }
         witnesses.sort_by(|a, b| a.path.cmp(&b.path).then(a.rule_id.cmp(&b.rule_id)));
         witnesses.dedup_by(|a, b| a.path == b.path && a.rule_id == b.rule_id);
+        if witnesses.len() > MAX_WITNESSES {
+            let more = witnesses.len() - MAX_WITNESSES;
+            witnesses.truncate(MAX_WITNESSES);
+            witnesses.push(Witness::new(
+                "MORE",
+                "",
+                format!("{more} more violations are not listed"),
+            ));
+        }
         Err(witnesses)
     }
 }

@@ -16,6 +16,10 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// Read at most [`MAX_BODY_BYTES`] of `body`. A body that a [`Deadline`] cut off is a 408.
 pub async fn read_limited(body: Body) -> Result<Bytes, ApiError> {
+    // A declared length over the limit is refused at once, not after waiting for the bytes.
+    if hyper::body::Body::size_hint(&body).lower() > MAX_BODY_BYTES as u64 {
+        return Err(ApiError::PayloadTooLarge(MAX_BODY_BYTES));
+    }
     axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
         .map_err(|err| {
@@ -99,7 +103,7 @@ pub fn parse_valid<T: DeserializeOwned>(
     whole: &[&str],
 ) -> Result<(T, Value), ApiError> {
     let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        crate::strict_json::parse(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     validate_value(value, schema, whole)
 }
 

@@ -63,7 +63,7 @@ fn parse<T: serde::de::DeserializeOwned>(
     schema: &crate::schema::Schema,
 ) -> Result<T, ApiError> {
     let value: Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+        crate::strict_json::parse(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     check(value, schema)
 }
 
@@ -154,10 +154,13 @@ async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Te
         .payments
         .as_ref()
         .map_or("eip155:8453", |p| p.settings.network.as_str());
-    let (host, origin) = (state.public.authority(), state.public.origin());
+    let (host, base) = (state.public.authority(), state.public.base());
     let ask = |error: Option<String>, code: &'static str| -> Result<ApiError, ApiError> {
         let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).map_err(|_| ApiError::StoreUnavailable)?;
+        getrandom::fill(&mut nonce).map_err(|e| {
+            tracing::error!(error = %e, "no randomness for a sign-in-with-x nonce");
+            ApiError::Internal
+        })?;
         let uri = state.public.url(parts.uri.path());
         let mut extensions = Map::new();
         extensions.insert(
@@ -189,7 +192,7 @@ async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Te
         .map_err(|_| siwx::SiwxError::Malformed("not ASCII".into()))
         .and_then(siwx::decode)
         .map_err(siwx_input)?;
-    let address = match siwx::verify(&payload, host, &origin, network, now) {
+    let address = match siwx::verify(&payload, host, &base, network, now) {
         Ok(address) => address,
         Err(e) => return Err(ask(Some(e.to_string()), "IDENTITY_INVALID")?),
     };

@@ -163,16 +163,18 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let (parts, body) = request.into_parts();
     let checked = check_request(&state, &parts);
     let bytes = match checked {
-        Ok(()) => read_limited(body).await.and_then(|bytes| {
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(Value::Object(_)) => Ok(bytes),
-                Ok(Value::Array(_)) => Err(ApiError::BatchNotSupported),
-                Ok(_) => Err(ApiError::InvalidJson(
-                    "a JSON-RPC message is a JSON object".into(),
-                )),
-                Err(e) => Err(ApiError::InvalidJson(e.to_string())),
-            }
-        }),
+        Ok(()) => {
+            read_limited(body)
+                .await
+                .and_then(|bytes| match crate::strict_json::parse(&bytes) {
+                    Ok(Value::Object(_)) => Ok(bytes),
+                    Ok(Value::Array(_)) => Err(ApiError::BatchNotSupported),
+                    Ok(_) => Err(ApiError::InvalidJson(
+                        "a JSON-RPC message is a JSON object".into(),
+                    )),
+                    Err(e) => Err(ApiError::InvalidJson(e.to_string())),
+                })
+        }
         Err(err) => Err(err),
     };
     let bytes = match bytes {

@@ -288,12 +288,13 @@ fn millis(text: &str) -> Option<Millis> {
 }
 
 /// Check `p` against the service's public `host` (`host[:port]`, the EIP-4361 domain) and
-/// `origin` (`scheme://host[:port]`) as configured, at `now`, on `network` (CAIP-2). The wallet
-/// it proves, on success.
+/// `base` URL (`scheme://host[:port]` and any path prefix) as configured, at `now`, on `network`
+/// (CAIP-2): the proof's URI must lie under the base, so a proof signed for another application on
+/// the same origin is not accepted. The wallet it proves, on success.
 pub fn verify(
     p: &Payload,
     host: &str,
-    origin: &str,
+    base: &str,
     network: &str,
     now: Millis,
 ) -> Result<Address, SiwxError> {
@@ -303,12 +304,13 @@ pub fn verify(
     if p.domain != host {
         return Err(SiwxError::Domain(host.to_owned()));
     }
-    let uri_origin = p.uri.split_once("://").map(|(scheme, rest)| {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        format!("{scheme}://{authority}")
-    });
-    if uri_origin.as_deref() != Some(origin) {
-        return Err(SiwxError::Uri(origin.to_owned()));
+    let base = base.trim_end_matches('/');
+    let under_base = p
+        .uri
+        .strip_prefix(base)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']));
+    if !under_base {
+        return Err(SiwxError::Uri(base.to_owned()));
     }
     let issued = millis(&p.issued_at).ok_or(SiwxError::IssuedAt)?;
     if now - issued > MAX_AGE_MS || issued - now > SKEW_MS {
@@ -481,6 +483,36 @@ mod tests {
             check(&signed(&key, |p| p.uri = "http://evil.example/claim/free".into())),
             Err(SiwxError::Uri(_))
         ));
+        // The URI must lie under the configured base URL, path prefix included.
+        let under = |uri: &str, base: &str| {
+            let p = signed(&key, |p| p.uri = uri.into());
+            verify(&p, "127.0.0.1:3000", base, "eip155:84532", NOW).is_ok()
+        };
+        assert!(under(
+            "http://127.0.0.1:3000/base/claim/free",
+            "http://127.0.0.1:3000/base"
+        ));
+        assert!(under(
+            "http://127.0.0.1:3000/base",
+            "http://127.0.0.1:3000/base/"
+        ));
+        for (uri, base) in [
+            (
+                "http://127.0.0.1:3000/other/claim/free",
+                "http://127.0.0.1:3000/base",
+            ),
+            (
+                "http://127.0.0.1:3000/baseball",
+                "http://127.0.0.1:3000/base",
+            ),
+            ("http://127.0.0.1:30000/claim/free", "http://127.0.0.1:3000"),
+            (
+                "http://127.0.0.1:3000.evil/claim/free",
+                "http://127.0.0.1:3000",
+            ),
+        ] {
+            assert!(!under(uri, base), "{uri} under {base}");
+        }
         assert_eq!(
             check(&signed(&key, |p| p.issued_at = iso8601(NOW - MAX_AGE_MS - 1))),
             Err(SiwxError::IssuedAt)
