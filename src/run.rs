@@ -6,7 +6,10 @@
 //! it while CMD runs, release it when CMD exits, and exit with CMD's code. CMD runs in its own
 //! process group, so that stopping it stops what it started too.
 //!
-//! CMD is gone before anyone else can hold the lease: see [`TIMING`] (also in `--help`).
+//! CMD is gone before anyone else can hold the lease: see [`TIMING`] (also in `--help`), even
+//! when `run` is stopped or killed (the watchdog, src/watchdog.rs). Anything the command leaves
+//! running in its process group is killed before the lease is released; processes that leave
+//! the group, e.g. with setsid, are not tracked.
 
 use crate::client::Connection;
 use crate::process_group;
@@ -39,7 +42,13 @@ sent (the server handled it later, so its lease lasts at least until S + T):
 So CMD is gone before the server could give the lease to anyone else (S + T at the
 earliest). G must be less than U; default: 10 s, or U/2 if that is less.
 Example: T = 30, G = 10: U = 29.45 s; renewals every 6.5 s; with none getting through,
-SIGTERM 19.45 s and SIGKILL 29.45 s after the last one was sent.";
+SIGTERM 19.45 s and SIGKILL 29.45 s after the last one was sent.
+This holds even if `leasekit run` is stopped (SIGSTOP, Ctrl-Z) or killed: a watchdog
+process it starts before CMD (own process group; SIGINT, SIGTERM, SIGHUP ignored) learns
+every deadline and sends the SIGTERM (up to 0.1 s after run would) and the SIGKILL itself
+if run has not. Anything CMD leaves running in its process group is killed before the
+lease is released. Not covered: processes that leave the group (setsid), and the watchdog
+itself stopped or killed (a SIGSTOP to the whole session, kill -9 of everything).";
 
 #[derive(Args)]
 #[command(after_long_help = TIMING)]
