@@ -105,6 +105,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         return Ok(EXIT_NOT_ACQUIRED);
     };
     let mut renewals = guard.renewals();
+    process_group::adopt_orphans();
     // Armed before the command exists, so that nothing of it ever runs unwatched.
     let watchdog = Watchdog::start(guard.deadline(), grace)?;
     let mut command = tokio::process::Command::new(&args.command[0]);
