@@ -7,8 +7,10 @@ mod in_process;
 mod keys;
 mod local_aws;
 mod payments;
+mod process_group;
 mod run;
 mod serve;
+mod watchdog;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -47,6 +49,9 @@ enum Command {
     Payments(payments::PaymentsArgs),
     /// Hold a lease while a command runs: `leasekit run --resource R -- CMD ARGS...`.
     Run(run::RunArgs),
+    /// `leasekit run`'s watchdog (started by `run`, not by people): see src/watchdog.rs.
+    #[command(hide = true)]
+    Watchdog,
 }
 
 fn main() -> ExitCode {
@@ -60,6 +65,10 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
+    if let Command::Watchdog = cli.command {
+        // Plain threads: no runtime to start, nothing that could stall it.
+        return watchdog::main();
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -78,6 +87,7 @@ fn main() -> ExitCode {
             Command::LocalAws(args) => local_aws::run(args).await.map(|()| 0),
             Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,
+            Command::Watchdog => unreachable!("handled before the runtime starts"),
         }
     });
     match result {

@@ -6,9 +6,14 @@
 //! it while CMD runs, release it when CMD exits, and exit with CMD's code. CMD runs in its own
 //! process group, so that stopping it stops what it started too.
 //!
-//! CMD is gone before anyone else can hold the lease: see [`TIMING`] (also in `--help`).
+//! CMD is gone before anyone else can hold the lease: see [`TIMING`] (also in `--help`), even
+//! when `run` is stopped or killed (the watchdog, src/watchdog.rs). Anything the command leaves
+//! running in its process group is killed before the lease is released; processes that leave
+//! the group, e.g. with setsid, are not tracked.
 
 use crate::client::Connection;
+use crate::process_group;
+use crate::watchdog::Watchdog;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use leasekit_client::{Client, Guard, safety_margin};
@@ -37,7 +42,13 @@ sent (the server handled it later, so its lease lasts at least until S + T):
 So CMD is gone before the server could give the lease to anyone else (S + T at the
 earliest). G must be less than U; default: 10 s, or U/2 if that is less.
 Example: T = 30, G = 10: U = 29.45 s; renewals every 6.5 s; with none getting through,
-SIGTERM 19.45 s and SIGKILL 29.45 s after the last one was sent.";
+SIGTERM 19.45 s and SIGKILL 29.45 s after the last one was sent.
+This holds even if `leasekit run` is stopped (SIGSTOP, Ctrl-Z) or killed: a watchdog
+process it starts before CMD (own process group; SIGINT, SIGTERM, SIGHUP ignored) learns
+every deadline and sends the SIGTERM (up to 0.1 s after run would) and the SIGKILL itself
+if run has not. Anything CMD leaves running in its process group is killed before the
+lease is released. Not covered: processes that leave the group (setsid), and the watchdog
+itself stopped or killed (a SIGSTOP to the whole session, kill -9 of everything).";
 
 #[derive(Args)]
 #[command(after_long_help = TIMING)]
@@ -88,25 +99,57 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let grace = grace(args.grace, ttl)?;
     let client = args.connection.client()?;
     let holder = args.connection.holder();
+    let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
     let Some(mut guard) = acquire(&client, &args, &holder, ttl, grace).await? else {
         return Ok(EXIT_NOT_ACQUIRED);
     };
-    let mut child = tokio::process::Command::new(&args.command[0])
+    let mut renewals = guard.renewals();
+    process_group::adopt_orphans();
+    // Armed before the command exists, so that nothing of it ever runs unwatched.
+    let watchdog = Watchdog::start(guard.deadline(), grace)?;
+    let mut command = tokio::process::Command::new(&args.command[0]);
+    command
         .args(&args.command[1..])
         .env("LEASE_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("LEASE_RESOURCE", &args.resource)
         .env("LEASE_HOLDER", &holder)
-        .process_group(0)
+        .process_group(0);
+    let fd = watchdog.fd();
+    // SAFETY: getpid(2) and write(2), both async-signal-safe, on a stack buffer, between fork and
+    // exec. The command names its own group to the watchdog before it runs: were `run` killed
+    // right after the fork, the watchdog still knows what to stop. (Should the watchdog already
+    // be gone, the write fails or SIGPIPE ends the child: no command runs unwatched.)
+    unsafe {
+        command.pre_exec(move || {
+            let mut buf = [0u8; 24];
+            let line = crate::watchdog::group_line(libc::getpid().unsigned_abs(), &mut buf);
+            if libc::write(fd, line.as_ptr().cast(), line.len()) != line.len() as isize {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
         .spawn()
         .with_context(|| format!("starting {}", args.command[0]))?;
     // The group's id is the child's pid; kept, since the child forgets it once it is reaped.
-    let group = child.id().and_then(|p| i32::try_from(p).ok());
-    let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let running = Running {
+        group: child.id().and_then(|p| i32::try_from(p).ok()),
+        watchdog,
+    };
     loop {
         tokio::select! {
             status = child.wait() => {
                 let status = status.context("waiting for the command")?;
+                // What it left running in its group goes too, before anyone else can hold the
+                // lease.
+                drop(running);
+                if !guard.is_held() {
+                    // `run` was not scheduled in time (stopped, say): the watchdog stopped it.
+                    eprintln!("leasekit run: lease on {} lost; the command ended: {status}", args.resource);
+                    return Ok(EXIT_LEASE_LOST);
+                }
                 if let Err(e) = guard.release().await {
                     eprintln!("leasekit run: release failed, the lease will lapse by itself: {e}");
                 }
@@ -115,11 +158,28 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             lost = guard.expiring(grace) => {
                 eprintln!("leasekit run: lease on {} lost ({lost:?}); stopping the command", args.resource);
                 let kill_at = Instant::from_std(guard.deadline()).min(Instant::now() + grace);
-                stop(&mut child, group, kill_at).await;
+                running.watchdog.stopping();
+                stop(&mut child, running.group, kill_at).await;
                 return Ok(EXIT_LEASE_LOST);
             }
-            _ = terminate.recv() => signal_group(group, libc::SIGTERM),
-            _ = interrupt.recv() => signal_group(group, libc::SIGINT),
+            Some(deadline) = renewals.next() => running.watchdog.arm(deadline, grace),
+            _ = terminate.recv() => signal_group(running.group, libc::SIGTERM),
+            _ = interrupt.recv() => signal_group(running.group, libc::SIGINT),
+        }
+    }
+}
+
+/// The command's process group while `run` answers for it. Dropped (on every way out of `run`,
+/// errors too), nothing of the group is left, and then the watchdog is disarmed.
+struct Running {
+    group: Option<i32>,
+    watchdog: Watchdog,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(group) = self.group {
+            process_group::kill_and_wait(group);
         }
     }
 }
@@ -161,20 +221,18 @@ async fn acquire(
 /// Send `signal` to the command's process group (the command and what it started).
 fn signal_group(group: Option<i32>, signal: i32) {
     if let Some(group) = group {
-        // SAFETY: kill(2) on our own child's process group with a valid signal; no memory involved.
-        unsafe { libc::kill(-group, signal) };
+        process_group::signal(group, signal);
     }
 }
 
-/// SIGTERM, then SIGKILL at `kill_at` if the command has not exited; once it has, SIGKILL to
-/// whatever it left in its group, so nothing of it runs on.
+/// SIGTERM, then SIGKILL at `kill_at` if the command has not exited (what it left in its group
+/// is killed when `Running` is dropped).
 async fn stop(child: &mut tokio::process::Child, group: Option<i32>, kill_at: Instant) {
     signal_group(group, libc::SIGTERM);
     if timeout_at(kill_at, child.wait()).await.is_err() {
         signal_group(group, libc::SIGKILL);
         let _ = child.wait().await;
     }
-    signal_group(group, libc::SIGKILL);
 }
 
 /// The command's exit code, or 128 + the signal that ended it (as shells report it).

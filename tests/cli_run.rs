@@ -421,3 +421,191 @@ fn slow_answers_stop_the_command_before_the_next_grant() {
     // 0.8 of the TTL: a renewal is applied at once but its answer comes too late to count.
     lost_lease_stops_the_command_before_the_next_grant(Mode::Slow(Duration::from_millis(2_400)));
 }
+
+/// A `leasekit run` whose command (SHAPE, with LOOP standing for the stamping loop, and PIDFILE
+/// for a file to write the command's process-group id to) stamps a file every 50 ms; started
+/// straight at the server with a 3 s lease and 1 s grace, and left until it has stamped a while.
+struct Stamping {
+    run: std::process::Child,
+    stamps: std::path::PathBuf,
+    group: String,
+}
+
+impl Stamping {
+    fn start(server: &Server, dir: &std::path::Path, shape: &str) -> Self {
+        let stamps = dir.join("stamps");
+        let pidfile = dir.join("group");
+        let script = shape
+            .replace("PIDFILE", &pidfile.display().to_string())
+            .replace(
+                "LOOP",
+                &format!(
+                    "while :; do date +%s%N >> {}; sleep 0.05; done",
+                    stamps.display()
+                ),
+            );
+        let run = cli(server, "first")
+            .args([
+                "run",
+                "--resource",
+                "r",
+                "--ttl",
+                "3",
+                "--grace",
+                "1",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while stamps_in(&stamps) < 5 || !pidfile.exists() {
+            assert!(started.elapsed() < Duration::from_secs(10), "no stamps");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let group = std::fs::read_to_string(&pidfile).unwrap().trim().to_owned();
+        Self { run, stamps, group }
+    }
+
+    /// Whether anything of the command's process group is still alive (zombies are dead).
+    fn group_alive(&self) -> bool {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        procs.flatten().any(|p| {
+            std::fs::read_to_string(p.path().join("stat")).is_ok_and(|stat| {
+                // pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ')'.
+                let rest: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or(vec![], |(_, r)| r.split_whitespace().collect());
+                rest.len() > 2 && rest[0] != "Z" && rest[2] == self.group
+            })
+        })
+    }
+}
+
+impl Drop for Stamping {
+    /// Whatever the test found, nothing of it runs on.
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.run.id().to_string()])
+            .status();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.group)])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.run.kill();
+        let _ = self.run.wait();
+    }
+}
+
+fn stamps_in(path: &std::path::Path) -> usize {
+    stamps(path).len()
+}
+
+/// A second holder polls acquire straight at the server until granted: the wall-clock reading
+/// taken just before the granting acquire was sent.
+fn second_holder_grant(server: &Server) -> u128 {
+    let started = Instant::now();
+    loop {
+        let sent = wall_nanos();
+        let out = cli(server, "second")
+            .args(["acquire", "--resource", "r", "--ttl", "30"])
+            .output()
+            .unwrap();
+        if out.status.code() == Some(0) {
+            return sent;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the second holder never got the lease"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The command's last stamp (read after a pause for stragglers) came before `granted_sent`.
+fn assert_stamped_before(stamps_file: &std::path::Path, granted_sent: u128, what: &str) {
+    std::thread::sleep(Duration::from_millis(300));
+    let stamps = stamps(stamps_file);
+    assert!(stamps.len() >= 5, "the command ran: {stamps:?}");
+    let last = *stamps.last().unwrap();
+    eprintln!(
+        "{what}: last stamp {} ms before the granting acquire was sent",
+        granted_sent.saturating_sub(last) / 1_000_000
+    );
+    assert!(
+        last < granted_sent,
+        "{what}: the command stamped {} ms after the second holder's granting acquire was sent",
+        (last - granted_sent) / 1_000_000
+    );
+}
+
+/// `leasekit run` stopped (SIGSTOP, as a debugger or an overloaded host might) while its command
+/// runs on in its own process group: the watchdog still kills the command (which ignores
+/// SIGTERM) before the lease can go to anyone else.
+#[test]
+fn a_stopped_run_still_stops_the_command_before_the_next_grant() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let mut cmd = Stamping::start(&server, dir.path(), "echo $$ > PIDFILE; trap '' TERM; LOOP");
+    let pid = cmd.run.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let granted_sent = second_holder_grant(&server);
+    assert_stamped_before(&cmd.stamps, granted_sent, "run stopped");
+    assert!(!cmd.group_alive(), "the command's group is gone");
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = wait_for(&mut cmd.run, Duration::from_secs(10));
+    assert_ne!(status.code(), Some(0), "the lease was lost: {status}");
+}
+
+/// `leasekit run` killed (SIGKILL: no handler, no cleanup) while its command runs: the watchdog
+/// still kills the command before the lease can go to anyone else, and nothing of it is left.
+#[test]
+fn a_killed_run_still_stops_the_command_before_the_next_grant() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let mut cmd = Stamping::start(&server, dir.path(), "echo $$ > PIDFILE; trap '' TERM; LOOP");
+    cmd.run.kill().unwrap();
+    cmd.run.wait().unwrap();
+    let granted_sent = second_holder_grant(&server);
+    assert_stamped_before(&cmd.stamps, granted_sent, "run killed");
+    assert!(!cmd.group_alive(), "the command's group is gone");
+    let count = stamps_in(&cmd.stamps);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(stamps_in(&cmd.stamps), count, "no stamps after the end");
+}
+
+/// The command exits 0 but leaves a loop running in the background, in its process group: that
+/// is killed before the lease is released, so it is dead before the next grant.
+#[test]
+fn what_the_command_leaves_running_is_killed_before_the_release() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let mut cmd = Stamping::start(
+        &server,
+        dir.path(),
+        "echo $$ > PIDFILE; LOOP & sleep 1; exit 0",
+    );
+    assert_eq!(
+        wait_for(&mut cmd.run, Duration::from_secs(10)).code(),
+        Some(0)
+    );
+    let granted_sent = second_holder_grant(&server);
+    assert_stamped_before(&cmd.stamps, granted_sent, "background loop");
+    assert!(!cmd.group_alive(), "the command's group is gone");
+}

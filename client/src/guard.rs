@@ -150,6 +150,14 @@ impl Guard {
         }
     }
 
+    /// The local deadline each time a renewal moves it: for a second process that enforces the
+    /// deadline by itself, should this one stop being scheduled (`leasekit run`'s watchdog).
+    pub fn renewals(&self) -> Renewals {
+        let seen = self.state.subscribe();
+        let last = seen.borrow().deadline;
+        Renewals { seen, last }
+    }
+
     /// Whether the lease is still held, as far as the last renewal and the local deadline know.
     pub fn is_held(&self) -> bool {
         self.state.send_if_modified(|s| s.judge(Instant::now()));
@@ -166,6 +174,34 @@ impl Guard {
             task.await.map_err(|e| Error::Unavailable(e.to_string()))?;
         }
         Ok(())
+    }
+}
+
+/// See [`Guard::renewals`]; independent of the guard's borrow, so it can be awaited beside it.
+pub struct Renewals {
+    seen: watch::Receiver<State>,
+    /// The deadline last reported (or current when made): what counts as moved.
+    last: Instant,
+}
+
+impl Renewals {
+    /// The new local deadline after the next granted renewal; `None` once the lease is lost
+    /// (and from then on: a loss is final).
+    pub async fn next(&mut self) -> Option<std::time::Instant> {
+        loop {
+            {
+                let state = self.seen.borrow_and_update();
+                if state.lost.is_some() {
+                    return None;
+                }
+                if state.deadline != self.last {
+                    self.last = state.deadline;
+                    return Some(state.deadline.into_std());
+                }
+            }
+            // The guard holds a sender: an error means it is gone, with its lease.
+            self.seen.changed().await.ok()?;
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 pub mod guard;
 pub mod http;
 
-pub use guard::{Guard, Lost, safety_margin};
+pub use guard::{Guard, Lost, Renewals, safety_margin};
 
 use http::JsonHttp;
 use serde::Deserialize;
