@@ -31,14 +31,8 @@ if ! docker info > /dev/null 2>&1; then
 fi
 rustup target list --installed | grep -q aarch64-unknown-linux-gnu || rustup target add aarch64-unknown-linux-gnu
 
-# The SAM venv (also what start.sh would install).
-if [ ! -x .venv-sam/bin/sam ] || ! cmp -s infra/local/requirements.txt .venv-sam/requirements.txt; then
-  rm -rf .venv-sam
-  python3 -m venv .venv-sam
-  .venv-sam/bin/pip install --quiet --disable-pip-version-check -r infra/local/requirements.txt
-  cp infra/local/requirements.txt .venv-sam/requirements.txt
-fi
-export PATH="$PWD/.venv-sam/bin:$PATH" SAM_CLI_TELEMETRY=0
+# SAM CLI, cargo-lambda and zig in .venv-sam.
+source infra/local/venv.sh
 
 # arm64, exactly as the README says (`sam build` reads samconfig.toml).
 start=$(date +%s)

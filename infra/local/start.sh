@@ -15,13 +15,8 @@ cd "$(dirname "$0")/../.."
 port=${PORT:-3000}
 data=${LEASEKIT_LAMBDA_DATA:-.leasekit-lambda}
 
-if [ ! -x .venv-sam/bin/sam ] || ! cmp -s infra/local/requirements.txt .venv-sam/requirements.txt; then
-  rm -rf .venv-sam
-  python3 -m venv .venv-sam
-  .venv-sam/bin/pip install --quiet --disable-pip-version-check -r infra/local/requirements.txt
-  cp infra/local/requirements.txt .venv-sam/requirements.txt
-fi
-export PATH="$PWD/.venv-sam/bin:$PATH" SAM_CLI_TELEMETRY=0
+# SAM CLI, cargo-lambda and zig in .venv-sam.
+source infra/local/venv.sh
 docker info > /dev/null 2>&1 || { echo "start.sh: Docker is not running (start the daemon first)" >&2; exit 1; }
 infra/local/base-image.sh
 
