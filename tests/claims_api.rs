@@ -346,7 +346,7 @@ fn siwx_header(
     edit: impl Fn(&mut shared::x402::siwx::Payload),
 ) -> String {
     use base64::Engine;
-    use shared::x402::siwx::{Payload, message, personal_digest};
+    use shared::x402::siwx::Payload;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -370,12 +370,7 @@ fn siwx_header(
         signature: String::new(),
     };
     edit(&mut p);
-    let (sig, rec) = wallet
-        .sign_prehash_recoverable(&personal_digest(&message(&p).unwrap()))
-        .unwrap();
-    let mut bytes = sig.to_bytes().to_vec();
-    bytes.push(27 + rec.to_byte());
-    p.signature = format!("0x{}", hex::encode(bytes));
+    shared::x402::client::sign_in(wallet, &mut p).unwrap();
     base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&p).unwrap())
 }
 

@@ -2,6 +2,7 @@
 //! tests and by clients of this service; the service itself never signs payments.
 
 use super::eip712::{Address, Domain, Transfer, keccak, uint256};
+use super::siwx::{self, Payload};
 use super::types::{
     Authorization, ExactPayload, PaymentPayload, PaymentRequirements, X402_VERSION,
 };
@@ -72,21 +73,34 @@ pub fn pay(
         valid_before: uint256(&authorization.valid_before).ok_or(field("validBefore"))?,
         nonce,
     };
-    let (signature, recovery) = key
-        .sign_prehash_recoverable(&transfer.digest(&domain))
-        .map_err(|e| SignError::Signing(e.to_string()))?;
-    let mut bytes = signature.to_bytes().to_vec();
-    bytes.push(27 + recovery.to_byte());
     Ok(PaymentPayload {
         x402_version: X402_VERSION,
         resource: None,
         accepted: requirements.clone(),
         payload: ExactPayload {
-            signature: format!("0x{}", hex::encode(bytes)),
+            signature: recoverable(key, &transfer.digest(&domain))?,
             authorization,
         },
         extensions: None,
     })
+}
+
+/// Sign a sign-in-with-x `payload` as `key`'s wallet, in place: the EIP-4361 message of its
+/// fields, signed with EIP-191 as a wallet's `personal_sign` does.
+pub fn sign_in(key: &SigningKey, payload: &mut Payload) -> Result<(), SignError> {
+    let message = siwx::message(payload).map_err(|e| SignError::Signing(e.to_string()))?;
+    payload.signature = recoverable(key, &siwx::personal_digest(&message))?;
+    Ok(())
+}
+
+/// The 65-byte recoverable signature of `digest` (r, s, v = 27 + recovery id), `0x` hex.
+fn recoverable(key: &SigningKey, digest: &[u8; 32]) -> Result<String, SignError> {
+    let (signature, recovery) = key
+        .sign_prehash_recoverable(digest)
+        .map_err(|e| SignError::Signing(e.to_string()))?;
+    let mut bytes = signature.to_bytes().to_vec();
+    bytes.push(27 + recovery.to_byte());
+    Ok(format!("0x{}", hex::encode(bytes)))
 }
 
 /// The `PAYMENT-SIGNATURE` header value of `payload`.

@@ -378,12 +378,7 @@ mod tests {
             signature: String::new(),
         };
         edit(&mut p);
-        let (sig, rec) = key
-            .sign_prehash_recoverable(&personal_digest(&message(&p).unwrap()))
-            .unwrap();
-        let mut bytes = sig.to_bytes().to_vec();
-        bytes.push(27 + rec.to_byte());
-        p.signature = format!("0x{}", hex::encode(bytes));
+        crate::x402::client::sign_in(key, &mut p).unwrap();
         p
     }
 
