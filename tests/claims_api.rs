@@ -5,7 +5,7 @@
 mod support;
 
 use k256::ecdsa::SigningKey;
-use serde_json::json;
+use serde_json::{Value, json};
 use shared::x402::client::{address_of, header, pay};
 use shared::x402::types::PaymentRequirements;
 use support::*;
@@ -337,6 +337,17 @@ async fn the_hourly_free_quota_holds_under_concurrency() {
     assert_eq!(a.status, 201);
 }
 
+/// POST /claim/free with `body` and a `SIGN-IN-WITH-X` header.
+async fn siwx_claim(server: &Server, body: &Value, header: String) -> Answer {
+    post(
+        &server.url,
+        "/claim/free",
+        body,
+        &[("SIGN-IN-WITH-X", header)],
+    )
+    .await
+}
+
 /// A `SIGN-IN-WITH-X` header for `wallet`, signed over the challenge fields with `edit` applied:
 /// the EIP-4361 message and EIP-191 signature as a wallet makes them.
 fn siwx_header(
@@ -384,13 +395,7 @@ async fn an_out_of_bounds_siwx_field_is_a_400_naming_it_and_writes_nothing() {
     let body = json!({"key": "cron:bounded", "holder": "h"});
     // A validly signed proof whose nonce is 3,000 characters long.
     let long = siwx_header(&wallet, &domain, &uri, |p| p.nonce = "a".repeat(3000));
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("SIGN-IN-WITH-X", long)],
-    )
-    .await;
+    let a = siwx_claim(&server, &body, long).await;
     assert_eq!(
         (a.status, a.body["code"].as_str()),
         (400, Some("INVALID_INPUT")),
@@ -418,13 +423,7 @@ async fn an_out_of_bounds_siwx_field_is_a_400_naming_it_and_writes_nothing() {
             }),
         ),
     ] {
-        let a = post(
-            &server.url,
-            "/claim/free",
-            &body,
-            &[("SIGN-IN-WITH-X", header)],
-        )
-        .await;
+        let a = siwx_claim(&server, &body, header).await;
         assert_eq!(
             (a.status, a.body["witnesses"][0]["path"].as_str()),
             (400, Some(field)),
@@ -434,13 +433,7 @@ async fn an_out_of_bounds_siwx_field_is_a_400_naming_it_and_writes_nothing() {
     }
     // Nothing was written: the same wallet's first good proof acquires the key.
     let good = siwx_header(&wallet, &domain, &uri, |_| {});
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("SIGN-IN-WITH-X", good)],
-    )
-    .await;
+    let a = siwx_claim(&server, &body, good).await;
     assert_eq!(
         (a.status, a.body["outcome"].as_str()),
         (201, Some("acquired")),
@@ -487,13 +480,7 @@ async fn siwx_proofs_must_name_the_configured_origin_not_the_callers_host() {
         &format!("https://{domain}/claim/free"),
         |_| {},
     );
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("SIGN-IN-WITH-X", wrong_scheme)],
-    )
-    .await;
+    let a = siwx_claim(&server, &body, wrong_scheme).await;
     assert_eq!(a.status, 402, "{}", a.body);
     let good = siwx_header(
         &wallet(42),
@@ -501,13 +488,7 @@ async fn siwx_proofs_must_name_the_configured_origin_not_the_callers_host() {
         &format!("{}/claim/free", server.url),
         |_| {},
     );
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("SIGN-IN-WITH-X", good)],
-    )
-    .await;
+    let a = siwx_claim(&server, &body, good).await;
     assert_eq!(a.status, 201, "{}", a.body);
     server.stop();
 
@@ -519,12 +500,6 @@ async fn siwx_proofs_must_name_the_configured_origin_not_the_callers_host() {
         "https://lease.example.com/claim/free",
         |_| {},
     );
-    let a = post(
-        &server.url,
-        "/claim/free",
-        &body,
-        &[("SIGN-IN-WITH-X", proxied)],
-    )
-    .await;
+    let a = siwx_claim(&server, &body, proxied).await;
     assert_eq!(a.status, 201, "{}", a.body);
 }
