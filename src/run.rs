@@ -179,7 +179,7 @@ struct Running {
 impl Drop for Running {
     fn drop(&mut self) {
         if let Some(group) = self.group {
-            process_group::kill_and_wait(group);
+            process_group::kill_and_wait(group, self.watchdog.pid());
         }
     }
 }

@@ -15,8 +15,11 @@
 //! It sends SIGTERM to the group at TERM and SIGKILL at KILL unless a later `arm` moves them
 //! (not after its SIGTERM: the stop is then under way), and exits after the SIGKILL, on
 //! `disarm`, when the group is gone, or at KILL when it never learnt a group. At the end of its
-//! stdin (`run` died) it keeps to the last deadlines. Not covered: the watchdog itself stopped
-//! (or the whole session), and processes that leave the group (`setsid`).
+//! stdin (`run` died) it keeps to the last deadlines. Its signals reach the group and the command
+//! itself (whose pid is the group's id), should the command have moved to another group. Not
+//! covered: the watchdog itself stopped (or the whole session), and, while `run` is stopped or
+//! dead, the command's children that left its group (`setpgid`, `setsid`); `run` kills those too
+//! when it releases.
 
 use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -258,6 +261,11 @@ impl Watchdog {
             .send(&arm_line(deadline, grace))
             .context("arming the watchdog")?;
         Ok(watchdog)
+    }
+
+    /// The watchdog's pid (spared when `run` kills what is left of the command).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The pipe's fd, for the command to write `group PGID` to before it execs.

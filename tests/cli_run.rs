@@ -286,10 +286,11 @@ fn wall_nanos() -> u128 {
         .as_nanos()
 }
 
-/// The command loop that stamps `file` with the wall clock every 50 ms.
+/// The command loop that stamps `file` with the wall clock every 50 ms, until it cannot (the
+/// test's directory is gone): a loop a failing test leaves behind ends with the test.
 fn stamp_loop(file: &std::path::Path) -> String {
     format!(
-        "while :; do date +%s%N >> {}; sleep 0.05; done",
+        "while date +%s%N >> {}; do sleep 0.05; done",
         file.display()
     )
 }
@@ -558,4 +559,78 @@ fn what_the_command_leaves_running_is_killed_before_the_release() {
     let granted_sent = second_holder_grant(&server);
     assert_stamped_before(&cmd.stamps, granted_sent, "background loop");
     assert!(!cmd.group_alive(), "the command's group is gone");
+}
+
+/// Whether process `pid` is alive (a zombie is not).
+fn pid_alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// The command leaves its own process group (it joins a child's, so a signal to its original
+/// group reaches nobody) and `leasekit run` is stopped: the watchdog still stops the command
+/// itself before the next grant.
+#[test]
+fn a_command_that_leaves_its_group_is_still_stopped_before_the_next_grant() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    // The child makes a group of its own and lives 8 s at most; the command joins that group,
+    // then becomes the stamping loop (same pid), ignoring SIGTERM.
+    let shape = r#"echo $$ > PIDFILE; exec python3 -c 'import os, sys, time
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    time.sleep(8)
+    os._exit(0)
+time.sleep(0.2)
+os.setpgid(0, pid)
+os.execvp("sh", ["sh", "-c", sys.argv[1]])' "trap '' TERM; LOOP""#;
+    let mut cmd = Stamping::start(&server, dir.path(), shape);
+    let pid = cmd.run.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let granted_sent = second_holder_grant(&server);
+    assert_stamped_before(
+        &cmd.stamps,
+        granted_sent,
+        "command out of its group, run stopped",
+    );
+    assert!(!pid_alive(&cmd.group), "the command itself is dead");
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = wait_for(&mut cmd.run, Duration::from_secs(10));
+    assert_ne!(status.code(), Some(0), "the lease was lost: {status}");
+}
+
+/// The command starts a loop in a session of its own (`setsid`: out of its process group) and
+/// exits 0: `run` still kills the loop (its descendant, adopted as a child subreaper) before it
+/// releases the lease.
+#[test]
+fn what_the_command_starts_outside_its_group_is_killed_before_the_release() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let mut cmd = Stamping::start(
+        &server,
+        dir.path(),
+        "echo $$ > PIDFILE; setsid timeout 15 sh -c 'LOOP' & sleep 1; exit 0",
+    );
+    assert_eq!(
+        wait_for(&mut cmd.run, Duration::from_secs(10)).code(),
+        Some(0)
+    );
+    let granted_sent = second_holder_grant(&server);
+    assert_stamped_before(&cmd.stamps, granted_sent, "loop in its own session");
 }
