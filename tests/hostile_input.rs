@@ -89,12 +89,19 @@ async fn nasty_bodies_are_refused_without_a_5xx_or_a_write() {
             "{path} {answer}"
         );
     }
-    // A flood of unknown properties: a bounded answer, not one witness per key (it was 1 MB).
-    let flood: serde_json::Map<String, Value> =
+    // A flood of unknown properties: a bounded answer, not one witness per key (it was 1 MB);
+    // and a few long names: each echoed cut short, not in full twice (it was 166 KB).
+    let many: serde_json::Map<String, Value> =
         (0..6_000).map(|i| (format!("k{i}"), json!(0))).collect();
-    let flood = serde_json::to_vec(&flood).unwrap();
-    assert!(flood.len() < 64 * 1024);
-    for path in ["/api/v1/lease", "/claim", "/claim/free"] {
+    let long: serde_json::Map<String, Value> = (0..16)
+        .map(|i| (format!("{i:02}{}", "n".repeat(3_900)), json!(0)))
+        .collect();
+    for (path, flood) in ["/api/v1/lease", "/claim", "/claim/free"]
+        .into_iter()
+        .flat_map(|path| [(path, &many), (path, &long)])
+    {
+        let flood = serde_json::to_vec(flood).unwrap();
+        assert!(flood.len() < 64 * 1024);
         let response = reqwest::Client::new()
             .post(format!("{}{path}", server.url))
             .header("x-api-key", ACME_KEY)

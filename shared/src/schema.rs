@@ -53,6 +53,9 @@ pub fn verify_input() -> &'static Schema {
 /// Longest `actual` value echoed back in a witness, in characters.
 const ECHO_LIMIT: usize = 200;
 
+/// Longest unknown property name echoed back in a witness, in characters.
+const NAME_LIMIT: usize = 64;
+
 /// Witnesses listed in one answer, at most (then one that counts the rest).
 pub const MAX_WITNESSES: usize = 16;
 
@@ -97,12 +100,18 @@ fn pointer_segment(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
+/// `text`, cut to `limit` characters (then marked with an ellipsis).
+fn clip(text: &str, limit: usize) -> String {
+    if text.chars().count() > limit {
+        format!("{}…", text.chars().take(limit).collect::<String>())
+    } else {
+        text.to_owned()
+    }
+}
+
 fn echo(value: &Value) -> Value {
     match value {
-        Value::String(s) if s.chars().count() > ECHO_LIMIT => Value::String(format!(
-            "{}…",
-            s.chars().take(ECHO_LIMIT).collect::<String>()
-        )),
+        Value::String(s) => Value::String(clip(s, ECHO_LIMIT)),
         Value::Object(_) | Value::Array(_) => Value::String(format!("<{}>", type_name(value))),
         other => other.clone(),
     }
@@ -149,9 +158,11 @@ fn witnesses_for(error: &ValidationError<'_>) -> Vec<Witness> {
         ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
             .iter()
             .map(|name| {
+                // The name is the caller's: echoed cut short, like any value.
+                let name = clip(name, NAME_LIMIT);
                 Witness::new(
                     "UNKNOWN_PROPERTY",
-                    &format!("{at}/{}", pointer_segment(name)),
+                    &format!("{at}/{}", pointer_segment(&name)),
                     format!("{name} is not a property of this request"),
                 )
             })

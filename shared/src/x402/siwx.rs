@@ -23,7 +23,9 @@ pub const MAX_AGE_MS: Millis = 5 * 60 * 1000;
 /// Clock skew tolerated for `issuedAt` in the future.
 const SKEW_MS: Millis = 30 * 1000;
 
-/// The header's fields (x402 SIWX payload).
+/// The header's fields (x402 SIWX payload). Other fields are ignored, not refused: the official
+/// clients send hints such as `signatureScheme`, and only the fields here are in the signed
+/// message.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Payload {
@@ -287,6 +289,25 @@ fn millis(text: &str) -> Option<Millis> {
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
+/// Whether `uri` lies under `base` (`scheme://host[:port]` and any path prefix). A dot segment
+/// (`.`, `..`, or either percent-encoded) anywhere in the path is refused: a client resolves it
+/// (RFC 3986 5.2.4), so `/base/../other` names a path outside the base that a plain prefix
+/// check would accept.
+fn under(uri: &str, base: &str) -> bool {
+    let base = base.trim_end_matches('/');
+    let Some(rest) = uri.strip_prefix(base) else {
+        return false;
+    };
+    if !(rest.is_empty() || rest.starts_with(['/', '?', '#'])) {
+        return false;
+    }
+    let path = uri.split(['?', '#']).next().unwrap_or_default();
+    !path.split('/').any(|segment| {
+        let segment = segment.to_ascii_lowercase().replace("%2e", ".");
+        segment == "." || segment == ".."
+    })
+}
+
 /// Check `p` against the service's public `host` (`host[:port]`, the EIP-4361 domain) and
 /// `base` URL (`scheme://host[:port]` and any path prefix) as configured, at `now`, on `network`
 /// (CAIP-2): the proof's URI must lie under the base, so a proof signed for another application on
@@ -304,12 +325,7 @@ pub fn verify(
     if p.domain != host {
         return Err(SiwxError::Domain(host.to_owned()));
     }
-    let base = base.trim_end_matches('/');
-    let under_base = p
-        .uri
-        .strip_prefix(base)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']));
-    if !under_base {
+    if !under(&p.uri, base) {
         return Err(SiwxError::Uri(base.to_owned()));
     }
     let issued = millis(&p.issued_at).ok_or(SiwxError::IssuedAt)?;
@@ -479,17 +495,22 @@ mod tests {
             Err(SiwxError::Uri(_))
         ));
         // The URI must lie under the configured base URL, path prefix included.
-        let under = |uri: &str, base: &str| {
+        let accepted = |uri: &str, base: &str| {
             let p = signed(&key, |p| p.uri = uri.into());
             verify(&p, "127.0.0.1:3000", base, "eip155:84532", NOW).is_ok()
         };
-        assert!(under(
+        assert!(accepted(
             "http://127.0.0.1:3000/base/claim/free",
             "http://127.0.0.1:3000/base"
         ));
-        assert!(under(
+        assert!(accepted(
             "http://127.0.0.1:3000/base",
             "http://127.0.0.1:3000/base/"
+        ));
+        // Dots that are not whole path segments, or are in the query, are just characters.
+        assert!(accepted(
+            "http://127.0.0.1:3000/base/claim/free..x?next=../y",
+            "http://127.0.0.1:3000/base"
         ));
         for (uri, base) in [
             (
@@ -505,8 +526,25 @@ mod tests {
                 "http://127.0.0.1:3000.evil/claim/free",
                 "http://127.0.0.1:3000",
             ),
+            // Dot segments resolve outside the base (RFC 3986 5.2.4), encoded or not.
+            (
+                "http://127.0.0.1:3000/base/../other/claim/free",
+                "http://127.0.0.1:3000/base",
+            ),
+            (
+                "http://127.0.0.1:3000/base/%2e%2E/other",
+                "http://127.0.0.1:3000/base",
+            ),
+            (
+                "http://127.0.0.1:3000/base/.%2e",
+                "http://127.0.0.1:3000/base",
+            ),
+            (
+                "http://127.0.0.1:3000/base/./claim/free",
+                "http://127.0.0.1:3000/base",
+            ),
         ] {
-            assert!(!under(uri, base), "{uri} under {base}");
+            assert!(!accepted(uri, base), "{uri} accepted under {base}");
         }
         assert_eq!(
             check(&signed(&key, |p| p.issued_at = iso8601(NOW - MAX_AGE_MS - 1))),
