@@ -7,9 +7,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use shared::clock::now_ms;
 use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig, PublicUrl};
-use shared::http::{AppState, router};
-use shared::store::{KeyStore, PaymentLedger};
-use shared::x402::payments::Payments;
+use shared::http::{AppState, Routes, Settings, router};
+use shared::service::payments::Payments;
+use shared::store::KeyStore;
 use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::io::Write;
 use std::time::Duration;
@@ -106,21 +106,21 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         Duration::from_secs(args.settle_sweep_seconds),
         Duration::from_secs(args.settle_grace_seconds),
     ));
-    let mut state = AppState::new(
-        store.client.clone(),
-        &store.tables,
-        issuer,
-        false,
-        Some(payments),
-    );
-    state.free_claims_per_hour = args.free_claims_per_hour;
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
     let served = format!("http://{}", listener.local_addr()?);
     let public = args.public_url.as_deref().unwrap_or(&served);
-    state.public = PublicUrl::parse(public).map_err(|e| anyhow::anyhow!("--public-url {e}"))?;
-    let app = router(state);
+    let state = AppState::new(Settings {
+        dynamodb: store.client.clone(),
+        tables: store.tables.clone(),
+        issuer: Some(issuer),
+        payments: Some(payments),
+        free_claims_per_hour: args.free_claims_per_hour,
+        public: PublicUrl::parse(public).map_err(|e| anyhow::anyhow!("--public-url {e}"))?,
+        on_lambda: false,
+    });
+    let app = router(state, Routes::All);
     let limits = connections::Limits {
         header: args.header_timeout,
         body: args.body_timeout,
@@ -140,7 +140,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
-/// x402 as the contract sets it for local runs: Base Sepolia USDC (EIP-712 domain "USDC", "2"),
+/// x402 for local runs (README, "Paying per call"): Base Sepolia USDC (EIP-712 domain "USDC", "2"),
 /// 0.005 USDC a lease call, the built-in local facilitator unless --facilitator-url is given.
 fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
     let settings = PaymentSettings::new(BASE_SEPOLIA, BASE_SEPOLIA_USDC, "USDC", "2", &args.pay_to)
@@ -159,15 +159,11 @@ fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
         claim_prices: ClaimPrices::default(),
         facilitator,
     };
-    let ledger = PaymentLedger::new(store.client.clone(), &store.tables);
-    let payments = Payments::new(&config, ledger)?;
-    if payments.is_local() {
-        tracing::info!(
-            pay_to = args.pay_to,
-            "x402 on the LOCAL facilitator: checked and recorded, never on a chain"
-        );
-    }
-    Ok(payments)
+    Ok(Payments::open(
+        &config,
+        store.client.clone(),
+        &store.tables,
+    )?)
 }
 
 /// Sweep the payment ledger now and every `every`, taking up what is older than `grace`.

@@ -572,7 +572,12 @@ async fn serves_on_another_dynamodb_endpoint() {
 async fn a_store_failure_is_a_502_without_internals() {
     let mut endpoint = Endpoint::dynoxide().await;
     let dir = TempDir::new().unwrap();
-    let server = Server::start_with(dir.path(), &["--dynamodb-endpoint", &endpoint.url.clone()]);
+    let log_path = dir.path().join("server.log");
+    let server = Server::start_logged_with(
+        dir.path(),
+        &["--dynamodb-endpoint", &endpoint.url.clone()],
+        std::fs::File::create(&log_path).unwrap(),
+    );
     let c = server.client(Some(ACME_KEY));
     assert_eq!(c.data(acquire("t1", "r", "w1")).await["granted"], true);
     endpoint.stop().await;
@@ -589,6 +594,18 @@ async fn a_store_failure_is_a_502_without_internals() {
             "no internals: {answer}"
         );
     }
+    // The internals are in the log instead: once per failed request, on its own request line.
+    server.stop();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("status=502")).collect();
+    assert_eq!(failed.len(), 3, "{log}");
+    assert!(
+        failed
+            .iter()
+            .all(|l| l.contains("error=\"DynamoDB request failed: ")),
+        "{log}"
+    );
+    assert_eq!(log.matches("DynamoDB request failed").count(), 3, "{log}");
 }
 
 /// JSON Schema counts 1.0 as the integer 1, and so does the service (found by schemathesis).

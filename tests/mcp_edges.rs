@@ -201,3 +201,34 @@ async fn mcp_checks_host_and_origin_against_the_configured_url() {
         assert_eq!(code_of(status, &got, &text), "FORBIDDEN");
     }
 }
+
+/// A lease granted over MCP is logged like one over HTTP: its request line names the op, the
+/// outcome and the tenant's hash (the MCP channel used to log none of them).
+#[tokio::test]
+async fn an_mcp_tool_call_is_logged_like_the_http_route() {
+    let dir = TempDir::new().unwrap();
+    let log_path = dir.path().join("server.log");
+    let server = Server::start_logged(dir.path(), std::fs::File::create(&log_path).unwrap());
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "lease",
+        "arguments": {"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "ttlSeconds": 30},
+    }});
+    let (status, _, text) = mcp(&server, reqwest::Method::POST, call.to_string(), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        answer["result"]["structuredContent"]["data"]["granted"], true,
+        "{text}"
+    );
+    server.stop();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let line = log
+        .lines()
+        .find(|l| l.contains("route=\"/mcp\""))
+        .unwrap_or_else(|| panic!("no /mcp request line: {log}"));
+    assert!(
+        line.contains("op=\"acquire\"") && line.contains("outcome=\"granted\""),
+        "{line}"
+    );
+    assert!(!line.contains("tenant=\"-\""), "{line}");
+}

@@ -2,9 +2,9 @@
 //! functions that sign, the signing key. Nothing here runs per request.
 
 use crate::config::{Config, ConfigError};
+use crate::http::{AppState, Routes, Settings};
 use crate::provenance::Issuer;
-use crate::store::PaymentLedger;
-use crate::x402::payments::Payments;
+use crate::service::payments::Payments;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BootError {
@@ -51,18 +51,12 @@ pub async fn lambda() -> Result<Boot, BootError> {
 impl Boot {
     /// x402 payments as configured (`None` without `X402_PAY_TO`).
     pub fn payments(&self) -> Result<Option<Payments>, BootError> {
-        let Some(config) = &self.config.payments else {
-            return Ok(None);
-        };
-        let ledger = PaymentLedger::new(self.dynamodb.clone(), &self.config.tables);
-        let payments =
-            Payments::new(config, ledger).map_err(|e| BootError::Payments(e.to_string()))?;
-        if payments.is_local() {
-            tracing::warn!(
-                "x402: LOCAL facilitator - payments are checked but never settled on a chain"
-            );
-        }
-        Ok(Some(payments))
+        self.config
+            .payments
+            .as_ref()
+            .map(|config| Payments::open(config, self.dynamodb.clone(), &self.config.tables))
+            .transpose()
+            .map_err(|e| BootError::Payments(e.to_string()))
     }
 
     /// The signing key, from the Secrets Manager secret `SIGNING_KEY_SECRET` (64 hex characters).
@@ -91,22 +85,32 @@ impl Boot {
     }
 }
 
-/// Serve the HTTP routes on Lambda: init as above, load the signing key, then run the router
-/// until the runtime stops. API Gateway decides which routes reach which function.
-pub async fn serve_http() -> Result<(), lambda_http::Error> {
+/// Serve one function's `routes` on Lambda: init as above, load the signing key if they sign
+/// (only then: the other functions' roles may not read it), then run their router until the
+/// runtime stops.
+pub async fn serve_http(routes: Routes) -> Result<(), lambda_http::Error> {
     let boot = lambda().await?;
-    let issuer = boot.issuer().await?;
-    let payments = boot.payments()?;
-    let mut state =
-        crate::http::AppState::new(boot.dynamodb, &boot.config.tables, issuer, true, payments);
-    state.free_claims_per_hour = boot.config.free_claims_per_hour;
-    state.public = boot
+    let issuer = if routes.signs() {
+        Some(boot.issuer().await?)
+    } else {
+        None
+    };
+    let public = boot
         .config
         .public_url
         .clone()
         .ok_or(ConfigError::Missing("LEASEKIT_PUBLIC_URL"))
         .map_err(BootError::from)?;
-    lambda_http::run(crate::http::lambda::service(state)).await
+    let state = AppState::new(Settings {
+        payments: boot.payments()?,
+        dynamodb: boot.dynamodb,
+        tables: boot.config.tables,
+        issuer,
+        free_claims_per_hour: boot.config.free_claims_per_hour,
+        public,
+        on_lambda: true,
+    });
+    lambda_http::run(crate::http::lambda::service(state, routes)).await
 }
 
 /// The settlement sweeper on Lambda: each scheduled invocation closes the payments left open
@@ -121,7 +125,7 @@ pub async fn sweep_payments() -> Result<(), lambda_http::Error> {
     let handler = service_fn(move |_: LambdaEvent<serde_json::Value>| {
         let payments = payments.clone();
         async move {
-            let mut total = crate::x402::payments::Swept::default();
+            let mut total = crate::service::payments::Swept::default();
             let Some(payments) = payments else {
                 return Ok::<_, lambda_http::Error>(serde_json::json!(total));
             };

@@ -1,10 +1,19 @@
 //! The lease service library: everything the Lambda functions, the local server and the tests share.
 //!
-//! Layers, from the inside out:
-//! - [`lease`]: the pure lease rules (`decide`), with no I/O and time passed in.
-//! - [`store`]: the one storage implementation, on DynamoDB. All item mapping lives there.
-//! - [`keys`]: API keys (generation, hashing, checking).
-//! - [`http`]: the routers and the HTTP error type, served alike by Lambda and by `leasekit serve`.
+//! Layers, from the inside out. A module uses only modules of its own layer or of the layers
+//! before it, and no two modules use each other, directly or round a cycle (`tests/layers.rs`
+//! reads the `crate::` paths and checks both against this list):
+//! 1. Foundations: [`clock`] (time in ms), [`witness`] (why an input or a decision failed),
+//!    [`strict_json`] (JSON without duplicate names), [`metrics`] (EMF counters).
+//! 2. Rules and formats, no I/O: [`lease`] (the pure `decide`, requests, answers), [`claims`],
+//!    [`keys`] (API keys), [`tenant`], [`schema`] (the request schemas), [`provenance`] (signed
+//!    answers: the credential, its proof, its check), [`x402`] (the payment protocol; its one
+//!    I/O is the facilitator client).
+//! 3. Storage: [`store`], the one implementation, on DynamoDB; it maps the types of layer 2.
+//! 4. Settings and services: [`config`] (from the environment), [`service`] (leases and payments
+//!    applied through the store), [`auth`] (API keys checked against the store).
+//! 5. The edge: [`discovery`] (OpenAPI, catalog, docs), [`http`] (the routers and the one error
+//!    type, served alike by Lambda and by `leasekit serve`), [`bootstrap`] (a Lambda's start).
 
 pub mod auth;
 pub mod bootstrap;
@@ -18,6 +27,7 @@ pub mod lease;
 pub mod metrics;
 pub mod provenance;
 pub mod schema;
+pub mod service;
 pub mod store;
 pub mod strict_json;
 pub mod tenant;

@@ -6,7 +6,8 @@ mod common;
 use common::test_store;
 use serde_json::Value;
 use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
-use shared::http::{AppState, lambda};
+use shared::config::PublicUrl;
+use shared::http::{AppState, Routes, Settings, lambda};
 use shared::keys::{ApiKey, KeyRecord};
 use shared::provenance::Issuer;
 use shared::store::KeyStore;
@@ -38,16 +39,19 @@ async fn call_with(event: &str, account: Option<&str>) -> (u16, Value) {
         "lambda_http keeps the stage: {}",
         request.uri()
     );
-    let response = lambda::service(AppState::new(
-        store.client,
-        &store.tables,
-        Issuer::from_seed(&[9; 32]),
-        true,
-        None,
-    ))
-    .oneshot(request)
-    .await
-    .expect("infallible");
+    let state = AppState::new(Settings {
+        dynamodb: store.client,
+        tables: store.tables,
+        issuer: Some(Issuer::from_seed(&[9; 32])),
+        payments: None,
+        free_claims_per_hour: 60,
+        public: PublicUrl::default(),
+        on_lambda: true,
+    });
+    let response = lambda::service(state, Routes::All)
+        .oneshot(request)
+        .await
+        .expect("infallible");
     let status = response.status().as_u16();
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await

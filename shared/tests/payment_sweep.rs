@@ -9,13 +9,13 @@ use common::test_store;
 use shared::claims::Plan;
 use shared::clock::{Millis, now_ms};
 use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
-use shared::lease::service::REPLAY_WINDOW_MS;
+use shared::service::lease::REPLAY_WINDOW_MS;
+use shared::service::payments::{Payments, Swept};
 use shared::store::claim_store::claim_pk;
 use shared::store::payment_store::Evidence;
 use shared::store::{ClaimStore, LeaseKey, LeaseStore, PaymentLedger, RecordKey, StoredRecord};
 use shared::tenant::Tenant;
 use shared::x402::client::{address_of, header, pay};
-use shared::x402::payments::{Payments, Swept};
 use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::collections::HashMap;
 

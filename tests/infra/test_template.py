@@ -137,3 +137,80 @@ def test_the_local_aws_endpoint_can_only_be_unset_or_loopback():
         assert pattern.fullmatch(allowed), allowed
     for refused in ["https://dynamodb.us-east-1.amazonaws.com", "http://127.0.0.1.evil.com:1", "http://10.0.0.1:8000", "http://localhost:8000"]:
         assert not pattern.fullmatch(refused), refused
+
+
+def routes_of(function):
+    """The `Routes` a function's binary serves, read from its main.rs (None: not an HTTP function)."""
+    binary = FUNCTIONS[function]["Metadata"]["BuildProperties"]["Binary"]
+    with open(os.path.join(ROOT, "functions", binary, "src", "main.rs")) as f:
+        text = f.read()
+    marker = "serve_http(shared::http::Routes::"
+    if marker not in text:
+        return None
+    return text.split(marker, 1)[1].split(")", 1)[0]
+
+
+# The routes that sign answers: `Routes::signs` (its unit test pins the same list).
+SIGNING_ROUTES = {"Lease", "Mcp", "Public"}
+
+
+def test_only_the_functions_that_sign_may_read_the_signing_key():
+    http = {name for name in FUNCTIONS if routes_of(name)}
+    assert len(http) == 5, http
+    for name, f in FUNCTIONS.items():
+        props = f["Properties"]
+        reads_secret = any(
+            "secretsmanager:GetSecretValue" in s["Action"] for s in props.get("Policies", [{}])[0].get("Statement", [])
+        )
+        has_secret = "SIGNING_KEY_SECRET" in props.get("Environment", {}).get("Variables", {})
+        signs = routes_of(name) in SIGNING_ROUTES
+        assert reads_secret == signs, (name, "GetSecretValue")
+        assert has_secret == signs, (name, "SIGNING_KEY_SECRET")
+    globals_env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    assert "SIGNING_KEY_SECRET" not in globals_env, "every function would be told where the key is"
+
+
+def test_each_function_may_do_only_what_its_routes_do():
+    table = {
+        "LeasesTable": "leases",
+        "RequestsTable": "requests",
+        "KeysTable": "keys",
+        "PaymentsTable": "payments",
+        "ClaimsTable": "claims",
+    }
+
+    def grants(name):
+        out = set()
+        for statement in FUNCTIONS[name]["Properties"]["Policies"][0]["Statement"]:
+            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            for resource in resources:
+                if "Fn::GetAtt" in resource:
+                    where = table[resource["Fn::GetAtt"][0]]
+                elif "Ref" in resource:
+                    where = resource["Ref"]
+                else:
+                    where = "payments/index/pending"
+                for action in statement["Action"]:
+                    out.add((action, where))
+        return out
+
+    lease_writes = {("dynamodb:GetItem", "leases"), ("dynamodb:UpdateItem", "leases"),
+                    ("dynamodb:GetItem", "requests"), ("dynamodb:PutItem", "requests")}
+    secret = {("secretsmanager:GetSecretValue", "SigningKeySecret")}
+    keys = {("dynamodb:GetItem", "keys")}
+    expected = {
+        "AuthorizerFunction": keys,
+        # Key or payment: keys checked in the function; the ledger consumes and closes payments.
+        "LeaseFunction": lease_writes | secret | keys
+        | {("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments")},
+        "PublicFunction": secret,
+        "ClaimFunction": {("dynamodb:UpdateItem", "claims"),
+                          ("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments")},
+        # Key or wallet: sign-in-with-x nonces are consumed in the ledger (a put, never an update).
+        "ClaimFreeFunction": keys | {("dynamodb:UpdateItem", "claims"), ("dynamodb:PutItem", "payments")},
+        # Keys are checked by the authorizer, so none here; no payments on this channel.
+        "McpFunction": lease_writes | secret | {("dynamodb:UpdateItem", "claims")},
+        "SettleSweeperFunction": {("dynamodb:Query", "payments/index/pending"), ("dynamodb:UpdateItem", "payments"),
+                                  ("dynamodb:GetItem", "requests"), ("dynamodb:GetItem", "claims")},
+    }
+    assert {name: grants(name) for name in FUNCTIONS} == expected

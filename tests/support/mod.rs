@@ -39,7 +39,12 @@ impl Server {
 
     /// Serve with INFO logs written to `log` (for tests that read the logs).
     pub fn start_logged(data_dir: &Path, log: std::fs::File) -> Self {
-        Self::spawn(data_dir, &[], "info,dynoxide=error", Stdio::from(log))
+        Self::start_logged_with(data_dir, &[], log)
+    }
+
+    /// Both: `extra` arguments and INFO logs written to `log`.
+    pub fn start_logged_with(data_dir: &Path, extra: &[&str], log: std::fs::File) -> Self {
+        Self::spawn(data_dir, extra, "info,dynoxide=error", Stdio::from(log))
     }
 
     fn spawn(data_dir: &Path, extra: &[&str], log_level: &str, stderr: Stdio) -> Self {

@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::bootstrap::serve_http().await
+    shared::bootstrap::serve_http(shared::http::Routes::Mcp).await
 }

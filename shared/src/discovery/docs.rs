@@ -177,7 +177,7 @@ pub fn sample(issuer: &Issuer, now: Millis) -> Value {
     let data =
         serde_json::to_value(LeaseAnswer::granted(Op::Acquire, &after, now)).unwrap_or_default();
     let subject = Subject {
-        route: crate::lease::service::ROUTE,
+        route: crate::service::lease::ROUTE,
         op: "acquire",
         request_sha256: sha256(&request),
     };

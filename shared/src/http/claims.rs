@@ -99,7 +99,8 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         Ok(Charge::Yes((outcome, claim.plan)))
     };
     let ((outcome, plan), settlement) = paid::settle_after(&state, paid, now, work).await?;
-    let settlement = settlement.ok_or(ApiError::Internal)?;
+    let settlement =
+        settlement.ok_or_else(|| ApiError::Internal("a paid claim came back unsettled".into()))?;
     let receipt = receipt(&settlement, &asset);
     let mut response = answer(outcome, plan, Some(receipt));
     let note = note("claim", &response, &scope);
@@ -157,10 +158,8 @@ async fn prove_wallet(state: &AppState, parts: &Parts, now: Millis) -> Result<Te
     let (host, base) = (state.public.authority(), state.public.base());
     let ask = |error: Option<String>, code: &'static str| -> Result<ApiError, ApiError> {
         let mut nonce = [0u8; 16];
-        getrandom::fill(&mut nonce).map_err(|e| {
-            tracing::error!(error = %e, "no randomness for a sign-in-with-x nonce");
-            ApiError::Internal
-        })?;
+        getrandom::fill(&mut nonce)
+            .map_err(|e| ApiError::Internal(format!("no randomness for a SIWX nonce: {e}")))?;
         let uri = state.public.url(parts.uri.path());
         let mut extensions = Map::new();
         extensions.insert(

@@ -3,7 +3,7 @@
 //! public URL (never the caller's `Host` or `X-Forwarded-Proto`: links would point wherever a
 //! caller or a cache-poisoning header said).
 
-use super::AppState;
+use super::{ApiError, AppState};
 use crate::clock::now_ms;
 use crate::discovery::{Prices, docs, openapi};
 use axum::Json;
@@ -35,6 +35,6 @@ pub async fn lease_page_json(State(state): State<AppState>) -> Json<Value> {
     Json(docs::page_json(&state.public.base(), &prices(&state)))
 }
 
-pub async fn lease_sample(State(state): State<AppState>) -> Json<Value> {
-    Json(docs::sample(&state.issuer, now_ms()))
+pub async fn lease_sample(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(docs::sample(state.issuer()?, now_ms())))
 }

@@ -1,7 +1,7 @@
 //! The API error: every non-200 answer of every route goes through this one `IntoResponse`, as
 //! `{"error": <sentence>, "code": <UPPER_SNAKE>}` plus `witnesses` for invalid input.
 
-use crate::lease::service::LeaseError;
+use crate::service::lease::LeaseError;
 use crate::store::StoreError;
 use crate::witness::Witness;
 use crate::x402::types::PaymentRequired;
@@ -31,15 +31,17 @@ pub enum ApiError {
         "requestId was used before with different input; use a new requestId for a new request"
     )]
     IdempotencyConflict,
+    /// The store failed or its answer is unknown (the cause is for the log).
     #[error("the store is unavailable or its answer is unknown; retry with the same requestId")]
-    StoreUnavailable,
+    StoreUnavailable(String),
     #[error("{}", .required.error.as_deref().unwrap_or("payment required: pay with x402 (see accepts) or send an API key"))]
     Payment {
         required: Box<PaymentRequired>,
         code: &'static str,
     },
+    /// No usable answer from the facilitator (the cause is for the log).
     #[error("the payment facilitator is unavailable; nothing was charged, retry")]
-    FacilitatorUnavailable,
+    FacilitatorUnavailable(String),
     #[error("too many free claims this hour; retry after {0} s")]
     RateLimited(u64),
     #[error("{0}")]
@@ -52,9 +54,9 @@ pub enum ApiError {
     NotFound,
     #[error("method not allowed on this route")]
     MethodNotAllowed,
-    /// Our own failure: the details are in the log, never in the answer.
+    /// Our own failure: a 500 with a generic body; the cause is for the log, never the answer.
     #[error("internal error")]
-    Internal,
+    Internal(String),
 }
 
 fn invalid_input_sentence(witnesses: &[Witness]) -> String {
@@ -88,12 +90,12 @@ impl ApiError {
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::IdempotencyConflict => StatusCode::CONFLICT,
-            Self::StoreUnavailable | Self::FacilitatorUnavailable => StatusCode::BAD_GATEWAY,
+            Self::StoreUnavailable(_) | Self::FacilitatorUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::Payment { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -105,8 +107,8 @@ impl ApiError {
             Self::RequestTimeout(_) => "REQUEST_TIMEOUT",
             Self::Unauthorized(_) => "UNAUTHORIZED",
             Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
-            Self::StoreUnavailable => "STORE_UNAVAILABLE",
-            Self::FacilitatorUnavailable => "FACILITATOR_UNAVAILABLE",
+            Self::StoreUnavailable(_) => "STORE_UNAVAILABLE",
+            Self::FacilitatorUnavailable(_) => "FACILITATOR_UNAVAILABLE",
             Self::Payment { code, .. } => code,
             Self::RateLimited(_) => "RATE_LIMITED",
             Self::Forbidden(_) => "FORBIDDEN",
@@ -114,16 +116,35 @@ impl ApiError {
             Self::BatchNotSupported => "BATCH_NOT_SUPPORTED",
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            Self::Internal => "INTERNAL_ERROR",
+            Self::Internal(_) => "INTERNAL_ERROR",
+        }
+    }
+
+    /// What went wrong on our side or the store's, for the request's log line; `None` for the
+    /// caller's own errors.
+    pub fn cause(&self) -> Option<&str> {
+        match self {
+            Self::StoreUnavailable(cause)
+            | Self::FacilitatorUnavailable(cause)
+            | Self::Internal(cause) => Some(cause),
+            _ => None,
         }
     }
 }
 
+/// The cause of a failure answer, put on the response for the request's one log line
+/// ([`super::observe::log_request`]): logged there, once, and never sent.
+#[derive(Debug, Clone)]
+pub struct Failure(pub String);
+
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        // Details go to the log, never to the caller.
-        tracing::error!(error = %err, "store failure");
-        Self::StoreUnavailable
+        match err {
+            StoreError::Unavailable(_) | StoreError::Corrupt(_) => {
+                Self::StoreUnavailable(err.to_string())
+            }
+            StoreError::Internal(_) => Self::Internal(err.to_string()),
+        }
     }
 }
 
@@ -137,16 +158,27 @@ impl From<LeaseError> for ApiError {
                 format!("{field} is required for this op"),
             )]),
             LeaseError::Contention => {
-                tracing::warn!("lease contention exhausted the retry rounds");
-                Self::StoreUnavailable
+                Self::StoreUnavailable("lease contention exhausted the retry rounds".into())
             }
             LeaseError::Store(e) => e.into(),
+            LeaseError::Internal(cause) => Self::Internal(cause),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let failure = self.cause().map(|cause| Failure(cause.to_owned()));
+        let mut response = self.answer();
+        if let Some(failure) = failure {
+            response.extensions_mut().insert(failure);
+        }
+        response
+    }
+}
+
+impl ApiError {
+    fn answer(self) -> Response {
         let mut body = json!({"error": self.to_string(), "code": self.code()});
         match &self {
             Self::InvalidInput(witnesses) => body["witnesses"] = json!(witnesses),
@@ -210,7 +242,12 @@ mod tests {
                 "UNAUTHORIZED",
             ),
             (ApiError::IdempotencyConflict, 409, "IDEMPOTENCY_CONFLICT"),
-            (ApiError::StoreUnavailable, 502, "STORE_UNAVAILABLE"),
+            (
+                ApiError::StoreUnavailable("x".into()),
+                502,
+                "STORE_UNAVAILABLE",
+            ),
+            (ApiError::Internal("x".into()), 500, "INTERNAL_ERROR"),
             (ApiError::NotFound, 404, "NOT_FOUND"),
             (ApiError::Forbidden("no"), 403, "FORBIDDEN"),
             (
@@ -221,7 +258,7 @@ mod tests {
             (ApiError::BatchNotSupported, 400, "BATCH_NOT_SUPPORTED"),
             (ApiError::MethodNotAllowed, 405, "METHOD_NOT_ALLOWED"),
             (
-                ApiError::FacilitatorUnavailable,
+                ApiError::FacilitatorUnavailable("x".into()),
                 502,
                 "FACILITATOR_UNAVAILABLE",
             ),
@@ -287,9 +324,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn store_details_stay_in_the_log() {
-        let (_, body) =
-            parts(StoreError::Unavailable("secret internal detail".into()).into()).await;
-        assert!(!body.to_string().contains("secret internal detail"));
+    async fn failure_details_go_to_the_log_line_never_to_the_caller() {
+        let cases: [(ApiError, u16); 4] = [
+            (StoreError::Unavailable("secret detail".into()).into(), 502),
+            (StoreError::Corrupt("secret detail".into()).into(), 502),
+            // A request we could not build is our failure, not the store's: no retry advice.
+            (StoreError::Internal("secret detail".into()).into(), 500),
+            (LeaseError::Internal("secret detail".into()).into(), 500),
+        ];
+        for (err, status) in cases {
+            let response = err.into_response();
+            assert_eq!(response.status().as_u16(), status);
+            let failure = response.extensions().get::<Failure>().cloned();
+            assert!(failure.is_some_and(|f| f.0.contains("secret detail")));
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            let body = String::from_utf8(bytes.to_vec()).unwrap();
+            assert!(!body.contains("secret detail"), "{body}");
+        }
+        // The caller's own errors carry no failure.
+        let response = ApiError::NotFound.into_response();
+        assert!(response.extensions().get::<Failure>().is_none());
     }
 }

@@ -4,7 +4,7 @@
 //! variable says otherwise; the routes are stage-free. [`strip_stage`] removes the request
 //! context's stage from the path so routing works whichever way lambda_http was set up.
 
-use super::{AppState, router};
+use super::{AppState, Routes, router};
 use axum::http::{Request, Uri};
 use lambda_http::request::RequestContext;
 use tower::ServiceBuilder;
@@ -13,11 +13,14 @@ use tower::util::MapRequest;
 /// A request as lambda_http hands it over.
 type LambdaRequest = Request<lambda_http::Body>;
 
-/// The router as a Lambda service.
-pub fn service(state: AppState) -> MapRequest<axum::Router, fn(LambdaRequest) -> LambdaRequest> {
+/// The router of `routes` as a Lambda service.
+pub fn service(
+    state: AppState,
+    routes: Routes,
+) -> MapRequest<axum::Router, fn(LambdaRequest) -> LambdaRequest> {
     ServiceBuilder::new()
         .map_request(strip_stage as fn(LambdaRequest) -> LambdaRequest)
-        .service(router(state))
+        .service(router(state, routes))
 }
 
 /// Remove a leading `/<stage>` (the REST request context's stage) from the path.

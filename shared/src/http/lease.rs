@@ -5,14 +5,13 @@ use super::observe::Note;
 use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::clock::{Millis, now_ms};
-use crate::lease::service::SignedAnswer;
-use crate::lease::service::{REPLAY_WINDOW_MS, ROUTE};
 use crate::lease::{LeaseRequest, Op};
 use crate::metrics;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
+use crate::service::lease::SignedAnswer;
+use crate::service::lease::{REPLAY_WINDOW_MS, ROUTE};
 use crate::store::RecordKey;
-use crate::store::StoreError;
 use crate::store::payment_store::Evidence;
 use crate::tenant::Tenant;
 use crate::witness::Witness;
@@ -34,10 +33,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let (tenant, answer, settlement) = match caller {
         Caller::Account(account) => {
             let tenant = tenant_for_key(&account, request.tenant_id.as_deref())?;
-            let answer = state
-                .leases
-                .execute(&tenant, &request, request_sha256, now)
-                .await?;
+            let answer = carry_out(&state, &tenant, &request, request_sha256, now).await?;
             (tenant, answer, None)
         }
         Caller::Anonymous => {
@@ -54,10 +50,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             let tenant = Tenant::for_wallet(&paid.verified.payer);
             // A store failure ends the work with an error: nothing is settled, nothing charged.
             let work = async {
-                let answer = state
-                    .leases
-                    .execute(&tenant, &request, request_sha256, now)
-                    .await?;
+                let answer = carry_out(&state, &tenant, &request, request_sha256, now).await?;
                 Ok(if answer.data.replayed {
                     Charge::Replay(answer)
                 } else {
@@ -68,32 +61,50 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             (tenant, answer, settlement)
         }
     };
-    let replayed = answer.data.replayed;
     let note = Note {
         op: Some(answer.data.op.as_str()),
-        outcome: Some(match (replayed, answer.data.granted) {
-            (true, _) => "replayed",
-            (false, true) => "granted",
-            (false, false) => "denied",
-        }),
+        outcome: Some(outcome(&answer)),
         tenant: Some(Note::tenant_hash(tenant.as_str())),
     };
-    if !replayed && answer.data.op != crate::lease::Op::Get {
-        metrics::count(if answer.data.granted {
-            "LeaseGranted"
-        } else {
-            "LeaseDenied"
-        });
-    }
-    let mut response =
-        Json(serde_json::to_value(answer).map_err(|e| StoreError::Corrupt(e.to_string()))?)
-            .into_response();
+    let mut response = Json(answer_json(&answer)?).into_response();
     response.extensions_mut().insert(note);
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
     if let Some(settlement) = &settlement {
         paid::attach(&mut response, settlement);
     }
     Ok(response)
+}
+
+/// The one way every channel (HTTP with a key or a payment, MCP) carries out a lease request
+/// for `tenant`: the service applies and signs it, and what it decided is counted.
+async fn carry_out(
+    state: &AppState,
+    tenant: &Tenant,
+    request: &LeaseRequest,
+    request_sha256: [u8; 32],
+    now: Millis,
+) -> Result<SignedAnswer, ApiError> {
+    let answer = state
+        .leases()?
+        .execute(tenant, request, request_sha256, now)
+        .await?;
+    if !answer.data.replayed && answer.data.op != Op::Get {
+        metrics::count(if answer.data.granted {
+            "LeaseGranted"
+        } else {
+            "LeaseDenied"
+        });
+    }
+    Ok(answer)
+}
+
+/// What an answer was, for the log: replayed, granted or denied.
+pub(crate) fn outcome(answer: &SignedAnswer) -> &'static str {
+    match (answer.data.replayed, answer.data.granted) {
+        (true, _) => "replayed",
+        (false, true) => "granted",
+        (false, false) => "denied",
+    }
 }
 
 /// Where a paid lease call's committed answer will be. A mutation always keeps a request record
@@ -132,20 +143,24 @@ fn tenant_for_key(account: &str, tenant_id: Option<&str>) -> Result<Tenant, ApiE
     })
 }
 
+/// A signed answer as the JSON sent (it always serializes; if not, that is our failure).
+pub(crate) fn answer_json(answer: &SignedAnswer) -> Result<Value, ApiError> {
+    serde_json::to_value(answer)
+        .map_err(|e| ApiError::Internal(format!("a signed answer would not serialize: {e}")))
+}
+
 /// The integer fields of a lease request.
 const WHOLE: &[&str] = &["ttlSeconds", "token"];
 
 /// A lease request from an API key's `account`, already parsed as JSON (the MCP tool's path):
-/// validated exactly as the HTTP body is, then carried out and signed.
+/// validated exactly as the HTTP body is, then carried out and signed. The tenant, for the log.
 pub(crate) async fn for_account(
     state: &AppState,
     account: &str,
     value: Value,
-) -> Result<SignedAnswer, ApiError> {
+) -> Result<(Tenant, SignedAnswer), ApiError> {
     let (request, body): (LeaseRequest, Value) = validate_value(value, lease_input(), WHOLE)?;
     let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
-    Ok(state
-        .leases
-        .execute(&tenant, &request, sha256(&body), now_ms())
-        .await?)
+    let answer = carry_out(state, &tenant, &request, sha256(&body), now_ms()).await?;
+    Ok((tenant, answer))
 }

@@ -4,6 +4,7 @@
 
 use super::body::read_limited;
 use super::claims::{FreeClaim, answer_body, check, free_claim};
+use super::observe::Note;
 use super::{ApiError, AppState, Caller, lease};
 use crate::claims::Plan;
 use crate::clock::now_ms;
@@ -30,6 +31,23 @@ use std::sync::Arc;
 /// The account of the API key that authenticated the MCP request.
 #[derive(Clone)]
 struct Account(String);
+
+/// Where a tool call leaves its log note: rmcp answers the HTTP request itself, so the note goes
+/// through the request's extensions (shared) and [`require_key`] puts it on the response.
+#[derive(Clone, Default)]
+struct NoteSlot(Arc<std::sync::Mutex<Option<Note>>>);
+
+impl NoteSlot {
+    fn put(&self, note: Note) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(note);
+        }
+    }
+
+    fn take(&self) -> Option<Note> {
+        self.0.lock().ok().and_then(|mut slot| slot.take())
+    }
+}
 
 #[derive(Clone)]
 struct LeaseTools {
@@ -63,7 +81,11 @@ fn tools() -> Vec<Tool> {
 }
 
 /// An error the caller (the model) can read: the API error's body as structured content.
+/// A tool result is the MCP request's whole answer, so a failure's cause is logged here.
 fn tool_error(err: ApiError) -> CallToolResult {
+    if let Some(cause) = err.cause() {
+        tracing::error!(code = err.code(), error = cause, "MCP tool call failed");
+    }
     let status = err.status().as_u16();
     let mut body = json!({"error": err.to_string(), "code": err.code(), "status": status});
     if let ApiError::InvalidInput(witnesses) = &err {
@@ -73,11 +95,24 @@ fn tool_error(err: ApiError) -> CallToolResult {
 }
 
 impl LeaseTools {
-    async fn call(&self, name: &str, arguments: Value, account: &str) -> Result<Value, ApiError> {
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        account: &str,
+        slot: Option<&NoteSlot>,
+    ) -> Result<Value, ApiError> {
         match name {
             "lease" => {
-                let answer = lease::for_account(&self.state, account, arguments).await?;
-                serde_json::to_value(answer).map_err(|e| ApiError::InvalidJson(e.to_string()))
+                let (tenant, answer) = lease::for_account(&self.state, account, arguments).await?;
+                if let Some(slot) = slot {
+                    slot.put(Note {
+                        op: Some(answer.data.op.as_str()),
+                        outcome: Some(lease::outcome(&answer)),
+                        tenant: Some(Note::tenant_hash(tenant.as_str())),
+                    });
+                }
+                lease::answer_json(&answer)
             }
             "claim_free" => {
                 let claim: FreeClaim = check(arguments, claim_free_input())?;
@@ -113,9 +148,9 @@ impl ServerHandler for LeaseTools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(Account(account)) = context
-            .extensions
-            .get::<axum::http::request::Parts>()
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        let slot = parts.and_then(|parts| parts.extensions.get::<NoteSlot>());
+        let Some(Account(account)) = parts
             .and_then(|parts| parts.extensions.get::<Account>())
             .cloned()
         else {
@@ -124,7 +159,7 @@ impl ServerHandler for LeaseTools {
             );
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let result = match self.call(&request.name, arguments, &account).await {
+        let result = match self.call(&request.name, arguments, &account, slot).await {
             Ok(answer) => CallToolResult::structured(answer),
             Err(ApiError::NotFound) => {
                 return Err(McpError::invalid_params(
@@ -145,7 +180,13 @@ async fn require_key(State(state): State<AppState>, mut request: Request, next: 
         Ok(Caller::Account(account)) => {
             request = Request::from_parts(parts, body);
             request.extensions_mut().insert(Account(account));
-            next.run(request).await
+            let slot = NoteSlot::default();
+            request.extensions_mut().insert(slot.clone());
+            let mut response = next.run(request).await;
+            if let Some(note) = slot.take() {
+                response.extensions_mut().insert(note);
+            }
+            response
         }
         Ok(Caller::Anonymous) => {
             ApiError::Unauthorized("an API key (X-API-KEY) is required").into_response()
@@ -270,7 +311,7 @@ fn origin_allowed(state: &AppState, origin: &str) -> bool {
         .is_some_and(|a| format!("{scheme}://{a}") == state.public.origin() || loopback(state, &a))
 }
 
-/// rmcp's own refusals are plain text: give them the contract's `{error, code}` shape.
+/// rmcp's own refusals are plain text: give them the error shape of every other route (`shared/schemas/error.json`).
 async fn as_json_error(response: Response) -> Response {
     let status = response.status();
     let is_json = response
@@ -311,7 +352,7 @@ async fn as_json_error(response: Response) -> Response {
 }
 
 /// The /mcp route: stateless (no sessions), JSON answers. rmcp's own Host check is off: [`guard`]
-/// checks Host and Origin against the configured public URL and answers in the contract's shape.
+/// checks Host and Origin against the configured public URL and answers in the shape of `shared/schemas/error.json`.
 pub fn router(state: AppState) -> Router {
     let tools = LeaseTools {
         state: state.clone(),

@@ -1,5 +1,6 @@
-//! The HTTP face of the service: one router, served alike by the Lambda functions (through
-//! `lambda_http`) and by `leasekit serve` (through `axum::serve`).
+//! The HTTP face of the service: the routes of each resource, served alike by the Lambda
+//! functions (through `lambda_http`, one resource each) and by `leasekit serve` (through
+//! `axum::serve`, all of them).
 
 pub mod body;
 pub mod caller;
@@ -17,21 +18,67 @@ pub use caller::{Authenticator, Caller};
 pub use error::ApiError;
 
 use crate::config::PublicUrl;
-use crate::lease::service::LeaseService;
 use crate::provenance::Issuer;
+use crate::service::lease::LeaseService;
+use crate::service::payments::Payments;
 use crate::store::{ClaimStore, KeyStore, LeaseStore, Tables};
-use crate::x402::payments::Payments;
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
 
+/// What a process's routes are built from: typed, so no flag is positional and nothing is set
+/// after construction.
+pub struct Settings {
+    pub dynamodb: Client,
+    pub tables: Tables,
+    /// The signing key: for the routes that sign ([`Routes::signs`]), `None` elsewhere.
+    pub issuer: Option<Issuer>,
+    /// x402 payments for callers without a key; `None`: keys only.
+    pub payments: Option<Payments>,
+    /// Free claims per wallet or account per clock hour.
+    pub free_claims_per_hour: u32,
+    /// The URL callers reach the service at (see [`AppState::public`]).
+    pub public: PublicUrl,
+    /// On Lambda: also take an account resolved by an API Gateway authorizer, and accept no
+    /// loopback host names on /mcp.
+    pub on_lambda: bool,
+}
+
+/// Which routes a process serves. Each Lambda function serves one resource and builds, loads
+/// and is allowed (its IAM policy) only what that resource uses; `leasekit serve` serves all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routes {
+    /// POST /api/v1/lease.
+    Lease,
+    /// POST /claim (paid).
+    Claim,
+    /// POST /claim/free.
+    ClaimFree,
+    /// POST /mcp.
+    Mcp,
+    /// The free public routes: verify-provenance, the DID document, OpenAPI, catalog, docs and
+    /// the signed sample.
+    Public,
+    /// Every route (`leasekit serve`).
+    All,
+}
+
+impl Routes {
+    /// Whether these routes sign answers, and so need the signing key.
+    pub fn signs(self) -> bool {
+        !matches!(self, Self::Claim | Self::ClaimFree)
+    }
+}
+
 /// Everything a handler needs, built once per process.
 #[derive(Clone)]
 pub struct AppState {
-    pub leases: LeaseService,
+    /// Leases applied and signed; `None` where no route signs.
+    leases: Option<LeaseService>,
     pub auth: Authenticator,
-    /// The key that signs answers (its public half is published and checked against).
-    pub issuer: Issuer,
+    /// The key that signs answers (its public half is published and checked against); `None`
+    /// where no route signs.
+    issuer: Option<Issuer>,
     /// x402 payments for callers without a key; `None`: keys only.
     pub payments: Option<Payments>,
     pub claims: ClaimStore,
@@ -45,51 +92,90 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over the given DynamoDB client and tables. API keys are checked in this process;
-    /// `on_lambda`: also take an account resolved by an API Gateway authorizer.
-    pub fn new(
-        client: Client,
-        tables: &Tables,
-        issuer: Issuer,
-        on_lambda: bool,
-        payments: Option<Payments>,
-    ) -> Self {
-        let auth = Authenticator::new(KeyStore::new(client.clone(), &tables.keys), on_lambda);
+    pub fn new(settings: Settings) -> Self {
+        let Settings {
+            dynamodb,
+            tables,
+            issuer,
+            payments,
+            free_claims_per_hour,
+            public,
+            on_lambda,
+        } = settings;
+        let auth = Authenticator::new(KeyStore::new(dynamodb.clone(), &tables.keys), on_lambda);
         // Compile the request schemas now, at init, not on the first request.
         crate::schema::lease_input();
         crate::schema::verify_input();
-        let claims = ClaimStore::new(client.clone(), &tables.claims);
-        let store = LeaseStore::new(client, &tables.leases, &tables.requests);
+        let claims = ClaimStore::new(dynamodb.clone(), &tables.claims);
+        let store = LeaseStore::new(dynamodb, &tables.leases, &tables.requests);
         Self {
-            leases: LeaseService::new(store, issuer.clone()),
+            leases: issuer
+                .clone()
+                .map(|issuer| LeaseService::new(store, issuer)),
             payments,
             claims,
-            free_claims_per_hour: 60,
-            public: PublicUrl::default(),
+            free_claims_per_hour,
+            public,
             loopback_hosts: !on_lambda,
             auth,
             issuer,
         }
     }
+
+    /// The lease service. Only routes that sign are built with a state that lacks it
+    /// ([`router`] checks), so the error is never reached; it would be ours, not the caller's.
+    pub fn leases(&self) -> Result<&LeaseService, ApiError> {
+        self.leases.as_ref().ok_or_else(unsigned)
+    }
+
+    /// The signing key (see [`Self::leases`]).
+    pub fn issuer(&self) -> Result<&Issuer, ApiError> {
+        self.issuer.as_ref().ok_or_else(unsigned)
+    }
 }
 
-/// Every route of the service.
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/api/v1/lease", post(lease::handle))
-        .route("/api/v1/verify-provenance", post(provenance::verify))
-        .route("/claim", post(claims::paid))
-        .route("/openapi.json", get(discovery::openapi))
-        .route("/api/v1/catalog", get(discovery::catalog))
-        .route("/docs/index.json", get(discovery::catalog))
-        .route("/docs/lease/", get(discovery::lease_page))
-        .route("/docs/lease", get(discovery::lease_page))
-        .route("/docs/lease.json", get(discovery::lease_page_json))
-        .route("/api/v1/samples/lease", get(discovery::lease_sample))
-        .route("/claim/free", post(claims::free))
-        .route("/.well-known/did.json", get(provenance::did_document))
-        .with_state(state.clone())
-        .merge(mcp::router(state))
+fn unsigned() -> ApiError {
+    ApiError::Internal("a signing route was built without the signing key".into())
+}
+
+/// The routes of `routes`, with the request log and the detached task around them. A state
+/// without the signing key serves no route that signs.
+///
+/// # Panics
+/// If `routes` sign and `state` has no signing key: a wiring mistake, caught at init.
+pub fn router(state: AppState, routes: Routes) -> Router {
+    assert!(
+        !routes.signs() || state.issuer.is_some(),
+        "{routes:?} routes sign answers: the state needs the signing key"
+    );
+    let all = routes == Routes::All;
+    let mut router = Router::new();
+    if all || routes == Routes::Lease {
+        router = router.route("/api/v1/lease", post(lease::handle));
+    }
+    if all || routes == Routes::Claim {
+        router = router.route("/claim", post(claims::paid));
+    }
+    if all || routes == Routes::ClaimFree {
+        router = router.route("/claim/free", post(claims::free));
+    }
+    if all || routes == Routes::Public {
+        router = router
+            .route("/api/v1/verify-provenance", post(provenance::verify))
+            .route("/.well-known/did.json", get(provenance::did_document))
+            .route("/openapi.json", get(discovery::openapi))
+            .route("/api/v1/catalog", get(discovery::catalog))
+            .route("/docs/index.json", get(discovery::catalog))
+            .route("/docs/lease/", get(discovery::lease_page))
+            .route("/docs/lease", get(discovery::lease_page))
+            .route("/docs/lease.json", get(discovery::lease_page_json))
+            .route("/api/v1/samples/lease", get(discovery::lease_sample));
+    }
+    let mut router = router.with_state(state.clone());
+    if all || routes == Routes::Mcp {
+        router = router.merge(mcp::router(state));
+    }
+    router
         .layer(axum::middleware::from_fn(observe::log_request))
         .layer(axum::middleware::from_fn(detached))
         .fallback(|| async { ApiError::NotFound })
@@ -106,9 +192,100 @@ pub async fn detached(
     use axum::response::IntoResponse;
     match tokio::spawn(next.run(request)).await {
         Ok(response) => response,
-        Err(e) => {
-            tracing::error!(error = %e, "request task failed");
-            ApiError::Internal.into_response()
+        Err(e) => ApiError::Internal(format!("request task failed: {e}")).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    /// A state on a store nobody listens at: these requests never reach it.
+    fn state(issuer: Option<Issuer>) -> AppState {
+        AppState::new(Settings {
+            dynamodb: crate::store::local_client("http://127.0.0.1:9"),
+            tables: Tables::with_prefix("t"),
+            issuer,
+            payments: None,
+            free_claims_per_hour: 60,
+            public: PublicUrl::default(),
+            on_lambda: true,
+        })
+    }
+
+    /// Whether `routes` serve `path`: anything but the router's own 404 says they do.
+    async fn serves(routes: Routes, method: &str, path: &str) -> bool {
+        let issuer = routes.signs().then(|| Issuer::from_seed(&[7; 32]));
+        let request = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap();
+        let response = router(state(issuer), routes)
+            .oneshot(request)
+            .await
+            .unwrap();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        body["code"] != "NOT_FOUND"
+    }
+
+    #[tokio::test]
+    async fn each_function_serves_its_own_routes_and_no_other() {
+        let owned = [
+            (Routes::Lease, "POST", "/api/v1/lease"),
+            (Routes::Claim, "POST", "/claim"),
+            (Routes::ClaimFree, "POST", "/claim/free"),
+            (Routes::Mcp, "POST", "/mcp"),
+            (Routes::Public, "POST", "/api/v1/verify-provenance"),
+            (Routes::Public, "GET", "/.well-known/did.json"),
+            (Routes::Public, "GET", "/openapi.json"),
+            (Routes::Public, "GET", "/api/v1/samples/lease"),
+        ];
+        let functions = [
+            Routes::Lease,
+            Routes::Claim,
+            Routes::ClaimFree,
+            Routes::Mcp,
+            Routes::Public,
+        ];
+        for (owner, method, path) in owned {
+            assert!(serves(Routes::All, method, path).await, "All: {path}");
+            for routes in functions {
+                assert_eq!(
+                    serves(routes, method, path).await,
+                    routes == owner,
+                    "{routes:?}: {method} {path}"
+                );
+            }
         }
+    }
+
+    #[test]
+    fn only_the_routes_that_sign_need_the_signing_key() {
+        let signing: Vec<Routes> = [
+            Routes::Lease,
+            Routes::Claim,
+            Routes::ClaimFree,
+            Routes::Mcp,
+            Routes::Public,
+            Routes::All,
+        ]
+        .into_iter()
+        .filter(|r| r.signs())
+        .collect();
+        assert_eq!(
+            signing,
+            [Routes::Lease, Routes::Mcp, Routes::Public, Routes::All]
+        );
+        // The claim functions build without it; a signing one refuses to, at init.
+        let _ = router(state(None), Routes::Claim);
+        let _ = router(state(None), Routes::ClaimFree);
+        let built = std::panic::catch_unwind(|| router(state(None), Routes::Lease));
+        assert!(built.is_err());
     }
 }

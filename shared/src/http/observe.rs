@@ -1,7 +1,9 @@
 //! One structured log line per request (request id, method, route, status, latency, and what the
-//! handler noted: op, outcome, a hash of the tenant), plus status-class metrics. Never a key, a
+//! handler noted: op, outcome, a hash of the tenant; and a failure's cause), plus status-class
+//! metrics. Never a key, a
 //! signature or a payment: the tenant is hashed, bodies and headers are not logged.
 
+use super::error::Failure;
 use crate::metrics;
 use crate::store::usage::measured;
 use axum::extract::{MatchedPath, Request};
@@ -45,6 +47,8 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         .get::<Note>()
         .cloned()
         .unwrap_or_default();
+    // A failure's cause is logged here, once, with its request (never in the answer).
+    let failure = response.extensions().get::<Failure>().map(|f| f.0.as_str());
     tracing::info!(
         request_id = request_id.as_deref().unwrap_or("-"),
         method,
@@ -54,6 +58,7 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         op = note.op.unwrap_or("-"),
         outcome = note.outcome.unwrap_or("-"),
         tenant = note.tenant.as_deref().unwrap_or("-"),
+        error = failure.unwrap_or("-"),
         store_round_trips = usage.round_trips,
         store_read_units = usage.read_units,
         store_write_units = usage.billed_write_units(),

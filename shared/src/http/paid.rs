@@ -4,9 +4,9 @@
 
 use super::{ApiError, AppState};
 use crate::clock::Millis;
+use crate::service::payments::{Paid, PaymentError};
 use crate::store::payment_store::Evidence;
 use crate::x402::check::Verified;
-use crate::x402::payments::{Paid, PaymentError};
 use crate::x402::types::{ResourceInfo, SettlementResponse};
 use axum::http::HeaderValue;
 use axum::http::request::Parts;
@@ -61,10 +61,8 @@ pub async fn accept(
                     code: "PAYMENT_INVALID",
                 },
                 PaymentError::Store(e) => e.into(),
-                PaymentError::Facilitator(e) => {
-                    tracing::error!(error = %e, "facilitator unavailable");
-                    ApiError::FacilitatorUnavailable
-                }
+                PaymentError::Facilitator(e) => ApiError::FacilitatorUnavailable(e.to_string()),
+                PaymentError::Internal(cause) => ApiError::Internal(cause),
             }
         })
 }
@@ -98,7 +96,9 @@ pub async fn settle_after<T>(
     work: impl Future<Output = Result<Charge<T>, ApiError>>,
 ) -> Result<(T, Option<SettlementResponse>), ApiError> {
     let Some(payments) = &state.payments else {
-        return Err(ApiError::Internal);
+        return Err(ApiError::Internal(
+            "paid work without payments configured".into(),
+        ));
     };
     match tokio::time::timeout(WORK_LIMIT, work).await {
         Ok(Ok(Charge::Yes(answer))) => {
@@ -115,10 +115,9 @@ pub async fn settle_after<T>(
             payments.void(&paid, err.code(), now).await;
             Err(err)
         }
-        Err(_) => {
-            tracing::error!("paid work outlasted its limit; its payment is left to the sweeper");
-            Err(ApiError::StoreUnavailable)
-        }
+        Err(_) => Err(ApiError::StoreUnavailable(
+            "paid work outlasted its limit; its payment is left to the sweeper".into(),
+        )),
     }
 }
 

@@ -44,7 +44,7 @@ pub async fn verify(State(state): State<AppState>, body: Body) -> Result<Json<Re
     if bytes.len() > MAX_VERIFY_BYTES {
         return Err(ApiError::PayloadTooLarge(MAX_VERIFY_BYTES));
     }
-    let trusted = state.issuer.trusted();
+    let trusted = state.issuer()?.trusted();
     // The semaphore is never closed, so acquiring only waits.
     let turn = CHECKING.acquire().await;
     let work = tokio::task::spawn_blocking(move || {
@@ -65,8 +65,8 @@ fn report(bytes: &[u8], trusted: &Trusted) -> Result<Report, ApiError> {
 }
 
 /// The DID document of the signing key.
-pub async fn did_document(State(state): State<AppState>) -> Json<Value> {
-    Json(did::document(&state.issuer.verifying_key()))
+pub async fn did_document(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(did::document(&state.issuer()?.verifying_key())))
 }
 
 #[cfg(test)]

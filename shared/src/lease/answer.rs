@@ -1,4 +1,4 @@
-//! The `data` of a lease answer, shaped as the seed's `resultSchema`.
+//! The `data` of a lease answer, shaped as `shared/schemas/lease-answer.json`.
 
 use super::model::LeaseState;
 use super::request::Op;

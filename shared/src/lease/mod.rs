@@ -1,4 +1,5 @@
-//! Leases: the rules (pure), the answers, and the service that applies them to the store.
+//! Leases: the rules (pure) and the answers. The service that applies them through the store is
+//! [`crate::service::lease`].
 //!
 //! A lease on a (tenant, resource) is held while `now < expires_at` by the server clock. Each new
 //! acquisition gets a fencing token one above the last token ever issued for that (tenant,
@@ -9,7 +10,6 @@ pub mod answer;
 pub mod decide;
 pub mod model;
 pub mod request;
-pub mod service;
 
 pub use answer::LeaseAnswer;
 pub use decide::{Decision, Effect, Guard, Write, decide};

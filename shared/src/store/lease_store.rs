@@ -147,7 +147,7 @@ impl LeaseStore {
                 .key("pk", s(pk))
                 .build()
                 .map(|g| TransactGetItem::builder().get(g).build())
-                .map_err(|e| StoreError::Unavailable(e.to_string()))
+                .map_err(StoreError::built)
         };
         let out = self
             .client
@@ -190,7 +190,7 @@ impl LeaseStore {
             .set_expression_attribute_names(expr.names())
             .set_expression_attribute_values(expr.values())
             .build()
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            .map_err(StoreError::built)?;
         let result = self
             .client
             .transact_write_items()
@@ -270,7 +270,7 @@ impl LeaseStore {
             .set_expression_attribute_values(expr.values())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(|e| StoreError::Unavailable(e.to_string()))
+            .map_err(StoreError::built)
     }
 }
 

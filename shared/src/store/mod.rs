@@ -6,7 +6,7 @@
 //! | table    | pk                      | attributes                                                   |
 //! |----------|-------------------------|--------------------------------------------------------------|
 //! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
-//! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `lease::service`); `exp` N (ms); `ttl` N (s) |
+//! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `service::lease`); `exp` N (ms); `ttl` N (s) |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
 //! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>\|<hour>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `n` N, `ttl` N (s) |
 //! | payments | `auth\|<network>\|<payer>\|<nonce>` | `status` S (accepted, settled, settlement_failed); `route`, `amount`, `payTo`, `transaction` S; `accepted`, `settledAt` N |
@@ -73,9 +73,16 @@ pub enum StoreError {
     /// A stored item does not have the shape this code writes.
     #[error("stored item is malformed: {0}")]
     Corrupt(String),
+    /// Our own failure: this code could not build its request (a required field left out).
+    #[error("a DynamoDB request could not be built: {0}")]
+    Internal(String),
 }
 
 impl StoreError {
+    pub(crate) fn built(err: aws_sdk_dynamodb::error::BuildError) -> Self {
+        Self::Internal(err.to_string())
+    }
+
     pub(crate) fn sdk<E, R>(err: aws_sdk_dynamodb::error::SdkError<E, R>) -> Self
     where
         E: std::error::Error + 'static,

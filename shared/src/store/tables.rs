@@ -56,7 +56,6 @@ pub async fn ensure_tables(client: &Client, tables: &Tables) -> Result<(), Store
 }
 
 async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreError> {
-    let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
     let described = client
         .describe_table()
         .table_name(table)
@@ -77,14 +76,14 @@ async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreE
             .attribute_name(name)
             .attribute_type(kind)
             .build()
-            .map_err(built)
+            .map_err(StoreError::built)
     };
     let key = |name: &str, kind: KeyType| {
         KeySchemaElement::builder()
             .attribute_name(name)
             .key_type(kind)
             .build()
-            .map_err(built)
+            .map_err(StoreError::built)
     };
     let index = CreateGlobalSecondaryIndexAction::builder()
         .index_name(PENDING_INDEX)
@@ -96,7 +95,7 @@ async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreE
                 .build(),
         )
         .build()
-        .map_err(built)?;
+        .map_err(StoreError::built)?;
     client
         .update_table()
         .table_name(table)
@@ -111,7 +110,6 @@ async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreE
 }
 
 async fn create_if_missing(client: &Client, name: &str, ttl: bool) -> Result<(), StoreError> {
-    let built = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Unavailable(e.to_string());
     let created = client
         .create_table()
         .table_name(name)
@@ -121,14 +119,14 @@ async fn create_if_missing(client: &Client, name: &str, ttl: bool) -> Result<(),
                 .attribute_name("pk")
                 .attribute_type(ScalarAttributeType::S)
                 .build()
-                .map_err(built)?,
+                .map_err(StoreError::built)?,
         )
         .key_schema(
             KeySchemaElement::builder()
                 .attribute_name("pk")
                 .key_type(KeyType::Hash)
                 .build()
-                .map_err(built)?,
+                .map_err(StoreError::built)?,
         )
         .send()
         .await;
@@ -154,7 +152,7 @@ async fn create_if_missing(client: &Client, name: &str, ttl: bool) -> Result<(),
                     .attribute_name(TTL_ATTRIBUTE)
                     .enabled(true)
                     .build()
-                    .map_err(built)?,
+                    .map_err(StoreError::built)?,
             )
             .send()
             .await

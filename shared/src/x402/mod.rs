@@ -6,7 +6,6 @@ pub mod check;
 pub mod client;
 pub mod eip712;
 pub mod facilitator;
-pub mod payments;
 pub mod settings;
 pub mod siwx;
 pub mod types;

@@ -5,7 +5,7 @@ use super::eip712::{Address, Domain};
 use super::types::PaymentRequirements;
 use serde_json::{Map, Value};
 
-/// Base Sepolia USDC: the development network of the contract.
+/// Base Sepolia USDC: the development network (README, "Paying per call").
 pub const BASE_SEPOLIA: &str = "eip155:84532";
 pub const BASE_SEPOLIA_USDC: &str = "0x036CbD53842c5426634e7929541eC2318f3dCF7e";
 

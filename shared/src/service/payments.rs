@@ -3,17 +3,17 @@
 //! committed, settlement, recorded in the ledger whatever its outcome. What a crash or a timeout
 //! leaves open, [`Payments::sweep`] closes later from the ledger alone.
 
-use super::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check, decode};
-use super::facilitator::{Facilitator, Remote, Unreachable};
-use super::settings::PaymentSettings;
-use super::types::{
-    PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse,
-    X402_VERSION,
-};
 use crate::clock::Millis;
 use crate::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
 use crate::store::StoreError;
 use crate::store::payment_store::{Accepted, AuthorizationKey, Evidence, Final, PaymentLedger};
+use crate::x402::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check, decode};
+use crate::x402::facilitator::{Facilitator, Remote, Unreachable};
+use crate::x402::settings::PaymentSettings;
+use crate::x402::types::{
+    PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse,
+    X402_VERSION,
+};
 
 #[derive(Clone)]
 pub struct Payments {
@@ -36,6 +36,9 @@ pub enum PaymentError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Facilitator(#[from] Unreachable),
+    /// Our own failure: the details are for the log.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// An accepted payment, to be settled once the work is committed.
@@ -62,6 +65,23 @@ impl Payments {
             facilitator,
             ledger,
         })
+    }
+
+    /// Payments as `config` says, on the ledger in `tables`: the one way both the Lambda
+    /// functions and `leasekit serve` build them. A local facilitator is said in the log.
+    pub fn open(
+        config: &PaymentConfig,
+        dynamodb: aws_sdk_dynamodb::Client,
+        tables: &crate::store::Tables,
+    ) -> Result<Self, Unreachable> {
+        let payments = Self::new(config, PaymentLedger::new(dynamodb, tables))?;
+        if payments.is_local() {
+            tracing::warn!(
+                pay_to = %payments.settings.pay_to.lower(),
+                "x402: LOCAL facilitator - payments are checked and recorded, never settled on a chain"
+            );
+        }
+        Ok(payments)
     }
 
     /// The wallet-proof ledger (sign-in-with-x nonces share the payments ledger).
@@ -118,7 +138,7 @@ impl Payments {
             payload: verified.payload.clone(),
             requirements: verified.requirements.clone(),
         })
-        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        .map_err(|e| PaymentError::Internal(format!("a payment would not serialize: {e}")))?;
         let accepted = Accepted {
             route,
             amount: &verified.requirements.amount,

@@ -11,11 +11,10 @@
 //! If the request stalls, `now` is earlier than the real time: a lease judged lapsed then is lapsed
 //! now too, so a stale `now` can only deny or grant a shorter lease, never grant one still held.
 
-use super::answer::LeaseAnswer;
-use super::decide::{Decision, decide, optimistic};
-use super::model::LeaseState;
-use super::request::{Command, LeaseRequest, MissingField};
 use crate::clock::Millis;
+use crate::lease::decide::{Decision, decide, optimistic};
+use crate::lease::request::MissingField;
+use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
 use crate::provenance::answer::{Subject, provenance};
 use crate::store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoreError, StoredRecord};
@@ -43,6 +42,14 @@ pub enum LeaseError {
     Contention,
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Our own failure (an answer that would not serialize): the details are for the log.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Our own answer would not serialize.
+fn unserializable(err: serde_json::Error) -> LeaseError {
+    LeaseError::Internal(format!("a lease answer would not serialize: {err}"))
 }
 
 impl From<MissingField> for LeaseError {
@@ -93,7 +100,7 @@ impl LeaseService {
     }
 
     fn sign(&self, answer: LeaseAnswer, signing: &Signing<'_>) -> Result<SignedAnswer, LeaseError> {
-        let data = serde_json::to_value(&answer).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let data = serde_json::to_value(&answer).map_err(unserializable)?;
         let subject = Subject {
             route: ROUTE,
             op: signing.op,
@@ -232,8 +239,7 @@ impl LeaseService {
 
 /// The record of `answer` (see [`Kept`]).
 fn keep(answer: &SignedAnswer, signing: &Signing<'_>) -> Result<String, LeaseError> {
-    let mut data =
-        serde_json::to_value(&answer.data).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut data = serde_json::to_value(&answer.data).map_err(unserializable)?;
     if let Some(fields) = data.as_object_mut() {
         fields.remove("limits");
     }
@@ -242,5 +248,5 @@ fn keep(answer: &SignedAnswer, signing: &Signing<'_>) -> Result<String, LeaseErr
         at: signing.now,
         request: hex::encode(signing.request_sha256),
     };
-    Ok(serde_json::to_string(&kept).map_err(|e| StoreError::Corrupt(e.to_string()))?)
+    serde_json::to_string(&kept).map_err(unserializable)
 }

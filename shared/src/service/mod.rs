@@ -1,0 +1,6 @@
+//! The services: they apply the rules ([`crate::lease`], [`crate::claims`], [`crate::x402`]'s
+//! checks) through the store, and sign what they answer. Nothing below this layer does I/O but
+//! the store and the facilitator client; nothing here knows HTTP.
+
+pub mod lease;
+pub mod payments;
