@@ -31,7 +31,7 @@ PRICE_PER_CALL_USDC = 0.005  # the seeds' price
 
 def measured_usage():
     out = subprocess.run(
-        ["cargo", "test", "-q", "-p", "shared", "--test", "usage", "--", "--nocapture"],
+        ["cargo", "test", "-q", "-p", "leasekit-core", "--test", "usage", "--", "--nocapture"],
         cwd=ROOT, check=True, capture_output=True, text=True,
         env={k: v for k, v in os.environ.items() if k != "LEASEKIT_TEST_DYNAMODB_ENDPOINT"},
     ).stdout

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use aws_sdk_dynamodb::Client;
 use clap::Args;
-use shared::store::{Tables, ensure_tables};
+use leasekit_core::store::{Tables, ensure_tables};
 use std::path::PathBuf;
 
 #[derive(Args, Clone)]
@@ -80,7 +80,8 @@ async fn remote_client(endpoint: &str) -> Client {
     }
     let config = loader.load().await;
     Client::from_conf(
-        shared::store::client::configure(aws_sdk_dynamodb::config::Builder::from(&config)).build(),
+        leasekit_core::store::client::configure(aws_sdk_dynamodb::config::Builder::from(&config))
+            .build(),
     )
 }
 

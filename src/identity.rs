@@ -2,7 +2,7 @@
 //! signed before a restart still verify after it.
 
 use anyhow::{Context, Result};
-use shared::provenance::Issuer;
+use leasekit_core::provenance::Issuer;
 use std::io::Write;
 use std::path::Path;
 

@@ -134,7 +134,7 @@ impl HttpClient for InProcess {
 pub fn client(database: Database) -> aws_sdk_dynamodb::Client {
     // The endpoint is never dialled: the HTTP client answers every request itself. No
     // credentials, so no SigV4: a signature nobody checks would only cost CPU.
-    let config = shared::store::local_config("http://embedded.invalid")
+    let config = leasekit_core::store::local_config("http://embedded.invalid")
         .allow_no_auth()
         .http_client(InProcess::new(database));
     aws_sdk_dynamodb::Client::from_conf(config.build())
@@ -144,7 +144,7 @@ pub fn client(database: Database) -> aws_sdk_dynamodb::Client {
 mod tests {
     use super::*;
     use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-    use shared::store::{LeaseKey, LeaseStore, Tables, ensure_tables};
+    use leasekit_core::store::{LeaseKey, LeaseStore, Tables, ensure_tables};
 
     #[tokio::test]
     async fn the_sdk_reads_answers_and_errors_as_from_the_wire() {
@@ -153,19 +153,21 @@ mod tests {
         ensure_tables(&client, &tables).await.unwrap();
         // A failed condition comes back as the SDK's typed error, with the old item.
         let store = LeaseStore::new(client.clone(), &tables.leases, &tables.requests);
-        let tenant = shared::tenant::Tenant::for_key("a", "t").unwrap();
+        let tenant = leasekit_core::tenant::Tenant::for_key("a", "t").unwrap();
         let key = LeaseKey::new(&tenant, "r");
-        let take = shared::lease::Write {
-            guard: shared::lease::Guard::VacantAt { last_token: 0 },
-            effect: shared::lease::Effect::Take {
+        let take = leasekit_core::lease::Write {
+            guard: leasekit_core::lease::Guard::VacantAt { last_token: 0 },
+            effect: leasekit_core::lease::Effect::Take {
                 holder: "h".into(),
                 expires_at: i64::MAX,
             },
         };
         let first = store.apply(&key, &take, 0).await.unwrap();
-        assert!(matches!(first, shared::store::Applied::Committed(s) if s.last_token == 1));
+        assert!(matches!(first, leasekit_core::store::Applied::Committed(s) if s.last_token == 1));
         let second = store.apply(&key, &take, 0).await.unwrap();
-        assert!(matches!(second, shared::store::Applied::GuardFailed(s) if s.last_token == 1));
+        assert!(
+            matches!(second, leasekit_core::store::Applied::GuardFailed(s) if s.last_token == 1)
+        );
         // An operation this transport does not route is refused as DynamoDB refuses one.
         let err = client.list_tables().send().await.unwrap_err();
         assert_eq!(err.code(), Some("UnknownOperationException"), "{err:?}");

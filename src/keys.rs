@@ -3,10 +3,10 @@
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use shared::clock::now_ms;
-use shared::keys::{ApiKey, KeyId, KeyRecord};
-use shared::store::KeyStore;
-use shared::tenant::is_valid_name;
+use leasekit_core::clock::now_ms;
+use leasekit_core::keys::{ApiKey, KeyId, KeyRecord};
+use leasekit_core::store::KeyStore;
+use leasekit_core::tenant::is_valid_name;
 
 #[derive(Subcommand)]
 pub enum KeysCommand {

@@ -118,7 +118,7 @@ async fn settle(axum::Json(body): axum::Json<serde_json::Value>) -> Response {
     axum::Json(json!({
         "success": true,
         "payer": payer(&body),
-        "transaction": format!("{}{}", shared::x402::facilitator::LOCAL_TRANSACTION_PREFIX, hex::encode(id)),
+        "transaction": format!("{}{}", leasekit_core::x402::facilitator::LOCAL_TRANSACTION_PREFIX, hex::encode(id)),
         "network": body["paymentRequirements"]["network"],
         "amount": body["paymentRequirements"]["amount"],
     }))

@@ -4,7 +4,7 @@
 use crate::connect::{Store, StoreArgs};
 use anyhow::Result;
 use clap::Args;
-use shared::store::PaymentLedger;
+use leasekit_core::store::PaymentLedger;
 
 #[derive(Args)]
 pub struct PaymentsArgs {

@@ -5,12 +5,12 @@ mod connections;
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};
 use clap::Args;
-use shared::clock::now_ms;
-use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig, PublicUrl};
-use shared::http::{AppState, Routes, Settings, router};
-use shared::service::payments::Payments;
-use shared::store::KeyStore;
-use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
+use leasekit_core::clock::now_ms;
+use leasekit_core::config::{ClaimPrices, FacilitatorConfig, PaymentConfig, PublicUrl};
+use leasekit_core::http::{AppState, Routes, Settings, router};
+use leasekit_core::service::payments::Payments;
+use leasekit_core::store::KeyStore;
+use leasekit_core::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::io::Write;
 use std::time::Duration;
 

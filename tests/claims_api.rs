@@ -5,9 +5,9 @@
 mod support;
 
 use k256::ecdsa::SigningKey;
+use leasekit_core::x402::client::{address_of, header, pay};
+use leasekit_core::x402::types::PaymentRequirements;
 use serde_json::{Value, json};
-use shared::x402::client::{address_of, header, pay};
-use shared::x402::types::PaymentRequirements;
 use support::*;
 use tempfile::TempDir;
 
@@ -354,10 +354,10 @@ fn siwx_header(
     wallet: &SigningKey,
     domain: &str,
     uri: &str,
-    edit: impl Fn(&mut shared::x402::siwx::Payload),
+    edit: impl Fn(&mut leasekit_core::x402::siwx::Payload),
 ) -> String {
     use base64::Engine;
-    use shared::x402::siwx::Payload;
+    use leasekit_core::x402::siwx::Payload;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -372,7 +372,7 @@ fn siwx_header(
         chain_id: "eip155:84532".into(),
         kind: "eip191".into(),
         nonce: hex::encode(nonce),
-        issued_at: shared::clock::iso8601(i64::try_from(now).unwrap() - 1000),
+        issued_at: leasekit_core::clock::iso8601(i64::try_from(now).unwrap() - 1000),
         statement: Some("Sign in to claim a key for free.".into()),
         expiration_time: None,
         not_before: None,
@@ -381,7 +381,7 @@ fn siwx_header(
         signature: String::new(),
     };
     edit(&mut p);
-    shared::x402::client::sign_in(wallet, &mut p).unwrap();
+    leasekit_core::x402::client::sign_in(wallet, &mut p).unwrap();
     base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&p).unwrap())
 }
 

@@ -91,9 +91,9 @@ async fn a_payment_callback_pays_each_call() {
             serde_json::from_value(required["accepts"][0].clone()).map_err(|e| e.to_string())?;
         let mut nonce = [0u8; 32];
         getrandom::fill(&mut nonce).map_err(|e| e.to_string())?;
-        let payload = shared::x402::client::pay(&key, &offer, now_secs(), nonce)
+        let payload = leasekit_core::x402::client::pay(&key, &offer, now_secs(), nonce)
             .map_err(|e| e.to_string())?;
-        Ok(shared::x402::client::header(&payload))
+        Ok(leasekit_core::x402::client::header(&payload))
     });
     let c = Client::with_payments(&server.url, pay).unwrap();
     let lease = c

@@ -5,9 +5,9 @@
 mod support;
 
 use k256::ecdsa::SigningKey;
+use leasekit_core::x402::client::{address_of, header, pay};
+use leasekit_core::x402::types::{PaymentPayload, PaymentRequirements};
 use serde_json::{Value, json};
-use shared::x402::client::{address_of, header, pay};
-use shared::x402::types::{PaymentPayload, PaymentRequirements};
 use support::facilitator;
 use support::*;
 use tempfile::TempDir;

@@ -177,7 +177,7 @@ async fn verify_needs_no_key_but_valid_input() {
 
 /// SHA-256(JCS(value)) in hex: what the contract says the credential subject carries for `data`.
 fn contract_hash(value: &Value) -> String {
-    hex::encode(shared::provenance::jcs::sha256(value))
+    hex::encode(leasekit_core::provenance::jcs::sha256(value))
 }
 
 #[tokio::test]

@@ -66,7 +66,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 export LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port"
-cargo test -p shared --tests
+cargo test -p leasekit-core --tests
 cargo test --test http_api -- serves_on_another_dynamodb_endpoint
 LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --test history -- random_concurrent_histories
 

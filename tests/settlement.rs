@@ -5,9 +5,9 @@
 
 mod support;
 
+use leasekit_core::x402::client::{header, pay};
+use leasekit_core::x402::types::PaymentRequirements;
 use serde_json::{Value, json};
-use shared::x402::client::{header, pay};
-use shared::x402::types::PaymentRequirements;
 use std::time::{Duration, Instant};
 use support::facilitator::{self, Mode};
 use support::*;

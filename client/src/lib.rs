@@ -11,7 +11,7 @@
 //! `PAYMENT-SIGNATURE` header value, or use an API key.
 
 pub mod guard;
-pub mod http;
+pub use leasekit_json_http as http;
 
 pub use guard::{Guard, Lost, Renewals, safety_margin};
 

@@ -3,9 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shared::http::body::parse_valid;
-use shared::lease::LeaseRequest;
-use shared::schema::lease_input;
+use leasekit_core::http::body::parse_valid;
+use leasekit_core::lease::LeaseRequest;
+use leasekit_core::schema::lease_input;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok((request, _)) = parse_valid::<LeaseRequest>(data, lease_input(), &["ttlSeconds", "token"]) {

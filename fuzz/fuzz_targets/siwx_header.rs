@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shared::x402::siwx::{decode, message, verify};
+use leasekit_core::x402::siwx::{decode, message, verify};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(header) = std::str::from_utf8(data) else { return };

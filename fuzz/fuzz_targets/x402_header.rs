@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use shared::x402::check::{check, decode};
-use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
+use leasekit_core::x402::check::{check, decode};
+use leasekit_core::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(header) = std::str::from_utf8(data) else { return };

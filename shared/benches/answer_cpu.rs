@@ -6,13 +6,13 @@
 //! Reproduce: `cargo bench -p shared --bench answer_cpu`
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use leasekit_core::lease::decide::decide;
+use leasekit_core::lease::{LeaseAnswer, LeaseRequest, LeaseState};
+use leasekit_core::provenance::Issuer;
+use leasekit_core::provenance::answer::{Subject, provenance};
+use leasekit_core::provenance::jcs::sha256;
+use leasekit_core::schema::lease_input;
 use serde_json::{Value, json};
-use shared::lease::decide::decide;
-use shared::lease::{LeaseAnswer, LeaseRequest, LeaseState};
-use shared::provenance::Issuer;
-use shared::provenance::answer::{Subject, provenance};
-use shared::provenance::jcs::sha256;
-use shared::schema::lease_input;
 use std::hint::black_box;
 
 const NOW: i64 = 1_795_946_400_000;
@@ -23,11 +23,11 @@ fn handler_work(body: &[u8], state: &LeaseState) -> Value {
     let request: LeaseRequest = serde_json::from_value(value).unwrap();
     let command = request.command().unwrap();
     let answer = match decide(state, &command, NOW) {
-        shared::lease::Decision::Write(w) => {
+        leasekit_core::lease::Decision::Write(w) => {
             LeaseAnswer::granted(request.op, &w.effect.apply(state), NOW)
         }
-        shared::lease::Decision::Deny(w) => LeaseAnswer::denied(request.op, state, NOW, w),
-        shared::lease::Decision::Observe => LeaseAnswer::observed(state, NOW),
+        leasekit_core::lease::Decision::Deny(w) => LeaseAnswer::denied(request.op, state, NOW, w),
+        leasekit_core::lease::Decision::Observe => LeaseAnswer::observed(state, NOW),
     };
     serde_json::to_value(answer).unwrap()
 }
@@ -69,8 +69,8 @@ fn answers(c: &mut Criterion) {
 /// One guarded acquire (a conditional UpdateItem) against dynoxide on loopback: the I/O every
 /// local answer waits for, to put the CPU figures above in proportion.
 fn store_write(c: &mut Criterion) {
-    use shared::lease::{Effect, Guard, Write};
-    use shared::store::{LeaseKey, LeaseStore, Tables, ensure_tables};
+    use leasekit_core::lease::{Effect, Guard, Write};
+    use leasekit_core::store::{LeaseKey, LeaseStore, Tables, ensure_tables};
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let store = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -79,12 +79,12 @@ fn store_write(c: &mut Criterion) {
             listener,
             dynoxide::Database::memory().unwrap(),
         ));
-        let client = shared::store::local_client(&url);
+        let client = leasekit_core::store::local_client(&url);
         let tables = Tables::with_prefix("bench-");
         ensure_tables(&client, &tables).await.unwrap();
         LeaseStore::new(client, &tables.leases, &tables.requests)
     });
-    let tenant = shared::tenant::Tenant::for_key("bench", "t").unwrap();
+    let tenant = leasekit_core::tenant::Tenant::for_key("bench", "t").unwrap();
     let mut i = 0u64;
     c.bench_function(
         "store/conditional UpdateItem, dynoxide in memory over loopback",

@@ -4,13 +4,13 @@
 mod common;
 
 use common::test_store;
+use leasekit_core::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
+use leasekit_core::config::PublicUrl;
+use leasekit_core::http::{AppState, Routes, Settings, lambda};
+use leasekit_core::keys::{ApiKey, KeyRecord};
+use leasekit_core::provenance::Issuer;
+use leasekit_core::store::KeyStore;
 use serde_json::Value;
-use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
-use shared::config::PublicUrl;
-use shared::http::{AppState, Routes, Settings, lambda};
-use shared::keys::{ApiKey, KeyRecord};
-use shared::provenance::Issuer;
-use shared::store::KeyStore;
 use tower::ServiceExt;
 
 fn fixture(name: &str) -> String {
@@ -187,7 +187,7 @@ async fn revoking_a_key_takes_effect() {
         "ids are unique"
     );
     assert_eq!(
-        shared::auth::authenticate(&keys, key.expose())
+        leasekit_core::auth::authenticate(&keys, key.expose())
             .await
             .unwrap()
             .as_deref(),
@@ -195,7 +195,7 @@ async fn revoking_a_key_takes_effect() {
     );
     assert!(keys.revoke(&key.id(), 5).await.unwrap());
     assert_eq!(
-        shared::auth::authenticate(&keys, key.expose())
+        leasekit_core::auth::authenticate(&keys, key.expose())
             .await
             .unwrap(),
         None
@@ -206,7 +206,7 @@ async fn revoking_a_key_takes_effect() {
 
 #[tokio::test]
 async fn the_lambda_key_cache_holds_an_account_for_a_while_and_no_cache_does_not() {
-    use shared::auth::CachedKeys;
+    use leasekit_core::auth::CachedKeys;
     use std::time::Duration;
     let store = test_store().await;
     let keys = KeyStore::new(store.client, &store.tables.keys);

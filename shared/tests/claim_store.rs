@@ -4,9 +4,9 @@
 mod common;
 
 use common::test_store;
-use shared::claims::{Outcome, Plan};
-use shared::clock::now_ms;
-use shared::store::ClaimStore;
+use leasekit_core::claims::{Outcome, Plan};
+use leasekit_core::clock::now_ms;
+use leasekit_core::store::ClaimStore;
 use std::sync::Arc;
 
 async fn store() -> ClaimStore {

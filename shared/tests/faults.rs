@@ -9,15 +9,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use leasekit_core::clock::now_ms;
+use leasekit_core::lease::LeaseRequest;
+use leasekit_core::provenance::Issuer;
+use leasekit_core::service::lease::{LeaseError, LeaseService};
+use leasekit_core::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
+use leasekit_core::store::usage::measured;
+use leasekit_core::store::{LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
+use leasekit_core::tenant::Tenant;
 use serde_json::json;
-use shared::clock::now_ms;
-use shared::lease::LeaseRequest;
-use shared::provenance::Issuer;
-use shared::service::lease::{LeaseError, LeaseService};
-use shared::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
-use shared::store::usage::measured;
-use shared::store::{LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
-use shared::tenant::Tenant;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -181,7 +181,7 @@ impl Fixture {
         &self,
         body: serde_json::Value,
     ) -> (
-        Result<shared::lease::LeaseAnswer, LeaseError>,
+        Result<leasekit_core::lease::LeaseAnswer, LeaseError>,
         u32,
         Duration,
     ) {

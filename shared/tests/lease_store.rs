@@ -5,14 +5,14 @@ mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::{TestStore, test_store};
+use leasekit_core::clock::{Millis, now_ms};
+use leasekit_core::lease::answer::Status;
+use leasekit_core::lease::{LeaseAnswer, LeaseRequest, MAX_TOKEN};
+use leasekit_core::provenance::Issuer;
+use leasekit_core::service::lease::{LeaseError, LeaseService, REPLAY_WINDOW_MS, SignedAnswer};
+use leasekit_core::store::{LeaseKey, LeaseStore};
+use leasekit_core::tenant::Tenant;
 use serde_json::json;
-use shared::clock::{Millis, now_ms};
-use shared::lease::answer::Status;
-use shared::lease::{LeaseAnswer, LeaseRequest, MAX_TOKEN};
-use shared::provenance::Issuer;
-use shared::service::lease::{LeaseError, LeaseService, REPLAY_WINDOW_MS, SignedAnswer};
-use shared::store::{LeaseKey, LeaseStore};
-use shared::tenant::Tenant;
 use std::sync::Arc;
 
 struct Fixture {
@@ -118,7 +118,7 @@ async fn reacquire_by_the_holder_keeps_the_token_and_extends() {
     assert_eq!(again.fencing_token, Some(1));
     assert_eq!(
         again.expires_at.as_deref(),
-        Some(shared::clock::iso8601(t0 + 5_000 + 60_000).as_str())
+        Some(leasekit_core::clock::iso8601(t0 + 5_000 + 60_000).as_str())
     );
     assert_eq!(f.counter("r").await, 1);
 }
@@ -146,7 +146,7 @@ async fn renew_and_release_need_the_live_holder_and_token() {
     assert!(renewed.granted);
     assert_eq!(
         renewed.expires_at.as_deref(),
-        Some(shared::clock::iso8601(t0 + 21_000).as_str())
+        Some(leasekit_core::clock::iso8601(t0 + 21_000).as_str())
     );
     assert_eq!(
         rules(&f.run(&renew("r", "b", 1, 20), t0 + 2_000).await),
@@ -191,7 +191,7 @@ async fn renew_and_release_need_the_live_holder_and_token() {
 #[tokio::test]
 async fn the_token_ceiling_holds() {
     let f = fixture().await;
-    // The item layout is `<tenant>|<resource>` (see shared::store): seed the counter at the ceiling.
+    // The item layout is `<tenant>|<resource>` (see leasekit_core::store): seed the counter at the ceiling.
     let pk = format!("{}|r", f.tenant);
     f.store
         .client
@@ -470,7 +470,7 @@ async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() 
     let trusted = Issuer::from_seed(&[9; 32]).trusted();
     for answer in [&first, &replay] {
         let data = serde_json::to_value(&answer.data).unwrap();
-        let report = shared::provenance::verify::verify(
+        let report = leasekit_core::provenance::verify::verify(
             &data,
             answer.provenance.as_object().unwrap(),
             &trusted,

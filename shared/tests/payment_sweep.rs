@@ -6,17 +6,19 @@
 mod common;
 
 use common::test_store;
-use shared::claims::Plan;
-use shared::clock::{Millis, now_ms};
-use shared::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
-use shared::service::lease::REPLAY_WINDOW_MS;
-use shared::service::payments::{Payments, Swept};
-use shared::store::claim_store::claim_pk;
-use shared::store::payment_store::Evidence;
-use shared::store::{ClaimStore, LeaseKey, LeaseStore, PaymentLedger, RecordKey, StoredRecord};
-use shared::tenant::Tenant;
-use shared::x402::client::{address_of, header, pay};
-use shared::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
+use leasekit_core::claims::Plan;
+use leasekit_core::clock::{Millis, now_ms};
+use leasekit_core::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
+use leasekit_core::service::lease::REPLAY_WINDOW_MS;
+use leasekit_core::service::payments::{Payments, Swept};
+use leasekit_core::store::claim_store::claim_pk;
+use leasekit_core::store::payment_store::Evidence;
+use leasekit_core::store::{
+    ClaimStore, LeaseKey, LeaseStore, PaymentLedger, RecordKey, StoredRecord,
+};
+use leasekit_core::tenant::Tenant;
+use leasekit_core::x402::client::{address_of, header, pay};
+use leasekit_core::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::collections::HashMap;
 
 const PRICE: u64 = 5_000;

@@ -7,14 +7,14 @@
 mod common;
 
 use common::{ENDPOINT_VAR, test_store};
+use leasekit_core::clock::now_ms;
+use leasekit_core::lease::LeaseRequest;
+use leasekit_core::provenance::Issuer;
+use leasekit_core::service::lease::LeaseService;
+use leasekit_core::store::LeaseStore;
+use leasekit_core::store::usage::{Usage, measured};
+use leasekit_core::tenant::Tenant;
 use serde_json::json;
-use shared::clock::now_ms;
-use shared::lease::LeaseRequest;
-use shared::provenance::Issuer;
-use shared::service::lease::LeaseService;
-use shared::store::LeaseStore;
-use shared::store::usage::{Usage, measured};
-use shared::tenant::Tenant;
 
 fn req(v: serde_json::Value) -> LeaseRequest {
     serde_json::from_value(v).unwrap()

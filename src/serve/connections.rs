@@ -11,7 +11,7 @@
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use shared::http::body::Deadline;
+use leasekit_core::http::body::Deadline;
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};

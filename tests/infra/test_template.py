@@ -144,7 +144,7 @@ def routes_of(function):
     binary = FUNCTIONS[function]["Metadata"]["BuildProperties"]["Binary"]
     with open(os.path.join(ROOT, "functions", binary, "src", "main.rs")) as f:
         text = f.read()
-    marker = "serve_http(shared::http::Routes::"
+    marker = "serve_http(leasekit_core::http::Routes::"
     if marker not in text:
         return None
     return text.split(marker, 1)[1].split(")", 1)[0]

@@ -240,7 +240,7 @@ pub struct Answer {
     /// `PAYMENT-RESPONSE`, decoded.
     pub settlement: Option<Value>,
     /// `PAYMENT-REQUIRED`, decoded.
-    pub required: Option<shared::x402::types::PaymentRequired>,
+    pub required: Option<leasekit_core::x402::types::PaymentRequired>,
     pub retry_after: Option<String>,
 }
 

@@ -1,12 +1,12 @@
 //! The API-key authorizer: API Gateway REST `REQUEST` authorizer on the X-API-KEY header.
 
 use lambda_http::lambda_runtime::{Error, LambdaEvent, run, service_fn};
-use shared::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
-use shared::store::KeyStore;
+use leasekit_core::auth::authorizer::{AuthorizerError, AuthorizerRequest, authorize};
+use leasekit_core::store::KeyStore;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let boot = shared::bootstrap::lambda().await?;
+    let boot = leasekit_core::bootstrap::lambda().await?;
     let keys = &KeyStore::new(boot.dynamodb, boot.config.tables.keys);
     run(service_fn(
         move |event: LambdaEvent<AuthorizerRequest>| async move {

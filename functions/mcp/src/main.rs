@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::bootstrap::serve_http(shared::http::Routes::Mcp).await
+    leasekit_core::bootstrap::serve_http(leasekit_core::http::Routes::Mcp).await
 }

@@ -4,5 +4,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    shared::bootstrap::sweep_payments().await
+    leasekit_core::bootstrap::sweep_payments().await
 }

@@ -131,18 +131,23 @@ impl LeaseService {
         };
         let answer = match (&command, &request.request_id) {
             (Command::Get, _) => LeaseAnswer::observed(&self.store.get(&key).await?, now),
-            (_, None) => self.mutate(&key, &command, request, now).await?,
+            (_, None) => {
+                self.mutate_optimistically(&key, &command, request, now)
+                    .await?
+            }
             (_, Some(id)) => {
                 let record = RecordKey::new(tenant, id);
                 return self
-                    .mutate_once(&key, &record, &command, request, &signing)
+                    .mutate_with_record(&key, &record, &command, request, &signing)
                     .await;
             }
         };
         self.sign(answer, &signing)
     }
 
-    async fn mutate(
+    /// Without requestId: one guarded write on the optimistic guess, then decide on the item a
+    /// failed guard hands back.
+    async fn mutate_optimistically(
         &self,
         key: &LeaseKey,
         command: &Command,
@@ -170,7 +175,9 @@ impl LeaseService {
         Err(LeaseError::Contention)
     }
 
-    async fn mutate_once(
+    /// With requestId: read the lease and the record, decide, and commit the write with its
+    /// record in one transaction guarded by what was read.
+    async fn mutate_with_record(
         &self,
         key: &LeaseKey,
         record_key: &RecordKey,

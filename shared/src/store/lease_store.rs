@@ -4,12 +4,13 @@
 //! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
 
 use super::expr::Expr;
-use super::{Item, StoreError, conditional, get_n, get_s, n, req_n, req_s, s};
+use super::{
+    Cancelled, Item, StoreError, conditional, get_n, get_s, n, req_n, req_s, s, transaction,
+};
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
     Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem, TransactWriteItem,
     Update,
@@ -198,28 +199,18 @@ impl LeaseStore {
             .transact_items(TransactWriteItem::builder().put(put).build())
             .send()
             .await;
-        let err = match result {
+        let reasons = match transaction(result)? {
             Ok(_) => return Ok(Committed::Yes),
-            Err(err) => err,
+            Err(reasons) => reasons,
         };
-        let Some(TransactWriteItemsError::TransactionCanceledException(cancel)) =
-            err.as_service_error()
-        else {
-            return Err(StoreError::sdk(err));
-        };
-        let reasons = cancel.cancellation_reasons();
-        let code = |i: usize| reasons.get(i).and_then(|r| r.code()).unwrap_or("None");
         // The record first: if it exists, its answer stands whatever the lease did since.
-        if code(1) == "ConditionalCheckFailed" {
-            return match reasons.get(1).and_then(|r| r.item()) {
-                Some(item) => Ok(Committed::RecordExists(record_from_item(item)?)),
-                // An emulator that omits the old item: read it again.
-                None => Ok(Committed::LeaseChanged),
-            };
-        }
-        match code(0) {
-            "ConditionalCheckFailed" | "TransactionConflict" => Ok(Committed::LeaseChanged),
-            _ => Err(StoreError::sdk(err)),
+        match reasons.get(1) {
+            Some(Cancelled::Condition(Some(item))) => {
+                Ok(Committed::RecordExists(record_from_item(item)?))
+            }
+            // An emulator that omits the old item: read it again. Otherwise the lease changed
+            // (or the record or the lease was being written at the same moment): round again.
+            _ => Ok(Committed::LeaseChanged),
         }
     }
 
@@ -323,10 +314,8 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
         }
         Effect::Clear => format!("REMOVE {holder}, {exp}"),
     };
-    // `Clear` and `Extend` do not mention every name the guard might; drop what neither uses.
-    let text = format!("{update} {condition}");
-    e.names
-        .retain(|placeholder, _| text.contains(placeholder.as_str()));
+    // `Clear` and `Extend` do not mention every name the guard might.
+    let e = e.used_in(&[&update, &condition]);
     (update, condition, e)
 }
 

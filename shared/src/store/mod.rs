@@ -36,6 +36,7 @@ pub use lease_store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, Store
 pub use payment_store::PaymentLedger;
 pub use tables::{Tables, ensure_tables};
 
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 
@@ -115,6 +116,49 @@ impl ConditionFailure for aws_sdk_dynamodb::operation::update_item::UpdateItemEr
             _ => None,
         }
     }
+}
+
+/// Why one item of a cancelled transaction did not commit.
+#[derive(Debug)]
+pub(crate) enum Cancelled {
+    /// Not this item (`None`).
+    NotThis,
+    /// Its condition did not hold; the item it was checked against, if it came back
+    /// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`).
+    Condition(Option<Item>),
+    /// Another request was writing it at the same moment.
+    Conflict,
+}
+
+/// The one place a cancelled transaction becomes outcomes, beside [`conditional`] for single
+/// writes: `Ok(Ok(output))` committed, `Ok(Err(reasons))` cancelled by conditions or conflicts
+/// (one reason per item, in order), `Err` the store failed or cancelled it for another reason
+/// (throttling, validation, capacity).
+pub(crate) fn transaction<T, R>(
+    result: Result<T, aws_sdk_dynamodb::error::SdkError<TransactWriteItemsError, R>>,
+) -> Result<Result<T, Vec<Cancelled>>, StoreError>
+where
+    R: std::fmt::Debug,
+{
+    let err = match result {
+        Ok(output) => return Ok(Ok(output)),
+        Err(err) => err,
+    };
+    let Some(TransactWriteItemsError::TransactionCanceledException(cancel)) =
+        err.as_service_error()
+    else {
+        return Err(StoreError::sdk(err));
+    };
+    let mut reasons = Vec::new();
+    for reason in cancel.cancellation_reasons() {
+        reasons.push(match reason.code().unwrap_or("None") {
+            "None" => Cancelled::NotThis,
+            "ConditionalCheckFailed" => Cancelled::Condition(reason.item().cloned()),
+            "TransactionConflict" => Cancelled::Conflict,
+            _ => return Err(StoreError::sdk(err)),
+        });
+    }
+    Ok(Err(reasons))
 }
 
 /// The one place a conditional write's failed condition becomes an outcome: `Ok(Ok(output))`

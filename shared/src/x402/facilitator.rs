@@ -6,7 +6,7 @@
 //! HTTPS with the HTTP/TLS stack the AWS SDK already brings.
 
 use super::types::{PaymentPayload, PaymentRequirements, SettlementResponse, X402_VERSION};
-use leasekit_client::http::JsonHttp;
+use leasekit_json_http::JsonHttp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;

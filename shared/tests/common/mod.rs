@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use aws_sdk_dynamodb::Client;
-use shared::store::{Tables, ensure_tables};
+use leasekit_core::store::{Tables, ensure_tables};
 
 pub const ENDPOINT_VAR: &str = "LEASEKIT_TEST_DYNAMODB_ENDPOINT";
 
@@ -20,7 +20,7 @@ pub async fn test_store() -> TestStore {
         Ok(url) if !url.is_empty() => url,
         _ => start_dynoxide().await,
     };
-    let client = shared::store::local_client(&endpoint);
+    let client = leasekit_core::store::local_client(&endpoint);
     let mut suffix = [0u8; 6];
     getrandom::fill(&mut suffix).expect("randomness");
     let tables = Tables::with_prefix(&format!("t{}-", hex::encode(suffix)));

@@ -1,5 +1,6 @@
 //! A small JSON-over-HTTP(S) client on the HTTP/TLS stack the AWS SDK already brings (hyper 1,
-//! rustls on aws-lc): used to call the service, and by the service to call an x402 facilitator.
+//! rustls on aws-lc): the Rust client's transport to the service, and the service's to an x402
+//! facilitator. A crate of its own, so that neither depends on the other for it.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
