@@ -231,4 +231,13 @@ async fn an_mcp_tool_call_is_logged_like_the_http_route() {
         "{line}"
     );
     assert!(!line.contains("tenant=\"-\""), "{line}");
+    // What the tool call cost the store is on the line too (it runs in a task of its own): the
+    // key lookup and the lease write, not the lookup alone.
+    let trips: u32 = line
+        .split_once("store_round_trips=")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(trips >= 2, "{line}");
+    assert!(!line.contains("store_write_units=0.0"), "{line}");
 }

@@ -445,9 +445,10 @@ async fn the_request_log_names_what_happened_and_no_secret() {
     assert!(lines.iter().any(|l| l.contains("status=402")), "{log}");
     // What each call cost in DynamoDB (BENCHMARKS.md's cost model): the keyed acquire reads the
     // key and writes the lease. The paid one writes the payment (accepted, with what a sweeper
-    // needs to settle it: about 1.5 KB, 2 units), reads the lease and the record (a paid mutation
-    // always keeps a record: it is the evidence a sweeper settles on), commits both (a
-    // transaction: twice the units), then closes the payment (2 units).
+    // needs to settle it: about 1.5 KB, 2 units), commits the lease and its record in one
+    // transaction with no read before it (a paid mutation always keeps a record: it is the
+    // evidence a sweeper settles on; a transaction bills twice the units), then closes the
+    // payment (2 units).
     let usage: Vec<&str> = lines
         .iter()
         .filter(|l| l.contains("status=200") && l.contains("op=\"acquire\""))
@@ -457,7 +458,7 @@ async fn the_request_log_names_what_happened_and_no_secret() {
         usage,
         [
             "2 store_read_units=0.5 store_write_units=1.0",
-            "4 store_read_units=4.0 store_write_units=12.0"
+            "3 store_read_units=0.0 store_write_units=12.0"
         ],
         "{log}"
     );

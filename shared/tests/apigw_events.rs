@@ -244,3 +244,56 @@ async fn the_lambda_key_cache_holds_an_account_for_a_while_and_no_cache_does_not
         Some("globex")
     );
 }
+
+/// A tool call that fails on the store answers a tool error (HTTP 200 on the JSON-RPC level)
+/// with a generic body; its cause rides on the response for the request's one log line, as a
+/// route's 502 does, and never in the body.
+#[tokio::test]
+async fn an_mcp_tool_failure_carries_its_cause_to_the_request_line() {
+    let mut event: Value = serde_json::from_str(&fixture("apigw-rest-lease-account.json")).unwrap();
+    event["resource"] = "/mcp".into();
+    event["path"] = "/mcp".into();
+    event["requestContext"]["path"] = "/prod/mcp".into();
+    for (name, value) in [
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ] {
+        event["headers"][name] = value.into();
+        event["multiValueHeaders"][name] = serde_json::json!([value]);
+    }
+    event["body"] =
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "lease",
+            "arguments": {"op": "acquire", "resource": "r", "holder": "w", "tenantId": "team-a"},
+        }})
+        .to_string()
+        .into();
+    let request = lambda_http::request::from_str(&event.to_string()).expect("a REST API event");
+    // The account comes from the authorizer: no key lookup. The store is unreachable.
+    let state = AppState::new(Settings {
+        dynamodb: leasekit_core::store::local_client("http://127.0.0.1:9"),
+        tables: leasekit_core::store::Tables::with_prefix("none-"),
+        issuer: Some(Issuer::from_seed(&[9; 32])),
+        payments: None,
+        free_claims_per_hour: 60,
+        public: PublicUrl::parse("https://abc123.execute-api.eu-west-1.amazonaws.com/prod")
+            .unwrap(),
+        on_lambda: true,
+    });
+    let response = lambda::service(state, Routes::Mcp)
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let failure = response
+        .extensions()
+        .get::<leasekit_core::http::error::Failure>()
+        .cloned()
+        .expect("the cause is on the response");
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let body = String::from_utf8(bytes.to_vec()).unwrap();
+    assert!(body.contains("STORE_UNAVAILABLE"), "{body}");
+    assert!(failure.0.contains("DynamoDB request failed"), "{failure:?}");
+    assert!(!body.contains("DynamoDB request failed"), "{body}");
+}

@@ -275,6 +275,25 @@ async fn an_answer_lost_after_commit_never_applies_twice() {
     let answer = answer.unwrap();
     assert_eq!((answer.granted, answer.fencing_token), (true, Some(1)));
     assert_eq!(f.counter("plain").await, 1, "the token was issued once");
+    // A release whose answer is lost: the retry finds the lease released at its token, its own
+    // doing, and says so (it used to answer NO_HOLD, "you hold no live lease", while the lease
+    // it had just released was free). So for a renew.
+    f.proxy.inject("UpdateItem", lost, 1);
+    let (renewed, _, _) = f
+        .run(json!({"op": "renew", "resource": "plain", "holder": "a", "token": 1}))
+        .await;
+    let renewed = renewed.unwrap();
+    assert!(renewed.granted, "{renewed:?}");
+    f.proxy.inject("UpdateItem", lost, 1);
+    let (released, _, _) = f
+        .run(json!({"op": "release", "resource": "plain", "holder": "a", "token": 1}))
+        .await;
+    let released = released.unwrap();
+    assert!(
+        released.granted && released.witnesses.is_empty(),
+        "{released:?}"
+    );
+    assert_eq!(f.counter("plain").await, 1, "no token was issued by either");
 
     // With requestId, every attempt's answer lost: a 502 for the caller, who retries later.
     f.proxy.inject("TransactWriteItems", lost, 3);

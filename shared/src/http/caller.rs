@@ -78,3 +78,8 @@ fn account_from_context(parts: &Parts) -> Option<String> {
         .as_str()?;
     (!account.is_empty()).then(|| account.to_owned())
 }
+
+/// An API key whose stored account is not a valid name: our data's fault, not the caller's.
+pub(crate) fn malformed_account() -> ApiError {
+    ApiError::Internal("a stored API key's account is not a valid name".into())
+}

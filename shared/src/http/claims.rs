@@ -7,6 +7,7 @@
 //! attempt is settled and carries `payment` on both outcomes; a free one never does.
 
 use super::body::{read_limited, validate_value};
+use super::caller::malformed_account;
 use super::observe::Note;
 use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
@@ -103,7 +104,7 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         settlement.ok_or_else(|| ApiError::Internal("a paid claim came back unsettled".into()))?;
     let receipt = receipt(&settlement, &asset);
     let mut response = answer(outcome, plan, Some(receipt));
-    let note = note("claim", &response, &scope);
+    let note = note("claim", response.status(), &scope);
     response.extensions_mut().insert(note);
     paid::attach(&mut response, &settlement);
     Ok(response)
@@ -115,14 +116,12 @@ pub async fn free(State(state): State<AppState>, request: Request) -> Result<Res
     let claim: FreeClaim = parse(&read_limited(body).await?, claim_free_input())?;
     let now = now_ms();
     let scope = match caller {
-        Caller::Account(account) => {
-            Tenant::for_account(&account).ok_or(ApiError::Unauthorized("malformed account"))?
-        }
+        Caller::Account(account) => Tenant::for_account(&account).ok_or_else(malformed_account)?,
         Caller::Anonymous => prove_wallet(&state, &parts, now).await?,
     };
     let outcome = free_claim(&state, &scope, &claim, now).await?;
     let mut response = answer(outcome, Plan::Free, None);
-    let note = note("claim_free", &response, &scope);
+    let note = note("claim_free", response.status(), &scope);
     response.extensions_mut().insert(note);
     Ok(response)
 }
@@ -225,8 +224,8 @@ fn siwx_input(err: siwx::SiwxError) -> ApiError {
 }
 
 /// The log note of a claim answer: acquired (201) or held (200).
-fn note(op: &'static str, response: &Response, scope: &Tenant) -> Note {
-    let outcome = if response.status() == StatusCode::CREATED {
+pub(crate) fn note(op: &'static str, status: StatusCode, scope: &Tenant) -> Note {
+    let outcome = if status == StatusCode::CREATED {
         "acquired"
     } else {
         "held"

@@ -32,7 +32,9 @@ pub enum ApiError {
     )]
     IdempotencyConflict,
     /// The store failed or its answer is unknown (the cause is for the log).
-    #[error("the store is unavailable or its answer is unknown; retry with the same requestId")]
+    #[error(
+        "the store is unavailable or its answer is unknown; retry (with the same requestId, if the call had one)"
+    )]
     StoreUnavailable(String),
     #[error("{}", .required.error.as_deref().unwrap_or("payment required: pay with x402 (see accepts) or send an API key"))]
     Payment {

@@ -133,7 +133,11 @@ fn tenant_for_key(account: &str, tenant_id: Option<&str>) -> Result<Tenant, ApiE
             "tenantId is required with an API key",
         )])
     })?;
-    // Both parts were validated (account at key creation, tenantId by the schema).
+    // Both parts were validated (account at key creation, tenantId by the schema); an account
+    // that is not a valid name is our stored data's fault, not the caller's.
+    if Tenant::for_account(account).is_none() {
+        return Err(super::caller::malformed_account());
+    }
     Tenant::for_key(account, tenant_id).ok_or_else(|| {
         ApiError::InvalidInput(vec![Witness::new(
             "PATTERN",
@@ -163,4 +167,23 @@ pub(crate) async fn for_account(
     let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
     let answer = carry_out(state, &tenant, &request, sha256(&body), now_ms()).await?;
     Ok((tenant, answer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored key whose account is not a valid name is our data's fault: a 500, not a 400
+    /// that blames the caller's (valid) tenantId.
+    #[test]
+    fn a_malformed_stored_account_is_ours_not_the_callers() {
+        let err = tenant_for_key("bad account|x", Some("t1")).unwrap_err();
+        assert_eq!(err.code(), "INTERNAL_ERROR");
+        let err = tenant_for_key(&"a".repeat(65), Some("t1")).unwrap_err();
+        assert_eq!(err.code(), "INTERNAL_ERROR");
+        // The caller's own bad tenantId is still theirs.
+        let err = tenant_for_key("acme", Some("bad|tenant")).unwrap_err();
+        assert_eq!(err.code(), "INVALID_INPUT");
+        assert!(tenant_for_key("acme", Some("t1")).is_ok());
+    }
 }

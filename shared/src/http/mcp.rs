@@ -3,13 +3,17 @@
 //! take the same input schemas as the HTTP routes and answer the same `data` and `_provenance`.
 
 use super::body::read_limited;
+use super::caller::malformed_account;
+use super::claims::note as claim_note;
 use super::claims::{FreeClaim, answer_body, check, free_claim};
+use super::error::Failure;
 use super::observe::Note;
 use super::{ApiError, AppState, Caller, lease};
 use crate::claims::Plan;
 use crate::clock::now_ms;
 use crate::config::{authority_host, default_port};
 use crate::schema::{CLAIM_FREE_INPUT_JSON, LEASE_INPUT_JSON, claim_free_input};
+use crate::store::usage::{Usage, measured};
 use crate::tenant::Tenant;
 use axum::Router;
 use axum::extract::{Request, State};
@@ -32,20 +36,32 @@ use std::sync::Arc;
 #[derive(Clone)]
 struct Account(String);
 
-/// Where a tool call leaves its log note: rmcp answers the HTTP request itself, so the note goes
-/// through the request's extensions (shared) and [`require_key`] puts it on the response.
-#[derive(Clone, Default)]
-struct NoteSlot(Arc<std::sync::Mutex<Option<Note>>>);
+/// What a tool call leaves for its request's log line: its note, the cause of a failure, and its
+/// store usage (rmcp runs the call in a task of its own, out of the request's measured scope).
+#[derive(Default)]
+struct Outcome {
+    note: Option<Note>,
+    failure: Option<Failure>,
+    usage: Usage,
+}
 
-impl NoteSlot {
-    fn put(&self, note: Note) {
+/// rmcp answers the HTTP request itself, so the outcome goes through the request's extensions
+/// (shared) and [`require_key`] puts it on the response, as a route's handler would.
+#[derive(Clone, Default)]
+struct OutcomeSlot(Arc<std::sync::Mutex<Outcome>>);
+
+impl OutcomeSlot {
+    fn put(&self, outcome: Outcome) {
         if let Ok(mut slot) = self.0.lock() {
-            *slot = Some(note);
+            *slot = outcome;
         }
     }
 
-    fn take(&self) -> Option<Note> {
-        self.0.lock().ok().and_then(|mut slot| slot.take())
+    fn take(&self) -> Outcome {
+        self.0
+            .lock()
+            .map(|mut slot| std::mem::take(&mut *slot))
+            .unwrap_or_default()
     }
 }
 
@@ -80,12 +96,9 @@ fn tools() -> Vec<Tool> {
     ]
 }
 
-/// An error the caller (the model) can read: the API error's body as structured content.
-/// A tool result is the MCP request's whole answer, so a failure's cause is logged here.
+/// An error the caller (the model) can read; its cause goes to the request's log line (through
+/// the [`OutcomeSlot`]), never here.
 fn tool_error(err: ApiError) -> CallToolResult {
-    if let Some(cause) = err.cause() {
-        tracing::error!(code = err.code(), error = cause, "MCP tool call failed");
-    }
     let status = err.status().as_u16();
     let mut body = json!({"error": err.to_string(), "code": err.code(), "status": status});
     if let ApiError::InvalidInput(witnesses) = &err {
@@ -95,31 +108,29 @@ fn tool_error(err: ApiError) -> CallToolResult {
 }
 
 impl LeaseTools {
+    /// Carry out tool `name`: its answer, and the note for the request's log line.
     async fn call(
         &self,
         name: &str,
         arguments: Value,
         account: &str,
-        slot: Option<&NoteSlot>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, Note), ApiError> {
         match name {
             "lease" => {
                 let (tenant, answer) = lease::for_account(&self.state, account, arguments).await?;
-                if let Some(slot) = slot {
-                    slot.put(Note {
-                        op: Some(answer.data.op.as_str()),
-                        outcome: Some(lease::outcome(&answer)),
-                        tenant: Some(Note::tenant_hash(tenant.as_str())),
-                    });
-                }
-                lease::answer_json(&answer)
+                let note = Note {
+                    op: Some(answer.data.op.as_str()),
+                    outcome: Some(lease::outcome(&answer)),
+                    tenant: Some(Note::tenant_hash(tenant.as_str())),
+                };
+                Ok((lease::answer_json(&answer)?, note))
             }
             "claim_free" => {
                 let claim: FreeClaim = check(arguments, claim_free_input())?;
-                let scope = Tenant::for_account(account)
-                    .ok_or(ApiError::Unauthorized("malformed account"))?;
+                let scope = Tenant::for_account(account).ok_or_else(malformed_account)?;
                 let outcome = free_claim(&self.state, &scope, &claim, now_ms()).await?;
-                Ok(answer_body(outcome, Plan::Free, None).1)
+                let (status, body) = answer_body(outcome, Plan::Free, None);
+                Ok((body, claim_note("claim_free", status, &scope)))
             }
             _ => Err(ApiError::NotFound),
         }
@@ -149,7 +160,7 @@ impl ServerHandler for LeaseTools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let parts = context.extensions.get::<axum::http::request::Parts>();
-        let slot = parts.and_then(|parts| parts.extensions.get::<NoteSlot>());
+        let slot = parts.and_then(|parts| parts.extensions.get::<OutcomeSlot>());
         let Some(Account(account)) = parts
             .and_then(|parts| parts.extensions.get::<Account>())
             .cloned()
@@ -159,16 +170,30 @@ impl ServerHandler for LeaseTools {
             );
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let result = match self.call(&request.name, arguments, &account, slot).await {
-            Ok(answer) => CallToolResult::structured(answer),
+        let (called, usage) = measured(self.call(&request.name, arguments, &account)).await;
+        let mut outcome = Outcome {
+            usage,
+            ..Outcome::default()
+        };
+        let result = match called {
+            Ok((answer, note)) => {
+                outcome.note = Some(note);
+                CallToolResult::structured(answer)
+            }
             Err(ApiError::NotFound) => {
                 return Err(McpError::invalid_params(
                     format!("no tool named {}", request.name),
                     None,
                 ));
             }
-            Err(err) => tool_error(err),
+            Err(err) => {
+                outcome.failure = err.cause().map(|cause| Failure(cause.to_owned()));
+                tool_error(err)
+            }
         };
+        if let Some(slot) = slot {
+            slot.put(outcome);
+        }
         Ok(result.into())
     }
 }
@@ -180,11 +205,16 @@ async fn require_key(State(state): State<AppState>, mut request: Request, next: 
         Ok(Caller::Account(account)) => {
             request = Request::from_parts(parts, body);
             request.extensions_mut().insert(Account(account));
-            let slot = NoteSlot::default();
+            let slot = OutcomeSlot::default();
             request.extensions_mut().insert(slot.clone());
             let mut response = next.run(request).await;
-            if let Some(note) = slot.take() {
+            let outcome = slot.take();
+            crate::store::usage::add(outcome.usage);
+            if let Some(note) = outcome.note {
                 response.extensions_mut().insert(note);
+            }
+            if let Some(failure) = outcome.failure {
+                response.extensions_mut().insert(failure);
             }
             response
         }

@@ -64,7 +64,10 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         store_write_units = usage.billed_write_units(),
         "request"
     );
+    // A failure's cause marks a server error even where the HTTP status is 200: an MCP tool
+    // call answers its errors inside a JSON-RPC result.
     match status {
+        _ if failure.is_some() => metrics::count("ServerErrors"),
         400..=499 => metrics::count("ClientErrors"),
         500..=599 => metrics::count("ServerErrors"),
         _ => {}

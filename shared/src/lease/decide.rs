@@ -100,6 +100,74 @@ pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
     }
 }
 
+/// The write to try first when the answer must be written with it (a requestId's record): one
+/// whose outcome is known before it commits ([`Write::outcome`]), planned on `view`, the last
+/// sight of the lease this process has (the empty lease when it has none). A wrong view costs a
+/// failed guard, never a wrong write or answer: the store confirms it. A renew or release needs
+/// no view (its guard pins holder and token); an acquire takes the write `decide` would make on
+/// the view. A denial is never planned: it would rest on a view the store has not confirmed.
+pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
+    match command {
+        Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
+        Command::Acquire { .. } => match decide(view, command, now) {
+            Decision::Write(write) => Some(write),
+            Decision::Deny(_) | Decision::Observe => None,
+        },
+        Command::Get => None,
+    }
+}
+
+impl Effect {
+    /// Whether the holder keeps its token (a renew, or a re-acquire by the live holder).
+    pub fn keeps_token(&self) -> bool {
+        matches!(self, Effect::Extend { .. })
+    }
+}
+
+impl Write {
+    /// Whether `state` is one this write leaves: how a retried write tells its own earlier
+    /// attempt, committed with its answer lost, from another writer's change. Each effect leaves
+    /// a mark no other holder's write can: a take or extend sets this holder and this exact
+    /// expiry (ms); a release clears the lease at the very token it held.
+    pub fn shows_in(&self, state: &LeaseState) -> bool {
+        match (&self.effect, &self.guard) {
+            (Effect::Take { holder, expires_at }, _) => {
+                state.holder.as_deref() == Some(holder) && state.expires_at == Some(*expires_at)
+            }
+            (Effect::Extend { expires_at }, Guard::HeldBy { holder, token }) => {
+                state.holder.as_deref() == Some(holder)
+                    && state.last_token == *token
+                    && state.expires_at == Some(*expires_at)
+            }
+            (Effect::Clear, Guard::HeldBy { token, .. }) => {
+                state.holder.is_none() && state.expires_at.is_none() && state.last_token == *token
+            }
+            // No write extends or clears a lease without naming its holder.
+            (Effect::Extend { .. } | Effect::Clear, _) => false,
+        }
+    }
+
+    /// The state this write leaves, known from its guard alone when the guard pins the counter
+    /// (every guard but `Vacant`): what lets an answer and its record commit in the same
+    /// transaction as the write, with no read before it.
+    pub fn outcome(&self) -> Option<LeaseState> {
+        let pinned = match &self.guard {
+            Guard::Vacant => return None,
+            Guard::VacantAt { last_token } => LeaseState {
+                last_token: *last_token,
+                holder: None,
+                expires_at: None,
+            },
+            Guard::HeldBy { holder, token } => LeaseState {
+                last_token: *token,
+                holder: Some(holder.clone()),
+                expires_at: None,
+            },
+        };
+        Some(self.effect.apply(&pinned))
+    }
+}
+
 /// Issue the next token to `holder` if `guard` holds.
 fn take(guard: Guard, holder: &str, expires_at: Millis) -> Write {
     Write {

@@ -3,16 +3,21 @@
 //!
 //! Without requestId, a mutation is one optimistic guarded write; if the guard fails, the old item
 //! that comes back is decided on, which either denies or names the one write that can still grant
-//! (re-acquire by the holder). With requestId, the lease and the record are read together, the
-//! decision is committed with its record in one transaction guarded by the state that was read,
-//! and a concurrent change sends it round again. Both loops are bounded.
+//! (re-acquire by the holder). With requestId, the answer is committed with its record in one
+//! transaction, its write guarded by the state it was decided on: first with no read, when the
+//! write's outcome is known before it commits (renew, release; an acquire on a current view),
+//! then on the lease a cancelled transaction hands back, and only when none came back on a read.
+//! A concurrent change sends it round again. Both loops are bounded.
+//!
+//! The view is this process's last sight of each lease: a guess that picks the first write, never
+//! a source of an answer. Every write is guarded, so a stale view costs one more try.
 //!
 //! `now` is read once per request, before any store call, and every condition and answer uses it.
 //! If the request stalls, `now` is earlier than the real time: a lease judged lapsed then is lapsed
 //! now too, so a stale `now` can only deny or grant a shorter lease, never grant one still held.
 
 use crate::clock::Millis;
-use crate::lease::decide::{Decision, decide, optimistic};
+use crate::lease::decide::{Decision, Write, decide, optimistic, planned};
 use crate::lease::request::MissingField;
 use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
@@ -21,6 +26,8 @@ use crate::store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoreErr
 use crate::tenant::Tenant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// The route every lease answer is signed for.
 pub const ROUTE: &str = "POST /api/v1/lease";
@@ -70,6 +77,62 @@ pub struct SignedAnswer {
 pub struct LeaseService {
     store: LeaseStore,
     issuer: Issuer,
+    views: Views,
+}
+
+/// What one try of a request with requestId commits: its answer, and the write (with the state
+/// it leaves) if it grants.
+struct Plan {
+    answer: LeaseAnswer,
+    write: Option<(Write, LeaseState)>,
+}
+
+impl Plan {
+    /// The plan `decide` makes on `state`, the lease as the store last showed it.
+    fn decided(state: &LeaseState, command: &Command, request: &LeaseRequest, now: Millis) -> Self {
+        match decide(state, command, now) {
+            Decision::Write(write) => {
+                let after = write.effect.apply(state);
+                Self {
+                    answer: LeaseAnswer::granted(request.op, &after, now),
+                    write: Some((write, after)),
+                }
+            }
+            Decision::Deny(witnesses) => Self {
+                answer: LeaseAnswer::denied(request.op, state, now, witnesses),
+                write: None,
+            },
+            Decision::Observe => Self {
+                answer: LeaseAnswer::observed(state, now),
+                write: None,
+            },
+        }
+    }
+}
+
+/// The last sight of each lease this process has had, to plan a write with no read. Only a
+/// guess: a write planned on it is guarded, so a stale view (another Lambda container wrote
+/// since) costs one cancelled try, whose item comes back, and never a wrong answer. Bounded:
+/// forgotten all at once when full.
+#[derive(Clone, Default)]
+struct Views(Arc<Mutex<HashMap<LeaseKey, LeaseState>>>);
+
+/// Leases a process keeps a view of, at most (each some 200 bytes).
+const MAX_VIEWS: usize = 16_384;
+
+impl Views {
+    fn get(&self, key: &LeaseKey) -> Option<LeaseState> {
+        self.0.lock().ok()?.get(key).cloned()
+    }
+
+    fn put(&self, key: &LeaseKey, state: &LeaseState) {
+        if let Ok(mut views) = self.0.lock() {
+            if views.len() >= MAX_VIEWS && !views.contains_key(key) {
+                views.clear();
+            }
+            views.insert(key.clone(), state.clone());
+        }
+    }
 }
 
 /// What a request is, for signing: its op and the SHA-256 of its canonical body.
@@ -96,7 +159,11 @@ struct Kept {
 
 impl LeaseService {
     pub fn new(store: LeaseStore, issuer: Issuer) -> Self {
-        Self { store, issuer }
+        Self {
+            store,
+            issuer,
+            views: Views::default(),
+        }
     }
 
     fn sign(&self, answer: LeaseAnswer, signing: &Signing<'_>) -> Result<SignedAnswer, LeaseError> {
@@ -130,7 +197,11 @@ impl LeaseService {
             now,
         };
         let answer = match (&command, &request.request_id) {
-            (Command::Get, _) => LeaseAnswer::observed(&self.store.get(&key).await?, now),
+            (Command::Get, _) => {
+                let state = self.store.get(&key).await?;
+                self.views.put(&key, &state);
+                LeaseAnswer::observed(&state, now)
+            }
             (_, None) => {
                 self.mutate_optimistically(&key, &command, request, now)
                     .await?
@@ -146,7 +217,8 @@ impl LeaseService {
     }
 
     /// Without requestId: one guarded write on the optimistic guess, then decide on the item a
-    /// failed guard hands back.
+    /// failed guard hands back. A re-acquire that this process's view foresees (the caller holds
+    /// the lease) goes straight to its own write instead of the vacant-lease guess.
     async fn mutate_optimistically(
         &self,
         key: &LeaseKey,
@@ -154,16 +226,21 @@ impl LeaseService {
         request: &LeaseRequest,
         now: Millis,
     ) -> Result<LeaseAnswer, LeaseError> {
-        let Some(mut write) = optimistic(command, now) else {
+        let view = self.views.get(key).unwrap_or_default();
+        let foreseen = planned(&view, command, now)
+            .filter(|w| matches!(command, Command::Acquire { .. }) && w.effect.keeps_token());
+        let Some(mut write) = foreseen.or_else(|| optimistic(command, now)) else {
             return Ok(LeaseAnswer::observed(&self.store.get(key).await?, now));
         };
         for _ in 0..MAX_ROUNDS {
             let old = match self.store.apply(key, &write, now).await? {
                 Applied::Committed(after) => {
+                    self.views.put(key, &after);
                     return Ok(LeaseAnswer::granted(request.op, &after, now));
                 }
                 Applied::GuardFailed(old) => old,
             };
+            self.views.put(key, &old);
             match decide(&old, command, now) {
                 Decision::Write(next) => write = next,
                 Decision::Deny(witnesses) => {
@@ -175,8 +252,12 @@ impl LeaseService {
         Err(LeaseError::Contention)
     }
 
-    /// With requestId: read the lease and the record, decide, and commit the write with its
-    /// record in one transaction guarded by what was read.
+    /// With requestId: the answer is committed with its record in one transaction, its write
+    /// guarded by the state it was decided on. The first try needs no read when the write's
+    /// outcome is known before it commits ([`planned`] on this process's view of the lease): a
+    /// renew or release always, an acquire when the view is current. A cancelled transaction
+    /// hands back the lease as its guard saw it (and any record), which is decided on as a read
+    /// would be; only when nothing came back is the lease read.
     async fn mutate_with_record(
         &self,
         key: &LeaseKey,
@@ -187,36 +268,50 @@ impl LeaseService {
     ) -> Result<SignedAnswer, LeaseError> {
         let now = signing.now;
         let fingerprint = request.fingerprint();
+        let view = self.views.get(key).unwrap_or_default();
+        let mut plan = planned(&view, command, now).and_then(|write| {
+            let after = write.outcome()?;
+            Some(Plan {
+                answer: LeaseAnswer::granted(request.op, &after, now),
+                write: Some((write, after)),
+            })
+        });
         for _ in 0..MAX_ROUNDS {
-            let (state, record) = self.store.read_with_record(key, record_key, now).await?;
-            if let Some(record) = record {
-                return self.replay(&record, &fingerprint);
-            }
-            let (write, answer) = match decide(&state, command, now) {
-                Decision::Write(w) => {
-                    let after: LeaseState = w.effect.apply(&state);
-                    (Some(w), LeaseAnswer::granted(request.op, &after, now))
+            let this = match plan.take() {
+                Some(this) => this,
+                None => {
+                    let (state, record) = self.store.read_with_record(key, record_key, now).await?;
+                    if let Some(record) = record {
+                        return self.replay(&record, &fingerprint);
+                    }
+                    self.views.put(key, &state);
+                    Plan::decided(&state, command, request, now)
                 }
-                Decision::Deny(witnesses) => (
-                    None,
-                    LeaseAnswer::denied(request.op, &state, now, witnesses),
-                ),
-                Decision::Observe => (None, LeaseAnswer::observed(&state, now)),
             };
-            let answer = self.sign(answer, signing)?;
+            let answer = self.sign(this.answer, signing)?;
             let stored = StoredRecord {
                 fingerprint: fingerprint.clone(),
                 answer: keep(&answer, signing)?,
                 expires_at: now + REPLAY_WINDOW_MS,
             };
+            let write = this.write.as_ref().map(|(write, _)| write);
             match self
                 .store
-                .commit(key, write.as_ref(), record_key, &stored, now)
+                .commit(key, write, record_key, &stored, now)
                 .await?
             {
-                Committed::Yes => return Ok(answer),
+                Committed::Yes => {
+                    if let Some((_, after)) = &this.write {
+                        self.views.put(key, after);
+                    }
+                    return Ok(answer);
+                }
                 Committed::RecordExists(existing) => return self.replay(&existing, &fingerprint),
-                Committed::LeaseChanged => continue,
+                Committed::LeaseChanged(Some(current)) => {
+                    self.views.put(key, &current);
+                    plan = Some(Plan::decided(&current, command, request, now));
+                }
+                Committed::LeaseChanged(None) => {}
             }
         }
         Err(LeaseError::Contention)

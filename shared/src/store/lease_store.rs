@@ -4,6 +4,7 @@
 //! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
 
 use super::expr::Expr;
+use super::usage::{add as add_usage, measured};
 use super::{
     Cancelled, Item, StoreError, conditional, get_n, get_s, n, req_n, req_s, s, transaction,
 };
@@ -17,7 +18,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LeaseKey(String);
 
 impl LeaseKey {
@@ -64,8 +65,9 @@ pub enum Applied {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Committed {
     Yes,
-    /// The lease changed since it was read (or a concurrent transaction touched it): decide again.
-    LeaseChanged,
+    /// The write's guard did not hold (or a concurrent transaction touched the lease): decide
+    /// again, on the lease as it was checked if it came back, else on a new read.
+    LeaseChanged(Option<LeaseState>),
     /// A live record for this requestId exists already: answer from it.
     RecordExists(StoredRecord),
 }
@@ -108,7 +110,11 @@ impl LeaseStore {
         lease_from_item(out.item())
     }
 
-    /// One conditional UpdateItem: commit `write` if its guard holds at `now`.
+    /// One conditional UpdateItem: commit `write` if its guard holds at `now`. If the SDK had to
+    /// retry it (an attempt failed or went unanswered) and the guard then failed, the first
+    /// attempt may have committed: the item that came back says so if it shows the write
+    /// ([`Write::shows_in`]); if it does not, the outcome is unknown, a store failure (502), never
+    /// a denial the caller would take as final.
     pub async fn apply(
         &self,
         key: &LeaseKey,
@@ -116,7 +122,7 @@ impl LeaseStore {
         now: Millis,
     ) -> Result<Applied, StoreError> {
         let (update, condition, expr) = write_expressions(write, now);
-        let result = self
+        let send = self
             .client
             .update_item()
             .table_name(&self.leases)
@@ -127,11 +133,25 @@ impl LeaseStore {
             .set_expression_attribute_values(expr.values())
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .send();
+        // Measured apart to learn whether the SDK retried; the outer scope still gets it all.
+        let (result, usage) = measured(send).await;
+        add_usage(usage);
         Ok(match conditional(result)? {
             Ok(out) => Applied::Committed(lease_from_item(out.attributes())?),
-            Err(old) => Applied::GuardFailed(lease_from_item(old.as_ref())?),
+            Err(old) => {
+                let old = lease_from_item(old.as_ref())?;
+                match usage.round_trips > 1 {
+                    false => Applied::GuardFailed(old),
+                    true if write.shows_in(&old) => Applied::Committed(old),
+                    true => {
+                        return Err(StoreError::Unavailable(
+                            "a retried write's guard failed and its first attempt's outcome is unknown"
+                                .into(),
+                        ));
+                    }
+                }
+            }
         })
     }
 
@@ -190,6 +210,7 @@ impl LeaseStore {
             .condition_expression(condition)
             .set_expression_attribute_names(expr.names())
             .set_expression_attribute_values(expr.values())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(StoreError::built)?;
         let result = self
@@ -204,14 +225,15 @@ impl LeaseStore {
             Err(reasons) => reasons,
         };
         // The record first: if it exists, its answer stands whatever the lease did since.
-        match reasons.get(1) {
-            Some(Cancelled::Condition(Some(item))) => {
-                Ok(Committed::RecordExists(record_from_item(item)?))
-            }
-            // An emulator that omits the old item: read it again. Otherwise the lease changed
-            // (or the record or the lease was being written at the same moment): round again.
-            _ => Ok(Committed::LeaseChanged),
+        if let Some(Cancelled::Condition(Some(item))) = reasons.get(1) {
+            return Ok(Committed::RecordExists(record_from_item(item)?));
         }
+        // The lease as its guard was checked, when it came back. No item: the lease does not
+        // exist, or an emulator omitted it; a conflict: it was being written. Read it again.
+        Ok(Committed::LeaseChanged(match reasons.first() {
+            Some(Cancelled::Condition(Some(item))) => Some(lease_from_item(Some(item))?),
+            _ => None,
+        }))
     }
 
     async fn put_record_alone(&self, put: Put) -> Result<Committed, StoreError> {
@@ -230,7 +252,7 @@ impl LeaseStore {
             Ok(_) => Committed::Yes,
             Err(Some(existing)) => Committed::RecordExists(record_from_item(&existing)?),
             // An emulator that omits the old item: read it again.
-            Err(None) => Committed::LeaseChanged,
+            Err(None) => Committed::LeaseChanged(None),
         })
     }
 

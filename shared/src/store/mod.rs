@@ -69,7 +69,7 @@ pub(crate) type Item = HashMap<String, AttributeValue>;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The request failed or its outcome is unknown (network, throttling, service error).
-    #[error("DynamoDB request failed: {0}")]
+    #[error("{0}")]
     Unavailable(String),
     /// A stored item does not have the shape this code writes.
     #[error("stored item is malformed: {0}")]
@@ -84,12 +84,25 @@ impl StoreError {
         Self::Internal(err.to_string())
     }
 
+    /// A failed request, described for the log by what went wrong and never by what came back:
+    /// a service error by its code and message only (its full form carries the items that came
+    /// back with it, holder names and wallet addresses among them).
     pub(crate) fn sdk<E, R>(err: aws_sdk_dynamodb::error::SdkError<E, R>) -> Self
     where
-        E: std::error::Error + 'static,
+        E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
         R: std::fmt::Debug,
     {
-        Self::Unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(&err).to_string())
+        Self::Unavailable(match err.as_service_error() {
+            Some(service) => format!(
+                "DynamoDB answered {}: {}",
+                service.code().unwrap_or("an error without a code"),
+                service.message().unwrap_or("no message")
+            ),
+            None => format!(
+                "DynamoDB request failed: {}",
+                aws_sdk_dynamodb::error::DisplayErrorContext(&err)
+            ),
+        })
     }
 }
 
@@ -167,7 +180,10 @@ pub(crate) fn conditional<T, E, R>(
     result: Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>,
 ) -> Result<Result<T, Option<Item>>, StoreError>
 where
-    E: ConditionFailure + std::error::Error + 'static,
+    E: ConditionFailure
+        + aws_sdk_dynamodb::error::ProvideErrorMetadata
+        + std::error::Error
+        + 'static,
     R: std::fmt::Debug,
 {
     match result {
@@ -226,4 +242,51 @@ pub(crate) fn req_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreErro
 /// A required number attribute.
 pub(crate) fn req_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreError> {
     get_n(item, name)?.ok_or_else(|| StoreError::Corrupt(format!("{name} is missing")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::error::SdkError;
+    use aws_sdk_dynamodb::types::CancellationReason;
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+
+    /// A store error is logged: what came back with it (items, holder names, wallets) must not
+    /// be in it. A transaction cancelled by a throttle beside a failed condition used to log the
+    /// old item in full.
+    #[test]
+    fn a_store_error_never_carries_the_items_that_came_back() {
+        let item = HashMap::from([(
+            "pk".to_owned(),
+            AttributeValue::S("wallet:0x1111111111111111111111111111111111111111|job".into()),
+        )]);
+        let cancelled = TransactionCanceledException::builder()
+            .message("Transaction cancelled [ConditionalCheckFailed, ThrottlingError]")
+            .cancellation_reasons(
+                CancellationReason::builder()
+                    .code("ConditionalCheckFailed")
+                    .set_item(Some(item))
+                    .build(),
+            )
+            .cancellation_reasons(
+                CancellationReason::builder()
+                    .code("ThrottlingError")
+                    .build(),
+            )
+            .meta(
+                aws_sdk_dynamodb::error::ErrorMetadata::builder()
+                    .code("TransactionCanceledException")
+                    .message("Transaction cancelled [ConditionalCheckFailed, ThrottlingError]")
+                    .build(),
+            )
+            .build();
+        let result: Result<(), _> = Err(SdkError::service_error(
+            TransactWriteItemsError::TransactionCanceledException(cancelled),
+            (),
+        ));
+        let err = transaction(result).expect_err("a throttle is a store failure");
+        let text = err.to_string();
+        assert!(text.contains("TransactionCanceledException"), "{text}");
+        assert!(!text.contains("0x1111"), "{text}");
+    }
 }

@@ -5,7 +5,8 @@
 //!
 //! A write whose condition fails reports no capacity, yet DynamoDB bills it by the size of the
 //! item it was checked against (at least one write unit). Those are counted apart, as
-//! `failed_conditions`, so that [`Usage::billed_write_units`] can add them.
+//! `failed_conditions`, so that [`Usage::billed_write_units`] can add them; a transaction that a
+//! condition cancelled counts one per item (its prepare phase), an upper bound.
 
 use aws_sdk_dynamodb::config::interceptors::{
     AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
@@ -17,7 +18,9 @@ use aws_sdk_dynamodb::operation::{
     get_item::{GetItemInput, GetItemOutput},
     put_item::{PutItemError, PutItemInput, PutItemOutput},
     transact_get_items::{TransactGetItemsInput, TransactGetItemsOutput},
-    transact_write_items::{TransactWriteItemsInput, TransactWriteItemsOutput},
+    transact_write_items::{
+        TransactWriteItemsError, TransactWriteItemsInput, TransactWriteItemsOutput,
+    },
     update_item::{UpdateItemError, UpdateItemInput, UpdateItemOutput},
 };
 use aws_sdk_dynamodb::types::{ConsumedCapacity, ReturnConsumedCapacity};
@@ -66,6 +69,16 @@ impl Usage {
 enum Kind {
     Read,
     Write,
+}
+
+/// Add `other` (measured in another task: a spawned handler's) to the current scope.
+pub fn add(other: Usage) {
+    update(|u| {
+        u.round_trips += other.round_trips;
+        u.read_units += other.read_units;
+        u.write_units += other.write_units;
+        u.failed_conditions += other.failed_conditions;
+    });
 }
 
 fn update(f: impl FnOnce(&mut Usage)) {
@@ -142,15 +155,27 @@ impl Intercept for MeasureUsage {
                 }
             }),
             Err(err) => {
-                let failed = err.as_operation_error().is_some_and(|e| {
-                    e.downcast_ref::<UpdateItemError>()
-                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
-                        || e.downcast_ref::<PutItemError>()
-                            .is_some_and(PutItemError::is_conditional_check_failed_exception)
-                });
-                if failed {
-                    update(|u| u.failed_conditions += 1);
-                }
+                let Some(e) = err.as_operation_error() else {
+                    return Ok(());
+                };
+                let single = e
+                    .downcast_ref::<UpdateItemError>()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
+                    || e.downcast_ref::<PutItemError>()
+                        .is_some_and(PutItemError::is_conditional_check_failed_exception);
+                // A transaction cancelled by a condition is counted as billed for its prepare
+                // phase, one unit per item: an upper bound, as neither emulator reports it.
+                let cancelled = match e.downcast_ref::<TransactWriteItemsError>() {
+                    Some(TransactWriteItemsError::TransactionCanceledException(c))
+                        if c.cancellation_reasons()
+                            .iter()
+                            .any(|r| r.code() == Some("ConditionalCheckFailed")) =>
+                    {
+                        u32::try_from(c.cancellation_reasons().len()).unwrap_or(u32::MAX)
+                    }
+                    _ => 0,
+                };
+                update(|u| u.failed_conditions += u32::from(single) + cancelled);
             }
         }
         Ok(())

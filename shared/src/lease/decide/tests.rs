@@ -225,3 +225,58 @@ fn tokens_only_ever_grow() {
         }
     }
 }
+
+/// The write planned on any view, committed on any state its guard holds on, leaves exactly the
+/// state `outcome` announced before the write: so an answer written with it is the write's.
+#[test]
+fn a_planned_write_leaves_the_state_it_announced_wherever_it_commits() {
+    let mut planned_writes = 0;
+    for view in all_states() {
+        for c in all_commands() {
+            let Some(w) = planned(&view, &c, NOW) else {
+                continue;
+            };
+            let announced = w.outcome().expect("a planned write pins the counter");
+            for s in all_states() {
+                if w.guard.holds(&s, NOW) {
+                    assert_eq!(w.effect.apply(&s), announced, "{view:?} {c:?} {s:?}");
+                    // And it is what `decide` would have done on the state it committed on.
+                    let Decision::Write(decided) = decide(&s, &c, NOW) else {
+                        panic!("{view:?} {c:?} {s:?}: granted where decide refuses");
+                    };
+                    assert_eq!(decided.effect.apply(&s), announced, "{view:?} {c:?} {s:?}");
+                }
+            }
+            planned_writes += 1;
+        }
+    }
+    assert!(planned_writes > 0);
+    // No view plans a write for a get, and every renew and release is planned.
+    assert_eq!(planned(&LeaseState::default(), &Command::Get, NOW), None);
+    assert!(planned(&LeaseState::default(), &renew("a", 1), NOW).is_some());
+}
+
+/// A committed write shows in the state it leaves, and only a write of the same holder does: so
+/// a retry that finds it knows its own lost attempt committed.
+#[test]
+fn a_write_shows_in_what_it_leaves_and_not_in_another_holders_state() {
+    let mut checked = 0;
+    for s in all_states() {
+        for c in all_commands() {
+            let Decision::Write(w) = decide(&s, &c, NOW) else {
+                continue;
+            };
+            let after = w.effect.apply(&s);
+            assert!(w.shows_in(&after), "{s:?} {c:?} {w:?}");
+            // Another holder's take never looks like this write.
+            let other = Effect::Take {
+                holder: "someone-else".into(),
+                expires_at: NOW + 7,
+            }
+            .apply(&s);
+            assert!(!w.shows_in(&other), "{s:?} {c:?} {w:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+}
