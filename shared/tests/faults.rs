@@ -15,7 +15,7 @@ use leasekit_core::provenance::Issuer;
 use leasekit_core::service::lease::{LeaseError, LeaseService};
 use leasekit_core::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
 use leasekit_core::store::usage::measured;
-use leasekit_core::store::{LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
+use leasekit_core::store::{ClaimStore, LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
 use leasekit_core::tenant::Tenant;
 use serde_json::json;
 use std::collections::VecDeque;
@@ -138,6 +138,7 @@ struct Fixture {
     proxy: Proxy,
     service: LeaseService,
     store: LeaseStore,
+    claims: ClaimStore,
     tenant: Tenant,
 }
 
@@ -163,8 +164,10 @@ async fn fixture() -> Fixture {
     let client = local_client(&url);
     let tables = Tables::with_prefix("faults-");
     ensure_tables(&client, &tables).await.unwrap();
+    let claims = ClaimStore::new(client.clone(), &tables.claims);
     let store = LeaseStore::new(client, &tables.leases, &tables.requests);
     Fixture {
+        claims,
         proxy,
         service: LeaseService::new(store.clone(), Issuer::from_seed(&[2; 32])),
         store,
@@ -309,4 +312,33 @@ async fn an_answer_lost_after_commit_never_applies_twice() {
     );
     assert_eq!(retry.fencing_token, Some(1));
     assert_eq!(f.counter("idem").await, 1, "applied once");
+}
+
+/// A claim whose answer is lost after it committed: the SDK's retry finds this very claim, and
+/// the caller is told it won (it used to hear "held, mine", as if it had claimed it before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_answer_was_lost_is_still_won() {
+    use leasekit_core::claims::{Outcome, Plan};
+    let f = fixture().await;
+    let lost = Fault::LostAfterCommit(ATTEMPT_TIMEOUT + Duration::from_millis(500));
+    f.proxy.inject("UpdateItem", lost, 1);
+    let outcome = f
+        .claims
+        .claim("acct:acme", "job-1", "worker-1", Plan::Hour, now_ms())
+        .await
+        .unwrap();
+    let Outcome::Acquired(claim) = outcome else {
+        panic!("the first attempt won it: {outcome:?}");
+    };
+    assert_eq!(claim.fencing_token, 1, "claimed once");
+    // A later claim by the same holder is the crash-resume signal: held, mine.
+    let again = f
+        .claims
+        .claim("acct:acme", "job-1", "worker-1", Plan::Hour, now_ms())
+        .await
+        .unwrap();
+    assert!(
+        matches!(again, Outcome::Held { mine: true, .. }),
+        "{again:?}"
+    );
 }

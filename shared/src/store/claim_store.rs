@@ -8,6 +8,7 @@
 //! carries a TTL attribute (clean-up only).
 
 use super::expr::Expr;
+use super::usage::{add as add_usage, measured};
 use super::{Item, StoreError, conditional, n, req_n, req_s, s};
 use crate::claims::{Claim, Outcome, Plan};
 use crate::clock::Millis;
@@ -39,20 +40,20 @@ impl ClaimStore {
     ) -> Result<Outcome, StoreError> {
         let mut e = Expr::default();
         let exp = e.name("exp");
+        let now_value = e.value("now", n(now));
         let update = format!(
-            "SET {h} = {holder}, {p} = {plan}, {a} = {now}, {exp} = {until} ADD {tok} {one}",
+            "SET {h} = {holder}, {p} = {plan}, {a} = {now_value}, {exp} = {until} ADD {tok} {one}",
             h = e.name("holder"),
             holder = e.value("holder", s(holder)),
             p = e.name("plan"),
             plan = e.value("plan", s(plan.as_str())),
             a = e.name("acquired"),
-            now = e.value("now", n(now)),
             until = e.value("until", n(now + plan.seconds() * 1000)),
             tok = e.name("tok"),
             one = e.value("one", n(1)),
         );
-        let condition = format!("attribute_not_exists({exp}) OR {exp} <= :now");
-        let result = self
+        let condition = format!("attribute_not_exists({exp}) OR {exp} <= {now_value}");
+        let send = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -63,11 +64,23 @@ impl ClaimStore {
             .set_expression_attribute_values(e.values())
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .send();
+        // Measured apart to learn whether the SDK retried (see `LeaseStore::apply`).
+        let (result, usage) = measured(send).await;
+        add_usage(usage);
         Ok(match conditional(result)? {
             Ok(out) => Outcome::Acquired(claim_from_item(key, out.attributes())?),
-            Err(old) => Outcome::held(claim_from_item(key, old.as_ref())?, holder),
+            Err(old) => {
+                let claim = claim_from_item(key, old.as_ref())?;
+                // A retry that finds this very claim (this holder, acquired at this `now`):
+                // the first attempt committed and its answer was lost. The caller won it.
+                let ours = claim.holder == holder && claim.acquired_at == now && claim.plan == plan;
+                if usage.round_trips > 1 && ours {
+                    Outcome::Acquired(claim)
+                } else {
+                    Outcome::held(claim, holder)
+                }
+            }
         })
     }
 
