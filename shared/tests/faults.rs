@@ -342,3 +342,44 @@ async fn a_claim_whose_answer_was_lost_is_still_won() {
         "{again:?}"
     );
 }
+
+/// A denial with requestId whose record's put committed but whose answer was lost: the SDK's
+/// retry finds this very record, and the answer is the first, not a replay (it used to come
+/// back `replayed: true`, which on a paid call voids the payment of a first answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_answer_whose_record_put_was_lost_is_not_a_replay() {
+    let f = fixture().await;
+    let (held, _, _) = f
+        .run(json!({"op": "acquire", "resource": "busy", "holder": "b"}))
+        .await;
+    assert!(held.unwrap().granted);
+    let lost = Fault::LostAfterCommit(ATTEMPT_TIMEOUT + Duration::from_millis(500));
+    f.proxy.inject("PutItem", lost, 1);
+    let body = json!({"op": "acquire", "resource": "busy", "holder": "a", "requestId": "deny-1"});
+    let (denied, _, _) = f.run(body.clone()).await;
+    let denied = denied.unwrap();
+    assert!(!denied.granted && !denied.replayed, "{denied:?}");
+    // The caller's own retry is the replay.
+    let (again, _, _) = f.run(body).await;
+    let again = again.unwrap();
+    assert!(!again.granted && again.replayed, "{again:?}");
+}
+
+/// A throttled attempt was certainly not applied: the retry's failed guard is a plain denial,
+/// not an unknown outcome (it used to be a 502).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_then_denied_write_is_a_denial() {
+    let f = fixture().await;
+    let (held, _, _) = f
+        .run(json!({"op": "acquire", "resource": "busy", "holder": "b"}))
+        .await;
+    assert!(held.unwrap().granted);
+    f.proxy.inject("UpdateItem", Fault::Throttle, 1);
+    let (denied, trips, _) = f
+        .run(json!({"op": "acquire", "resource": "busy", "holder": "a"}))
+        .await;
+    let denied = denied.unwrap_or_else(|e| panic!("a denial, not {e}"));
+    assert!(!denied.granted, "{denied:?}");
+    assert_eq!(denied.witnesses[0].rule_id, "LEASE_HELD");
+    assert_eq!(trips, 2, "the throttle and the retry");
+}

@@ -75,7 +75,7 @@ impl ClaimStore {
                 // A retry that finds this very claim (this holder, acquired at this `now`):
                 // the first attempt committed and its answer was lost. The caller won it.
                 let ours = claim.holder == holder && claim.acquired_at == now && claim.plan == plan;
-                if usage.round_trips > 1 && ours {
+                if usage.unsure_retries() > 0 && ours {
                     Outcome::Acquired(claim)
                 } else {
                     Outcome::held(claim, holder)

@@ -141,7 +141,7 @@ impl LeaseStore {
             Ok(out) => Applied::Committed(lease_from_item(out.attributes())?),
             Err(old) => {
                 let old = lease_from_item(old.as_ref())?;
-                match usage.round_trips > 1 {
+                match usage.unsure_retries() > 0 {
                     false => Applied::GuardFailed(old),
                     true if write.shows_in(&old) => Applied::Committed(old),
                     true => {
@@ -200,7 +200,7 @@ impl LeaseStore {
     ) -> Result<Committed, StoreError> {
         let put = self.record_put(record_key, record, now)?;
         let Some(write) = write else {
-            return self.put_record_alone(put).await;
+            return self.put_record_alone(put, record).await;
         };
         let (update, condition, expr) = write_expressions(write, now);
         let update = Update::builder()
@@ -236,8 +236,15 @@ impl LeaseStore {
         }))
     }
 
-    async fn put_record_alone(&self, put: Put) -> Result<Committed, StoreError> {
-        let result = self
+    /// The record's conditional put, alone (an answer with no write). If the SDK retried it and
+    /// the record then existed, the one found may be this very record, put by the first attempt
+    /// whose answer was lost: then this answer is the first, not a replay.
+    async fn put_record_alone(
+        &self,
+        put: Put,
+        record: &StoredRecord,
+    ) -> Result<Committed, StoreError> {
+        let send = self
             .client
             .put_item()
             .table_name(put.table_name())
@@ -246,11 +253,15 @@ impl LeaseStore {
             .set_expression_attribute_names(put.expression_attribute_names().cloned())
             .set_expression_attribute_values(put.expression_attribute_values().cloned())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
+            .send();
+        let (result, usage) = measured(send).await;
+        add_usage(usage);
         Ok(match conditional(result)? {
             Ok(_) => Committed::Yes,
-            Err(Some(existing)) => Committed::RecordExists(record_from_item(&existing)?),
+            Err(Some(existing)) => match record_from_item(&existing)? {
+                found if usage.unsure_retries() > 0 && found == *record => Committed::Yes,
+                found => Committed::RecordExists(found),
+            },
             // An emulator that omits the old item: read it again.
             Err(None) => Committed::LeaseChanged(None),
         })

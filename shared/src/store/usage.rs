@@ -42,9 +42,24 @@ pub struct Usage {
     pub write_units: f64,
     /// Conditional writes refused by their condition (they report no capacity).
     pub failed_conditions: u32,
+    /// Attempts refused as throttled: certainly not applied, so not a lost commit.
+    pub throttled: u32,
 }
 
+/// DynamoDB's error codes for a request refused before it was applied, for capacity.
+const THROTTLES: [&str; 3] = [
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
+
 impl Usage {
+    /// Attempts after the first whose predecessor's outcome is unknown (not a throttle): where
+    /// a write may have committed before its answer was lost.
+    pub fn unsure_retries(&self) -> u32 {
+        self.round_trips.saturating_sub(1 + self.throttled)
+    }
+
     /// Write units as billed: the reported ones plus one per failed condition. Exact while every
     /// item checked is under 1 KB, as every lease item and record is.
     pub fn billed_write_units(&self) -> f64 {
@@ -78,6 +93,7 @@ pub fn add(other: Usage) {
         u.read_units += other.read_units;
         u.write_units += other.write_units;
         u.failed_conditions += other.failed_conditions;
+        u.throttled += other.throttled;
     });
 }
 
@@ -175,7 +191,20 @@ impl Intercept for MeasureUsage {
                     }
                     _ => 0,
                 };
-                update(|u| u.failed_conditions += u32::from(single) + cancelled);
+                use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+                let code = e
+                    .downcast_ref::<UpdateItemError>()
+                    .and_then(ProvideErrorMetadata::code)
+                    .or_else(|| e.downcast_ref::<PutItemError>().and_then(|e| e.code()))
+                    .or_else(|| {
+                        e.downcast_ref::<TransactWriteItemsError>()
+                            .and_then(|e| e.code())
+                    });
+                let throttled = code.is_some_and(|c| THROTTLES.contains(&c));
+                update(|u| {
+                    u.failed_conditions += u32::from(single) + cancelled;
+                    u.throttled += u32::from(throttled);
+                });
             }
         }
         Ok(())
