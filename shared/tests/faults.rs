@@ -198,6 +198,14 @@ impl Fixture {
         (result.map(|a| a.data), usage.round_trips, started.elapsed())
     }
 
+    /// `holder` acquires `resource` (no faults pending).
+    async fn hold(&self, resource: &str, holder: &str) {
+        let (held, _, _) = self
+            .run(json!({"op": "acquire", "resource": resource, "holder": holder}))
+            .await;
+        assert!(held.unwrap().granted, "{holder} holds {resource}");
+    }
+
     async fn counter(&self, resource: &str) -> u64 {
         self.store
             .get(&LeaseKey::new(&self.tenant, resource))
@@ -349,10 +357,7 @@ async fn a_claim_whose_answer_was_lost_is_still_won() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_answer_whose_record_put_was_lost_is_not_a_replay() {
     let f = fixture().await;
-    let (held, _, _) = f
-        .run(json!({"op": "acquire", "resource": "busy", "holder": "b"}))
-        .await;
-    assert!(held.unwrap().granted);
+    f.hold("busy", "b").await;
     let lost = Fault::LostAfterCommit(ATTEMPT_TIMEOUT + Duration::from_millis(500));
     f.proxy.inject("PutItem", lost, 1);
     let body = json!({"op": "acquire", "resource": "busy", "holder": "a", "requestId": "deny-1"});
@@ -370,10 +375,7 @@ async fn a_first_answer_whose_record_put_was_lost_is_not_a_replay() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_then_denied_write_is_a_denial() {
     let f = fixture().await;
-    let (held, _, _) = f
-        .run(json!({"op": "acquire", "resource": "busy", "holder": "b"}))
-        .await;
-    assert!(held.unwrap().granted);
+    f.hold("busy", "b").await;
     f.proxy.inject("UpdateItem", Fault::Throttle, 1);
     let (denied, trips, _) = f
         .run(json!({"op": "acquire", "resource": "busy", "holder": "a"}))
