@@ -502,26 +502,11 @@ fn a_stopped_run_still_stops_the_command_before_the_next_grant() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
     let mut cmd = Stamping::start(&server, dir.path(), "echo $$ > PIDFILE; trap '' TERM; LOOP");
-    let pid = cmd.run.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let granted_sent = second_holder_grant(&server);
-    assert_stamped_before(&cmd.stamps, granted_sent, "run stopped");
-    assert!(!cmd.group_alive(), "the command's group is gone");
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = wait_for(&mut cmd.run, Duration::from_secs(10));
-    assert_ne!(status.code(), Some(0), "the lease was lost: {status}");
+    while_run_is_stopped(&mut cmd, |cmd| {
+        let granted_sent = second_holder_grant(&server);
+        assert_stamped_before(&cmd.stamps, granted_sent, "run stopped");
+        assert!(!cmd.group_alive(), "the command's group is gone");
+    });
 }
 
 /// `leasekit run` killed (SIGKILL: no handler, no cleanup) while its command runs: the watchdog
@@ -561,6 +546,25 @@ fn what_the_command_leaves_running_is_killed_before_the_release() {
     assert!(!cmd.group_alive(), "the command's group is gone");
 }
 
+/// Stop `leasekit run` (SIGSTOP) while `check` runs, then let it go on: it finds its lease lost.
+fn while_run_is_stopped(cmd: &mut Stamping, check: impl FnOnce(&Stamping)) {
+    let pid = cmd.run.id().to_string();
+    let kill = |signal: &str| {
+        assert!(
+            Command::new("kill")
+                .args([signal, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    kill("-STOP");
+    check(cmd);
+    kill("-CONT");
+    let status = wait_for(&mut cmd.run, Duration::from_secs(10));
+    assert_ne!(status.code(), Some(0), "the lease was lost: {status}");
+}
+
 /// Whether process `pid` is alive (a zombie is not).
 fn pid_alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -589,30 +593,15 @@ time.sleep(0.2)
 os.setpgid(0, pid)
 os.execvp("sh", ["sh", "-c", sys.argv[1]])' "trap '' TERM; LOOP""#;
     let mut cmd = Stamping::start(&server, dir.path(), shape);
-    let pid = cmd.run.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let granted_sent = second_holder_grant(&server);
-    assert_stamped_before(
-        &cmd.stamps,
-        granted_sent,
-        "command out of its group, run stopped",
-    );
-    assert!(!pid_alive(&cmd.group), "the command itself is dead");
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = wait_for(&mut cmd.run, Duration::from_secs(10));
-    assert_ne!(status.code(), Some(0), "the lease was lost: {status}");
+    while_run_is_stopped(&mut cmd, |cmd| {
+        let granted_sent = second_holder_grant(&server);
+        assert_stamped_before(
+            &cmd.stamps,
+            granted_sent,
+            "command out of its group, run stopped",
+        );
+        assert!(!pid_alive(&cmd.group), "the command itself is dead");
+    });
 }
 
 /// The command starts a loop in a session of its own (`setsid`: out of its process group) and
