@@ -15,7 +15,7 @@ Configurations (durable ones first):
 - leasekit with its data dir on tmpfs (/dev/shm), where fsync costs nothing: not durable, shown
   to tell the embedded store's fsync from leasekit's own work.
 
-Reproduce: python3 bench/versus.py [--seconds 5] [--repeat 3]
+Reproduce: python3 bench/versus.py [--seconds 5] [--repeat 3] [--systems leasekit,etcd]
 It needs etcd and redis-server (`apt-get install etcd-server redis-server`), builds the release
 binaries, installs matplotlib into .venv-bench, and writes bench/results/versus.json, the
 markdown table it prints, and bench/results/versus-{throughput,p99}.png.
@@ -172,6 +172,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--repeat", type=int, default=3, help="runs per point; the median is kept")
     parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--systems", default=None,
+                        help="comma-separated names to run (e.g. leasekit,etcd); default all")
     args = parser.parse_args()
     for tool in ("etcd", "redis-server"):
         if shutil.which(tool) is None:
@@ -179,8 +181,11 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "-p", "leasekit", "-p", "loadgen"],
                        cwd=ROOT, check=True)
+    chosen = args.systems.split(",") if args.systems else None
     results = []
     for name, system, start, durable in SYSTEMS:
+        if chosen is not None and name not in chosen:
+            continue
         data = tempfile.mkdtemp(prefix="versus-", dir=os.path.join(ROOT, "target"))
         proc, url = start(data)
         try:

@@ -1,6 +1,7 @@
 //! Where the store is: the embedded dynoxide emulator on a SQLite file in the data dir (default),
 //! or any DynamoDB endpoint. Either way the service talks to it with the real SDK client.
 
+use crate::embedded_store::Engine;
 use anyhow::{Context, Result};
 use aws_sdk_dynamodb::Client;
 use clap::Args;
@@ -46,13 +47,12 @@ impl Store {
     }
 }
 
-/// The embedded store's database, in `data_dir`.
-pub fn open_database(data_dir: &std::path::Path) -> Result<dynoxide::Database> {
+/// The embedded store's engine, on its database in `data_dir`.
+pub fn open_database(data_dir: &std::path::Path) -> Result<Engine> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating the data dir {}", data_dir.display()))?;
     let path = data_dir.join(DATABASE_FILE);
-    let path_text = path.to_str().context("the data dir path is not UTF-8")?;
-    dynoxide::Database::new(path_text).with_context(|| format!("opening {}", path.display()))
+    Engine::open(&path).with_context(|| format!("opening {}", path.display()))
 }
 
 async fn remote_client(endpoint: &str) -> Client {

@@ -1,7 +1,7 @@
 //! `leasekit keys create|revoke`: API keys in the data dir's store or any DynamoDB.
 
 use crate::connect::{Store, StoreArgs};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use leasekit_core::clock::now_ms;
 use leasekit_core::keys::{ApiKey, KeyId, KeyRecord};
@@ -27,11 +27,14 @@ pub enum KeysCommand {
 
 pub async fn run(command: KeysCommand) -> Result<()> {
     match command {
-        KeysCommand::Create { account, store } => {
+        KeysCommand::Create {
+            account,
+            store: args,
+        } => {
             if !is_valid_name(&account) {
                 bail!("--account must match [A-Za-z0-9_.-]{{1,64}}");
             }
-            let store = Store::open(&store).await?;
+            let store = Store::open(&args).await?;
             let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
             let key = ApiKey::generate()
                 .map_err(|e| anyhow::anyhow!("no randomness from the OS: {e}"))?;
@@ -42,6 +45,7 @@ pub async fn run(command: KeysCommand) -> Result<()> {
                 bail!("a key with the same id exists already; run the command again");
             }
             drop(store);
+            announce(&args)?;
             println!("{}", key.expose());
             eprintln!(
                 "created key {} for account {account}; it is not shown again",
@@ -49,12 +53,15 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             );
             Ok(())
         }
-        KeysCommand::Revoke { key_id, store } => {
+        KeysCommand::Revoke {
+            key_id,
+            store: args,
+        } => {
             let Some(id) = KeyId::parse(&key_id).or_else(|| ApiKey::parse(&key_id).map(|k| k.id()))
             else {
                 bail!("not a key id (16 hex characters) or a key");
             };
-            let store = Store::open(&store).await?;
+            let store = Store::open(&args).await?;
             let revoked = KeyStore::new(store.client.clone(), &store.tables.keys)
                 .revoke(&id, now_ms())
                 .await?;
@@ -62,10 +69,23 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             if !revoked {
                 bail!("no key with id {}", id.as_str());
             }
+            announce(&args)?;
             eprintln!("revoked key {}", id.as_str());
             Ok(())
         }
     }
+}
+
+/// Tell a `leasekit serve` running on the same embedded store that its keys changed. (A server
+/// on a DynamoDB endpoint reads the keys on every request.)
+fn announce(args: &StoreArgs) -> Result<()> {
+    if args.dynamodb_endpoint.is_some() {
+        return Ok(());
+    }
+    crate::key_changes::changed(&args.data_dir).context(
+        "the change is made, but a server running on this data dir may not see it until it is \
+         restarted: cannot write its keys.generation file",
+    )
 }
 
 /// Register `ACCOUNT:KEY` pairs given to `serve --api-key`. An existing registration of the same

@@ -8,7 +8,8 @@
 //! mode to turn on by accident. Loopback only; it checks no signature and is no AWS stand-in
 //! for anything else.
 
-use crate::in_process::{CONTENT_TYPE, InProcess, TARGET_PREFIX};
+use crate::embedded_store::Engine;
+use crate::in_process::{CONTENT_TYPE, TARGET_PREFIX};
 use anyhow::{Context, Result, bail};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -45,9 +46,8 @@ pub async fn run(args: LocalAwsArgs) -> Result<()> {
     })
     .await?;
     drop(store);
-    let database = crate::connect::open_database(&args.data_dir)?;
+    let engine = crate::connect::open_database(&args.data_dir)?;
     let seed = crate::identity::seed_hex(&args.data_dir)?;
-    let engine = InProcess::new(database);
     let app = axum::Router::new()
         .route("/verify", axum::routing::post(verify))
         .route("/settle", axum::routing::post(settle))
@@ -66,7 +66,7 @@ pub async fn run(args: LocalAwsArgs) -> Result<()> {
         .context("serving")
 }
 
-async fn answer(engine: &InProcess, seed: &str, headers: &HeaderMap, body: Bytes) -> Response {
+async fn answer(engine: &Engine, seed: &str, headers: &HeaderMap, body: Bytes) -> Response {
     let target = headers
         .get("x-amz-target")
         .and_then(|v| v.to_str().ok())
@@ -91,10 +91,7 @@ async fn answer(engine: &InProcess, seed: &str, headers: &HeaderMap, body: Bytes
         return (StatusCode::BAD_REQUEST, unknown).into_response();
     };
     let body = String::from_utf8_lossy(&body).into_owned();
-    let engine = engine.clone();
-    let (status, json) = tokio::task::spawn_blocking(move || engine.serve(&operation, &body))
-        .await
-        .unwrap_or((500, r#"{"__type":"InternalServerError"}"#.into()));
+    let (status, json) = engine.call(operation, body).await;
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, [(header::CONTENT_TYPE, CONTENT_TYPE)], json).into_response()
 }

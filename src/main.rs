@@ -1,9 +1,15 @@
 //! `leasekit`: run the lease service locally, manage API keys, and (later) use it from scripts.
 
+// Measured faster than glibc malloc for the local server (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod client;
 mod connect;
+mod embedded_store;
 mod identity;
 mod in_process;
+mod key_changes;
 mod keys;
 mod local_aws;
 mod payments;

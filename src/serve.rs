@@ -119,6 +119,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         free_claims_per_hour: args.free_claims_per_hour,
         public: PublicUrl::parse(public).map_err(|e| anyhow::anyhow!("--public-url {e}"))?,
         on_lambda: false,
+        // With the embedded store, `leasekit keys` says when the keys change; on a DynamoDB
+        // endpoint nothing does, so every request reads them.
+        key_changes: args.store.dynamodb_endpoint.is_none().then(|| {
+            std::sync::Arc::new(crate::key_changes::KeysFile::new(&args.store.data_dir))
+                as std::sync::Arc<dyn leasekit_core::auth::KeyChanges>
+        }),
     });
     let app = router(state, Routes::All);
     let limits = connections::Limits {

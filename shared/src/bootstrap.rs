@@ -109,6 +109,7 @@ pub async fn serve_http(routes: Routes) -> Result<(), lambda_http::Error> {
         free_claims_per_hour: boot.config.free_claims_per_hour,
         public,
         on_lambda: true,
+        key_changes: None,
     });
     lambda_http::run(crate::http::lambda::service(state, routes)).await
 }

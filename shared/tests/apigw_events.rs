@@ -47,6 +47,7 @@ async fn call_with(event: &str, account: Option<&str>) -> (u16, Value) {
         free_claims_per_hour: 60,
         public: PublicUrl::default(),
         on_lambda: true,
+        key_changes: None,
     });
     let response = lambda::service(state, Routes::All)
         .oneshot(request)
@@ -206,14 +207,14 @@ async fn revoking_a_key_takes_effect() {
 
 #[tokio::test]
 async fn the_lambda_key_cache_holds_an_account_for_a_while_and_no_cache_does_not() {
-    use leasekit_core::auth::CachedKeys;
+    use leasekit_core::auth::{CachedKeys, KeyFreshness};
     use std::time::Duration;
     let store = test_store().await;
     let keys = KeyStore::new(store.client, &store.tables.keys);
     let key = ApiKey::generate().unwrap();
     keys.insert(&KeyRecord::new(&key, "acme", 1)).await.unwrap();
-    let cached = CachedKeys::new(keys.clone(), Duration::from_secs(60));
-    let uncached = CachedKeys::new(keys.clone(), Duration::ZERO);
+    let cached = CachedKeys::new(keys.clone(), KeyFreshness::For(Duration::from_secs(60)));
+    let uncached = CachedKeys::new(keys.clone(), KeyFreshness::Never);
     assert_eq!(
         cached.account(key.expose()).await.unwrap().as_deref(),
         Some("acme")
@@ -243,6 +244,60 @@ async fn the_lambda_key_cache_holds_an_account_for_a_while_and_no_cache_does_not
         cached.account(unknown.expose()).await.unwrap().as_deref(),
         Some("globex")
     );
+}
+
+/// The local server's cache: a key is remembered until the generation changes, and a change
+/// made after the generation was read is never hidden by a lookup that began before it.
+#[tokio::test]
+async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
+    use leasekit_core::auth::{CachedKeys, KeyChanges, KeyFreshness};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A generation the test moves by hand; `u64::MAX` stands for "cannot tell".
+    struct Counter(AtomicU64);
+    impl KeyChanges for Counter {
+        fn generation(&self) -> std::io::Result<u64> {
+            match self.0.load(Ordering::SeqCst) {
+                u64::MAX => Err(std::io::Error::other("unreadable")),
+                n => Ok(n),
+            }
+        }
+    }
+
+    let store = test_store().await;
+    let keys = KeyStore::new(store.client, &store.tables.keys);
+    let key = ApiKey::generate().unwrap();
+    keys.insert(&KeyRecord::new(&key, "acme", 1)).await.unwrap();
+    let generation = Arc::new(Counter(AtomicU64::new(7)));
+    let cached = CachedKeys::new(keys.clone(), KeyFreshness::UntilChanged(generation.clone()));
+    assert_eq!(
+        cached.account(key.expose()).await.unwrap().as_deref(),
+        Some("acme")
+    );
+    // Revoked behind the cache's back, generation unchanged: still remembered (this is what
+    // the generation is for, and why `leasekit keys` must move it).
+    keys.revoke(&key.id(), 2).await.unwrap();
+    assert_eq!(
+        cached.account(key.expose()).await.unwrap().as_deref(),
+        Some("acme")
+    );
+    // The generation moved: the next check reads the store.
+    generation.0.store(8, Ordering::SeqCst);
+    assert_eq!(cached.account(key.expose()).await.unwrap(), None);
+
+    // A generation that cannot be read bypasses the cache both ways.
+    let other = ApiKey::generate().unwrap();
+    keys.insert(&KeyRecord::new(&other, "globex", 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        cached.account(other.expose()).await.unwrap().as_deref(),
+        Some("globex")
+    );
+    generation.0.store(u64::MAX, Ordering::SeqCst);
+    keys.revoke(&other.id(), 4).await.unwrap();
+    assert_eq!(cached.account(other.expose()).await.unwrap(), None);
 }
 
 /// A tool call that fails on the store answers a tool error (HTTP 200 on the JSON-RPC level)
@@ -279,6 +334,7 @@ async fn an_mcp_tool_failure_carries_its_cause_to_the_request_line() {
         public: PublicUrl::parse("https://abc123.execute-api.eu-west-1.amazonaws.com/prod")
             .unwrap(),
         on_lambda: true,
+        key_changes: None,
     });
     let response = lambda::service(state, Routes::Mcp)
         .oneshot(request)

@@ -26,24 +26,45 @@ pub const LAMBDA_KEY_CACHE: Duration = Duration::from_secs(60);
 /// Entries kept at most; the cache is emptied when full (it only saves a GetItem).
 const KEY_CACHE_ENTRIES: usize = 10_000;
 
-/// [`authenticate`] with a short in-process cache of keys that resolved to an account (unknown
+/// Says when the key store may have changed. Each change of the store's keys (a key created or
+/// revoked) must be followed by a change of [`Self::generation`] before the change is reported
+/// done, so that a cache stamped with the generation it read before its lookup never serves a
+/// key past its revocation.
+pub trait KeyChanges: Send + Sync {
+    /// A value that differs from the one before each change; an error means "unknown" (the
+    /// cache is bypassed).
+    fn generation(&self) -> std::io::Result<u64>;
+}
+
+/// How long [`CachedKeys`] may remember a resolved key.
+#[derive(Clone)]
+pub enum KeyFreshness {
+    /// Not at all: every check reads the store.
+    Never,
+    /// For this long (Lambda: the store is shared by many containers, nothing tells one of them
+    /// about a revocation).
+    For(Duration),
+    /// Until the store's keys change (the local server: `leasekit keys` says when).
+    UntilChanged(Arc<dyn KeyChanges>),
+}
+
+/// [`authenticate`] with an in-process cache of keys that resolved to an account (unknown
 /// keys are not cached, so junk cannot fill it). Keyed by the key's hash, never the key.
-/// Key hash -> (account, when it was resolved).
-type KeyCache = HashMap<[u8; 32], (String, Instant)>;
+/// Key hash -> (account, when it was resolved, the key generation read before the lookup).
+type KeyCache = HashMap<[u8; 32], (String, Instant, u64)>;
 
 #[derive(Clone)]
 pub struct CachedKeys {
     keys: KeyStore,
-    /// Zero: no cache, every check reads the store (a revocation applies at once).
-    ttl: Duration,
+    freshness: KeyFreshness,
     cache: Arc<Mutex<KeyCache>>,
 }
 
 impl CachedKeys {
-    pub fn new(keys: KeyStore, ttl: Duration) -> Self {
+    pub fn new(keys: KeyStore, freshness: KeyFreshness) -> Self {
         Self {
             keys,
-            ttl,
+            freshness,
             cache: Arc::default(),
         }
     }
@@ -52,12 +73,20 @@ impl CachedKeys {
         let Some(key) = ApiKey::parse(presented) else {
             return Ok(None);
         };
-        if self.ttl.is_zero() {
-            return authenticate(&self.keys, presented).await;
-        }
+        // The generation now, before any lookup: what the store says after this point is at
+        // least as new as it.
+        let (ttl, generation) = match &self.freshness {
+            KeyFreshness::Never => return authenticate(&self.keys, presented).await,
+            KeyFreshness::For(ttl) => (*ttl, 0),
+            KeyFreshness::UntilChanged(changes) => match changes.generation() {
+                Ok(generation) => (Duration::MAX, generation),
+                Err(_) => return authenticate(&self.keys, presented).await,
+            },
+        };
         let hash = key.hash();
-        if let Some((account, at)) = self.lock().get(&hash).cloned()
-            && at.elapsed() < self.ttl
+        if let Some((account, at, stamp)) = self.lock().get(&hash).cloned()
+            && at.elapsed() < ttl
+            && stamp == generation
         {
             return Ok(Some(account));
         }
@@ -67,7 +96,7 @@ impl CachedKeys {
             if cache.len() >= KEY_CACHE_ENTRIES {
                 cache.clear();
             }
-            cache.insert(hash, (account.clone(), Instant::now()));
+            cache.insert(hash, (account.clone(), Instant::now(), generation));
         }
         Ok(account)
     }

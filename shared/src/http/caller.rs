@@ -4,10 +4,11 @@
 
 use super::error::ApiError;
 use crate::auth::authorizer::ACCOUNT_CONTEXT_KEY;
-use crate::auth::{API_KEY_HEADER, CachedKeys, LAMBDA_KEY_CACHE};
+use crate::auth::{API_KEY_HEADER, CachedKeys, KeyChanges, KeyFreshness, LAMBDA_KEY_CACHE};
 use crate::store::KeyStore;
 use axum::http::request::Parts;
 use lambda_http::request::RequestContext;
+use std::sync::Arc;
 
 /// Who is calling. The API key is checked in this process (the same check as the API Gateway
 /// authorizer), through a short cache; on Lambda, an account an authorizer already resolved (on
@@ -29,16 +30,21 @@ pub enum Caller {
 }
 
 impl Authenticator {
-    /// On Lambda (`trust_gateway`), resolved keys are cached for [`LAMBDA_KEY_CACHE`] to save a
-    /// read per request; elsewhere every request reads the store.
-    pub fn new(keys: KeyStore, trust_gateway: bool) -> Self {
-        let ttl = if trust_gateway {
-            LAMBDA_KEY_CACHE
-        } else {
-            std::time::Duration::ZERO
+    /// On Lambda (`trust_gateway`), resolved keys are remembered for [`LAMBDA_KEY_CACHE`] to
+    /// save a read per request. Elsewhere they are remembered until `key_changes` says the keys
+    /// changed, so that a revocation applies at once; without it every request reads the store.
+    pub fn new(
+        keys: KeyStore,
+        trust_gateway: bool,
+        key_changes: Option<Arc<dyn KeyChanges>>,
+    ) -> Self {
+        let freshness = match (trust_gateway, key_changes) {
+            (true, _) => KeyFreshness::For(LAMBDA_KEY_CACHE),
+            (false, Some(changes)) => KeyFreshness::UntilChanged(changes),
+            (false, None) => KeyFreshness::Never,
         };
         Self {
-            keys: CachedKeys::new(keys, ttl),
+            keys: CachedKeys::new(keys, freshness),
             trust_gateway,
         }
     }

@@ -17,6 +17,7 @@ mod provenance;
 pub use caller::{Authenticator, Caller};
 pub use error::ApiError;
 
+use crate::auth::KeyChanges;
 use crate::config::PublicUrl;
 use crate::provenance::Issuer;
 use crate::service::lease::LeaseService;
@@ -25,6 +26,7 @@ use crate::store::{ClaimStore, KeyStore, LeaseStore, Tables};
 use aws_sdk_dynamodb::Client;
 use axum::Router;
 use axum::routing::{get, post};
+use std::sync::Arc;
 
 /// What a process's routes are built from: typed, so no flag is positional and nothing is set
 /// after construction.
@@ -42,6 +44,9 @@ pub struct Settings {
     /// On Lambda: also take an account resolved by an API Gateway authorizer, and accept no
     /// loopback host names on /mcp.
     pub on_lambda: bool,
+    /// Off Lambda: what tells this process that the store's API keys changed, so that it can
+    /// remember resolved keys until then (see [`Authenticator::new`]).
+    pub key_changes: Option<Arc<dyn KeyChanges>>,
 }
 
 /// Which routes a process serves. Each Lambda function serves one resource and builds, loads
@@ -101,8 +106,10 @@ impl AppState {
             free_claims_per_hour,
             public,
             on_lambda,
+            key_changes,
         } = settings;
-        let auth = Authenticator::new(KeyStore::new(dynamodb.clone(), &tables.keys), on_lambda);
+        let keys = KeyStore::new(dynamodb.clone(), &tables.keys);
+        let auth = Authenticator::new(keys, on_lambda, key_changes);
         // Compile the request schemas now, at init, not on the first request.
         crate::schema::lease_input();
         crate::schema::verify_input();
@@ -212,6 +219,7 @@ mod tests {
             free_claims_per_hour: 60,
             public: PublicUrl::default(),
             on_lambda: true,
+            key_changes: None,
         })
     }
 
