@@ -5,8 +5,8 @@ Each system runs from a fresh data directory, on this machine, with the same loa
 1, 16 and 64 clients on distinct resources, and 16 clients contending for one resource.
 
 Configurations (durable ones first):
-- leasekit: `leasekit serve` on the embedded store (dynoxide on SQLite in WAL mode with SQLite's
-  default synchronous=FULL: every committed write is fsynced before the answer). Every answer is
+- leasekit: `leasekit serve` on the embedded store (dynoxide on SQLite in WAL mode, group commit:
+  the WAL is fsynced once per group of calls, before any of them is answered). Every answer is
   signed, as in production.
 - etcd 3.4 (Debian etcd-server), one member, default settings: the WAL is fsynced before a write
   is acknowledged. Called through its v3 JSON gateway.

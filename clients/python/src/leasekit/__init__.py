@@ -1,0 +1,33 @@
+"""leasekit: leases with fencing tokens, from Python.
+
+    from leasekit import Client
+    client = Client("http://127.0.0.1:3000", api_key="dev-key-0123456789", tenant="team-a")
+    with client.lease("deploy:prod", holder="worker-1", ttl=30) as lease:
+        do_work(fencing_token=lease.token)   # stop when lease.lost turns true
+"""
+
+from ._aio import AsyncClient, AsyncHeldLease
+from ._client import Client, HeldLease
+from ._errors import (
+    Forbidden,
+    IdempotencyConflict,
+    InvalidInput,
+    LeaseLost,
+    LeasekitError,
+    NotAcquired,
+    PayloadTooLarge,
+    PaymentRequired,
+    RateLimited,
+    ServiceError,
+    StoreUnavailable,
+    Unauthorized,
+    Unavailable,
+)
+from ._model import Lease, safety_margin
+
+__all__ = [
+    "AsyncClient", "AsyncHeldLease", "Client", "HeldLease", "Lease", "safety_margin",
+    "Forbidden", "IdempotencyConflict", "InvalidInput", "LeaseLost", "LeasekitError", "NotAcquired",
+    "PayloadTooLarge", "PaymentRequired", "RateLimited", "ServiceError", "StoreUnavailable",
+    "Unauthorized", "Unavailable",
+]

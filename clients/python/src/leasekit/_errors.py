@@ -1,0 +1,99 @@
+"""Typed exceptions: one class per kind of refusal the API answers, and one for no answer."""
+
+from __future__ import annotations
+
+
+class LeasekitError(Exception):
+    """Any error of this client. `status` and `code` are the API's (0 and "" when none came)."""
+
+    def __init__(self, message: str, *, status: int = 0, code: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+class InvalidInput(LeasekitError):
+    """400: the request broke the input schema; nothing was written or charged."""
+
+
+class Unauthorized(LeasekitError):
+    """401: a malformed, unknown or revoked API key."""
+
+
+class PaymentRequired(LeasekitError):
+    """402: no API key and no (valid) x402 payment."""
+
+
+class Forbidden(LeasekitError):
+    """403."""
+
+
+class IdempotencyConflict(LeasekitError):
+    """409: this requestId was used before with different input."""
+
+
+class PayloadTooLarge(LeasekitError):
+    """413: the body is over 64 KiB."""
+
+
+class RateLimited(LeasekitError):
+    """429: try again after `retry_after` seconds."""
+
+    def __init__(self, message: str, *, status: int = 429, code: str = "", retry_after: float = 1.0) -> None:
+        super().__init__(message, status=status, code=code)
+        self.retry_after = retry_after
+
+
+class StoreUnavailable(LeasekitError):
+    """502: the store failed or its answer is unknown; a retry with the same requestId is safe."""
+
+
+class ServiceError(LeasekitError):
+    """Any other answer the client does not expect (a 5xx, or a body it cannot read)."""
+
+
+class Unavailable(LeasekitError):
+    """No answer: the service could not be reached, or did not answer in time."""
+
+
+class NotAcquired(LeasekitError):
+    """`lease()` could not acquire the resource within `wait`; `holder` held it when it gave up."""
+
+    def __init__(self, message: str, *, holder: str | None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class LeaseLost(LeasekitError):
+    """A held lease ended: a renewal was refused (`rule` says why) or none got through in time."""
+
+    def __init__(self, message: str, *, rule: str | None) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+_BY_STATUS: dict[int, type[LeasekitError]] = {
+    400: InvalidInput,
+    401: Unauthorized,
+    402: PaymentRequired,
+    403: Forbidden,
+    409: IdempotencyConflict,
+    413: PayloadTooLarge,
+    502: StoreUnavailable,
+}
+
+
+def from_answer(status: int, body: object, retry_after: str | None) -> LeasekitError:
+    """The exception for an error answer `status` with its JSON `body`."""
+    message, code = f"HTTP {status}", ""
+    if isinstance(body, dict):
+        message = str(body.get("error", message))
+        code = str(body.get("code", ""))
+    if status == 429:
+        try:
+            wait = float(retry_after) if retry_after else 1.0
+        except ValueError:
+            wait = 1.0
+        return RateLimited(message, code=code, retry_after=wait)
+    return _BY_STATUS.get(status, ServiceError)(message, status=status, code=code)

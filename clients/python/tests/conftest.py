@@ -1,0 +1,73 @@
+"""A real `leasekit serve` for the client's tests (LEASEKIT_BIN, else the debug build), and a
+TCP proxy in front of it that can go silent: it keeps accepting and reading, and answers nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
+BIN = os.environ.get("LEASEKIT_BIN", os.path.join(ROOT, "target", "debug", "leasekit"))
+API_KEY = "python-client-key-0123456789"
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[str]:
+    process = subprocess.Popen(
+        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(), "--api-key", f"py:{API_KEY}"],
+        stdout=subprocess.PIPE, env={**os.environ, "RUST_LOG": "error"},
+    )
+    assert process.stdout is not None
+    url = process.stdout.readline().decode().strip()
+    assert url.startswith("http://"), url
+    yield url
+    process.terminate()
+    process.wait(10)
+
+
+class SilentProxy:
+    """Forwards loopback TCP to `target` until `silent` is set; from then on every byte either
+    way is dropped and nothing is answered (connections stay open: a hung server, not a refusal)."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.removeprefix("http://").split(":")
+        self.target = (host, int(port))
+        self.silent = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                if not self.silent.is_set():
+                    sink.sendall(chunk)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(server: str) -> Iterator[SilentProxy]:
+    p = SilentProxy(server)
+    yield p
+    p.close()

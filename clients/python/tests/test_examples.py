@@ -1,0 +1,20 @@
+"""examples/python/hold_a_lease.py runs as written, with the installed package."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from conftest import API_KEY, ROOT
+
+
+def test_the_hold_a_lease_example(server: str) -> None:
+    env = {**os.environ, "LEASEKIT_URL": server, "LEASEKIT_API_KEY": API_KEY}
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "python", "hold_a_lease.py")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "step 2 under fencing token 1" in out.stdout, out.stdout
+    assert "released: True" in out.stdout, out.stdout
