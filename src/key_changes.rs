@@ -7,12 +7,22 @@
 //! `leasekit keys revoke` has returned sees the new bytes and reads the store: a revoked key is
 //! refused at once, as before the cache. Random bytes rather than a counter: two commands
 //! running at once cannot write the same value and hide one change behind the other.
+//!
+//! Failures fall back to the store, never to memory: a file that is missing, not 8 bytes, not a
+//! plain file (a symlink, a FIFO: opened without following or waiting) makes the server read the
+//! store. Should recording a change fail (the command says so and exits non-zero), the server
+//! still forgets every key within `LOCAL_KEY_CACHE` (60 s). Whoever can write the data dir can
+//! also rewrite the key table itself, so a generation file put back to an old value is not
+//! defended against beyond that.
 
 use leasekit_core::auth::KeyChanges;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const FILE: &str = "keys.generation";
+const LEN: usize = 8;
 
 /// The data dir's key generation, read from its file.
 pub struct KeysFile {
@@ -27,29 +37,61 @@ impl KeysFile {
     }
 }
 
+/// Open the generation file as a plain file only: never through a symlink, and never waiting
+/// (a FIFO in its place would otherwise block the thread that opens it).
+fn open(path: &Path, write: bool) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("keys.generation is not a plain file"));
+    }
+    Ok(file)
+}
+
 impl KeyChanges for KeysFile {
+    /// The file's 8 bytes. Anything else (no file, another size, not a plain file) is an
+    /// error, so the server reads the store instead of trusting its memory.
     fn generation(&self) -> io::Result<u64> {
-        let mut bytes = [0u8; 8];
-        match std::fs::File::open(&self.path) {
-            Ok(mut file) => file.read_exact(&mut bytes)?,
-            // No change has been recorded yet: every store read so far is as new as it gets.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        let mut bytes = Vec::with_capacity(LEN + 1);
+        open(&self.path, false)?
+            .take(LEN as u64 + 1)
+            .read_to_end(&mut bytes)?;
+        let bytes: [u8; LEN] = bytes
+            .try_into()
+            .map_err(|_| io::Error::other("keys.generation is not 8 bytes"))?;
         Ok(u64::from_le_bytes(bytes))
     }
 }
 
-/// Record a change of the data dir's keys. Call it after the change is committed, before
-/// reporting it done.
+/// Record a change of the data dir's keys (and create the file if there is none). Call it after
+/// the change is committed, before reporting it done.
 pub fn changed(data_dir: &Path) -> io::Result<()> {
-    let mut bytes = [0u8; 8];
+    let mut bytes = [0u8; LEN];
     getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-    // Written to a temporary name and renamed over: a reader sees the old bytes or the new ones.
     let path = data_dir.join(FILE);
-    let temporary = data_dir.join(format!("{FILE}.{}", hex::encode(bytes)));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, &path)
+    match open(&path, true) {
+        // In place: no new block to allocate, so a full disk cannot stop it.
+        Ok(file) if file.metadata()?.len() == LEN as u64 => file.write_all_at(&bytes, 0),
+        // None yet (or a wrong one): a new file under a temporary name, renamed over, so a
+        // reader sees no file or a whole one.
+        _ => {
+            let temporary = data_dir.join(format!("{FILE}.{}", hex::encode(bytes)));
+            std::fs::write(&temporary, bytes)?;
+            std::fs::rename(&temporary, &path)
+        }
+    }
+}
+
+/// Make sure the data dir has a generation file (a server starting on it calls this, so that
+/// from then on a missing file means something went wrong).
+pub fn ensure(data_dir: &Path) -> io::Result<()> {
+    if KeysFile::new(data_dir).generation().is_ok() {
+        return Ok(());
+    }
+    changed(data_dir)
 }
 
 #[cfg(test)]
@@ -60,6 +102,7 @@ mod tests {
     fn every_change_moves_the_generation() {
         let dir = tempfile::tempdir().unwrap();
         let file = KeysFile::new(dir.path());
+        changed(dir.path()).unwrap();
         let mut seen = vec![file.generation().unwrap()];
         for _ in 0..20 {
             changed(dir.path()).unwrap();
@@ -72,9 +115,50 @@ mod tests {
     }
 
     #[test]
-    fn an_unreadable_generation_is_an_error_not_a_value() {
+    fn anything_but_8_bytes_in_a_plain_file_is_an_error_not_a_value() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(FILE), b"abc").unwrap();
-        assert!(KeysFile::new(dir.path()).generation().is_err());
+        let file = KeysFile::new(dir.path());
+        let path = dir.path().join(FILE);
+        assert!(file.generation().is_err(), "no file");
+        for bytes in [&b"abc"[..], b"", b"123456789"] {
+            std::fs::write(&path, bytes).unwrap();
+            assert!(file.generation().is_err(), "{bytes:?}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(dir.path().join("elsewhere"), [1u8; 8]).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &path).unwrap();
+        assert!(file.generation().is_err(), "a symlink");
+    }
+
+    #[test]
+    fn a_fifo_in_its_place_is_an_error_at_once_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let (done, finished) = std::sync::mpsc::channel();
+        let data_dir = dir.path().to_owned();
+        std::thread::spawn(move || {
+            let _ = done.send(KeysFile::new(&data_dir).generation().is_err());
+        });
+        let answer = finished.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(
+            answer,
+            Ok(true),
+            "blocked on the FIFO, or read it as a value"
+        );
+        // And recording a change replaces it with a plain file.
+        changed(dir.path()).unwrap();
+        assert!(KeysFile::new(dir.path()).generation().is_ok());
+    }
+
+    #[test]
+    fn ensure_creates_once_and_keeps_what_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = KeysFile::new(dir.path());
+        ensure(dir.path()).unwrap();
+        let first = file.generation().unwrap();
+        ensure(dir.path()).unwrap();
+        assert_eq!(file.generation().unwrap(), first);
     }
 }

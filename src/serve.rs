@@ -98,6 +98,10 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let store = Store::open(&args.store).await?;
     let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
     crate::keys::seed(&keys, &args.api_keys).await?;
+    if args.store.dynamodb_endpoint.is_none() {
+        crate::key_changes::ensure(&args.store.data_dir)
+            .context("creating the data dir's keys.generation file")?;
+    }
     let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
     tracing::info!(issuer = issuer.did(), "answers are signed by this key");
     let payments = payments(&store, &args)?;

@@ -23,6 +23,10 @@ pub struct Schema {
 pub const CLAIM_INPUT_JSON: &str = include_str!("../schemas/claim-input.json");
 pub const CLAIM_FREE_INPUT_JSON: &str = include_str!("../schemas/claim-free-input.json");
 
+/// The answer schemas as published (OpenAPI; the MCP tools' output schemas).
+pub const LEASE_ANSWER_JSON: &str = include_str!("../schemas/lease-answer.json");
+pub const CLAIM_ANSWER_JSON: &str = include_str!("../schemas/claim-answer.json");
+
 /// The verify-provenance request schema as published.
 pub const VERIFY_INPUT_JSON: &str = include_str!("../schemas/verify-provenance-input.json");
 

@@ -253,6 +253,7 @@ async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
     use leasekit_core::auth::{CachedKeys, KeyChanges, KeyFreshness};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
 
     /// A generation the test moves by hand; `u64::MAX` stands for "cannot tell".
     struct Counter(AtomicU64);
@@ -270,7 +271,13 @@ async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
     let key = ApiKey::generate().unwrap();
     keys.insert(&KeyRecord::new(&key, "acme", 1)).await.unwrap();
     let generation = Arc::new(Counter(AtomicU64::new(7)));
-    let cached = CachedKeys::new(keys.clone(), KeyFreshness::UntilChanged(generation.clone()));
+    let cached = CachedKeys::new(
+        keys.clone(),
+        KeyFreshness::UntilChanged {
+            changes: generation.clone(),
+            at_most: Duration::from_secs(60),
+        },
+    );
     assert_eq!(
         cached.account(key.expose()).await.unwrap().as_deref(),
         Some("acme")
@@ -285,6 +292,10 @@ async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
     // The generation moved: the next check reads the store.
     generation.0.store(8, Ordering::SeqCst);
     assert_eq!(cached.account(key.expose()).await.unwrap(), None);
+    // The generation read before comes back (a file restored, removed and recreated): the
+    // entry it stamped is gone, not revived.
+    generation.0.store(7, Ordering::SeqCst);
+    assert_eq!(cached.account(key.expose()).await.unwrap(), None);
 
     // A generation that cannot be read bypasses the cache both ways.
     let other = ApiKey::generate().unwrap();
@@ -298,6 +309,38 @@ async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
     generation.0.store(u64::MAX, Ordering::SeqCst);
     keys.revoke(&other.id(), 4).await.unwrap();
     assert_eq!(cached.account(other.expose()).await.unwrap(), None);
+}
+
+/// Should a change of the keys fail to be recorded, the local cache still forgets a key after
+/// `at_most`.
+#[tokio::test]
+async fn the_local_key_cache_forgets_a_key_after_at_most() {
+    use leasekit_core::auth::{CachedKeys, KeyChanges, KeyFreshness};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    struct Never;
+    impl KeyChanges for Never {
+        fn generation(&self) -> std::io::Result<u64> {
+            Ok(1)
+        }
+    }
+    let store = test_store().await;
+    let keys = KeyStore::new(store.client, &store.tables.keys);
+    let key = ApiKey::generate().unwrap();
+    keys.insert(&KeyRecord::new(&key, "acme", 1)).await.unwrap();
+    let cached = CachedKeys::new(
+        keys.clone(),
+        KeyFreshness::UntilChanged {
+            changes: Arc::new(Never),
+            at_most: Duration::from_millis(300),
+        },
+    );
+    assert!(cached.account(key.expose()).await.unwrap().is_some());
+    keys.revoke(&key.id(), 2).await.unwrap();
+    assert!(cached.account(key.expose()).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert_eq!(cached.account(key.expose()).await.unwrap(), None);
 }
 
 /// A tool call that fails on the store answers a tool error (HTTP 200 on the JSON-RPC level)

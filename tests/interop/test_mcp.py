@@ -52,3 +52,32 @@ def test_the_official_client_acquires_and_gets(server, mode):
     assert bad.structured_content["code"] == "INVALID_INPUT"
     assert bad.structured_content["witnesses"][0]["path"] == "/holder"
     assert claimed["outcome"] == "acquired" and claimed["plan"] == "free"
+
+
+async def list_tools(server):
+    async with client(server, "auto") as c:
+        return (await c.list_tools()).tools
+
+
+def test_tools_declare_true_annotations_and_the_rest_schemas(server):
+    """Annotations say what the tools do; input and output schemas are the REST API's own (so
+    the official client's check of structuredContent against outputSchema, which every
+    call_tool above ran, holds the answers to the published shapes)."""
+    import json, urllib.request
+
+    tools = {t.name: t for t in asyncio.run(list_tools(server))}
+    for tool in tools.values():
+        a = tool.annotations
+        # Both change state (a lease, a hold, the free quota), destroy nothing of anyone else's,
+        # are not idempotent without a requestId, and touch nothing but this service.
+        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (False, False, False, False), tool.name
+        assert a.title
+    api = json.loads(urllib.request.urlopen(server + "/openapi.json", timeout=10).read())["components"]["schemas"]
+
+    def without_meta(schema):
+        return {k: v for k, v in schema.items() if k != "$schema"}
+
+    assert without_meta(tools["lease"].input_schema) == without_meta(api["LeaseRequest"])
+    assert without_meta(tools["lease"].output_schema) == without_meta(api["LeaseAnswer"])
+    assert without_meta(tools["claim_free"].input_schema) == without_meta(api["ClaimFreeRequest"])
+    assert without_meta(tools["claim_free"].output_schema) == without_meta(api["ClaimAnswer"])

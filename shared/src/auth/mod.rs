@@ -23,6 +23,10 @@ pub async fn authenticate(keys: &KeyStore, presented: &str) -> Result<Option<Str
 
 /// How long a resolved key is remembered on Lambda: a revoked key stops working within this time.
 pub const LAMBDA_KEY_CACHE: Duration = Duration::from_secs(60);
+/// The most a local server remembers a key even when the keys' generation never changes: should
+/// a change fail to be recorded (a full disk under `leasekit keys`), a revoked key still stops
+/// working within this time.
+pub const LOCAL_KEY_CACHE: Duration = Duration::from_secs(60);
 /// Entries kept at most; the cache is emptied when full (it only saves a GetItem).
 const KEY_CACHE_ENTRIES: usize = 10_000;
 
@@ -44,8 +48,12 @@ pub enum KeyFreshness {
     /// For this long (Lambda: the store is shared by many containers, nothing tells one of them
     /// about a revocation).
     For(Duration),
-    /// Until the store's keys change (the local server: `leasekit keys` says when).
-    UntilChanged(Arc<dyn KeyChanges>),
+    /// Until the store's keys change (the local server: `leasekit keys` says when), and for
+    /// `at_most` at the longest.
+    UntilChanged {
+        changes: Arc<dyn KeyChanges>,
+        at_most: Duration,
+    },
 }
 
 /// [`authenticate`] with an in-process cache of keys that resolved to an account (unknown
@@ -53,11 +61,19 @@ pub enum KeyFreshness {
 /// Key hash -> (account, when it was resolved, the key generation read before the lookup).
 type KeyCache = HashMap<[u8; 32], (String, Instant, u64)>;
 
+/// The cache and the generation it last saw: when the generation moves, every entry goes, so
+/// none can come back should an older generation be read again.
+#[derive(Default)]
+struct Cached {
+    entries: KeyCache,
+    generation: Option<u64>,
+}
+
 #[derive(Clone)]
 pub struct CachedKeys {
     keys: KeyStore,
     freshness: KeyFreshness,
-    cache: Arc<Mutex<KeyCache>>,
+    cache: Arc<Mutex<Cached>>,
 }
 
 impl CachedKeys {
@@ -78,30 +94,45 @@ impl CachedKeys {
         let (ttl, generation) = match &self.freshness {
             KeyFreshness::Never => return authenticate(&self.keys, presented).await,
             KeyFreshness::For(ttl) => (*ttl, 0),
-            KeyFreshness::UntilChanged(changes) => match changes.generation() {
-                Ok(generation) => (Duration::MAX, generation),
+            KeyFreshness::UntilChanged { changes, at_most } => match changes.generation() {
+                Ok(generation) => (*at_most, generation),
                 Err(_) => return authenticate(&self.keys, presented).await,
             },
         };
         let hash = key.hash();
-        if let Some((account, at, stamp)) = self.lock().get(&hash).cloned()
-            && at.elapsed() < ttl
-            && stamp == generation
         {
-            return Ok(Some(account));
+            let mut cache = self.lock();
+            if cache.generation != Some(generation) {
+                cache.entries.clear();
+                cache.generation = Some(generation);
+            }
+            if let Some((account, at, stamp)) = cache.entries.get(&hash)
+                && at.elapsed() < ttl
+                && *stamp == generation
+            {
+                return Ok(Some(account.clone()));
+            }
         }
         let account = authenticate(&self.keys, presented).await?;
-        if let Some(account) = &account {
-            let mut cache = self.lock();
-            if cache.len() >= KEY_CACHE_ENTRIES {
-                cache.clear();
+        let mut cache = self.lock();
+        match &account {
+            Some(account) => {
+                if cache.entries.len() >= KEY_CACHE_ENTRIES {
+                    cache.entries.clear();
+                }
+                cache
+                    .entries
+                    .insert(hash, (account.clone(), Instant::now(), generation));
             }
-            cache.insert(hash, (account.clone(), Instant::now(), generation));
+            // Unknown or revoked now: nothing may answer for it from memory any more.
+            None => {
+                cache.entries.remove(&hash);
+            }
         }
         Ok(account)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, KeyCache> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cached> {
         // A panic while holding this lock cannot leave the map inconsistent: take it back.
         self.cache
             .lock()

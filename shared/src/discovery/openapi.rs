@@ -3,11 +3,12 @@
 //! deployment per operation (and per plan for /claim).
 
 use super::{Prices, schema, usdc};
-use crate::schema::{CLAIM_FREE_INPUT_JSON, CLAIM_INPUT_JSON, LEASE_INPUT_JSON, VERIFY_INPUT_JSON};
+use crate::schema::{
+    CLAIM_ANSWER_JSON as CLAIM_ANSWER, CLAIM_FREE_INPUT_JSON, CLAIM_INPUT_JSON,
+    LEASE_ANSWER_JSON as LEASE_ANSWER, LEASE_INPUT_JSON, VERIFY_INPUT_JSON,
+};
 use serde_json::{Map, Value, json};
 
-const LEASE_ANSWER: &str = include_str!("../../schemas/lease-answer.json");
-const CLAIM_ANSWER: &str = include_str!("../../schemas/claim-answer.json");
 const VERIFY_ANSWER: &str = include_str!("../../schemas/verify-provenance-answer.json");
 const ERROR: &str = include_str!("../../schemas/error.json");
 

@@ -4,7 +4,9 @@
 
 use super::error::ApiError;
 use crate::auth::authorizer::ACCOUNT_CONTEXT_KEY;
-use crate::auth::{API_KEY_HEADER, CachedKeys, KeyChanges, KeyFreshness, LAMBDA_KEY_CACHE};
+use crate::auth::{
+    API_KEY_HEADER, CachedKeys, KeyChanges, KeyFreshness, LAMBDA_KEY_CACHE, LOCAL_KEY_CACHE,
+};
 use crate::store::KeyStore;
 use axum::http::request::Parts;
 use lambda_http::request::RequestContext;
@@ -40,7 +42,10 @@ impl Authenticator {
     ) -> Self {
         let freshness = match (trust_gateway, key_changes) {
             (true, _) => KeyFreshness::For(LAMBDA_KEY_CACHE),
-            (false, Some(changes)) => KeyFreshness::UntilChanged(changes),
+            (false, Some(changes)) => KeyFreshness::UntilChanged {
+                changes,
+                at_most: LOCAL_KEY_CACHE,
+            },
             (false, None) => KeyFreshness::Never,
         };
         Self {

@@ -12,7 +12,9 @@ use super::{ApiError, AppState, Caller, lease};
 use crate::claims::Plan;
 use crate::clock::now_ms;
 use crate::config::{authority_host, default_port};
-use crate::schema::{CLAIM_FREE_INPUT_JSON, LEASE_INPUT_JSON, claim_free_input};
+use crate::schema::{
+    CLAIM_ANSWER_JSON, CLAIM_FREE_INPUT_JSON, LEASE_ANSWER_JSON, LEASE_INPUT_JSON, claim_free_input,
+};
 use crate::store::usage::{Usage, measured};
 use crate::tenant::Tenant;
 use axum::Router;
@@ -23,7 +25,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -70,7 +72,8 @@ struct LeaseTools {
     state: AppState,
 }
 
-fn input_schema(text: &str) -> Arc<JsonObject> {
+/// A published schema as an MCP tool's input or output schema (without `$schema`).
+fn tool_schema(text: &str) -> Arc<JsonObject> {
     let mut value: Value = serde_json::from_str(text).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
         object.remove("$schema");
@@ -85,13 +88,35 @@ fn tools() -> Vec<Tool> {
             "Leases with fencing tokens: op acquire, renew, release or get a named resource for 1-3600 s. \
              Every new acquisition returns a strictly larger fencingToken; pass it to the store you write to. \
              tenantId is required; requestId makes a retry safe. The answer is signed (_provenance).",
-            input_schema(LEASE_INPUT_JSON),
+            tool_schema(LEASE_INPUT_JSON),
+        )
+        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        // acquire and renew change the lease, so not read-only; nothing is destroyed (a release
+        // ends only the caller's own hold, by its token); repeated calls are not without effect
+        // (a repeated acquire by the holder extends it) unless they carry the same requestId,
+        // which a per-tool hint cannot say; and only this service is touched.
+        .with_annotations(
+            ToolAnnotations::with_title("Lease with fencing tokens")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
         ),
         Tool::new(
             "claim_free",
             "A free 300 s exclusive hold on a key for your account: outcome acquired, or held with mine \
              (true when the holder is the one you sent: resume your work).",
-            input_schema(CLAIM_FREE_INPUT_JSON),
+            tool_schema(CLAIM_FREE_INPUT_JSON),
+        )
+        .with_raw_output_schema(tool_schema(CLAIM_ANSWER_JSON))
+        // A claim takes a hold and uses up the free quota: neither read-only nor idempotent;
+        // it never takes a live hold away from anyone.
+        .with_annotations(
+            ToolAnnotations::with_title("Free short hold on a key")
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
         ),
     ]
 }
