@@ -38,7 +38,7 @@ impl Store {
         let tables = Tables::with_prefix(&args.table_prefix);
         let client = match &args.dynamodb_endpoint {
             Some(endpoint) => remote_client(endpoint).await,
-            None => crate::in_process::client(open_database(&args.data_dir)?),
+            None => crate::in_process::client(open_engine(&args.data_dir)?),
         };
         ensure_tables(&client, &tables)
             .await
@@ -48,7 +48,7 @@ impl Store {
 }
 
 /// The embedded store's engine, on its database in `data_dir`.
-pub fn open_database(data_dir: &std::path::Path) -> Result<Engine> {
+pub fn open_engine(data_dir: &std::path::Path) -> Result<Engine> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating the data dir {}", data_dir.display()))?;
     let path = data_dir.join(DATABASE_FILE);

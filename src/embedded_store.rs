@@ -362,8 +362,11 @@ mod tests {
         );
     }
 
+    /// The flush finds the database's log under its name (a wrong path would fail the flush, and
+    /// so the write's answer); what it made durable reads back after a reopen. (A power cut is
+    /// not simulated here: that the answer waits for the flush is the test above.)
     #[tokio::test]
-    async fn the_log_on_disk_is_what_gets_flushed() {
+    async fn the_flush_finds_the_log_on_disk() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite3");
         let engine = Engine::open(&path).unwrap();

@@ -46,7 +46,7 @@ pub async fn run(args: LocalAwsArgs) -> Result<()> {
     })
     .await?;
     drop(store);
-    let engine = crate::connect::open_database(&args.data_dir)?;
+    let engine = crate::connect::open_engine(&args.data_dir)?;
     let seed = crate::identity::seed_hex(&args.data_dir)?;
     let app = axum::Router::new()
         .route("/verify", axum::routing::post(verify))

@@ -81,6 +81,9 @@ fn tool_schema(text: &str) -> Arc<JsonObject> {
     Arc::new(value.as_object().cloned().unwrap_or_default())
 }
 
+/// The tools, built once: their schemas are parsed from the published JSON at the first list.
+static TOOLS: std::sync::LazyLock<Vec<Tool>> = std::sync::LazyLock::new(tools);
+
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
@@ -176,7 +179,7 @@ impl ServerHandler for LeaseTools {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(TOOLS.clone()))
     }
 
     async fn call_tool(

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from ._client import PATH, RETRY_PAUSE, answer_of, backoff, retryable
+from ._client import PATH, RETRY_PAUSE, answer_of, attempt_timeout, pause_before_retry
 from ._errors import LeasekitError, LeaseLost, NotAcquired, Unavailable
 from ._model import Clock, Lease, body, new_request_id
 
@@ -59,22 +59,14 @@ class AsyncClient:
     async def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
         attempt = 0
         while True:
-            timeout = self.timeout
-            if deadline is not None:
-                timeout = min(timeout, deadline - time.monotonic())
-                if timeout <= 0:
-                    raise Unavailable("no answer before the deadline")
+            timeout = attempt_timeout(self.timeout, deadline)
             try:
                 return answer_of(await self._http.post(PATH, json=request, timeout=timeout))
             except httpx.HTTPError as e:
                 error: LeasekitError = Unavailable(f"the service did not answer: {e}")
             except LeasekitError as e:
                 error = e
-            pause = backoff(attempt, error)
-            if not retryable(error) or attempt >= self.retries or (
-                    deadline is not None and time.monotonic() + pause >= deadline):
-                raise error
-            await asyncio.sleep(pause)
+            await asyncio.sleep(pause_before_retry(attempt, self.retries, error, deadline))
             attempt += 1
 
 

@@ -30,6 +30,25 @@ def backoff(attempt: int, error: LeasekitError) -> float:
     return float(min(0.1 * 2**attempt, 2.0))
 
 
+def attempt_timeout(timeout: float, deadline: float | None) -> float:
+    """The time one attempt may take: `timeout`, cut to what is left before `deadline`."""
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise Unavailable("no answer before the deadline")
+    return min(timeout, left)
+
+
+def pause_before_retry(attempt: int, retries: int, error: LeasekitError, deadline: float | None) -> float:
+    """How long to wait before attempt `attempt + 1`; raises `error` when there is none."""
+    pause = backoff(attempt, error)
+    if not retryable(error) or attempt >= retries or (
+            deadline is not None and time.monotonic() + pause >= deadline):
+        raise error
+    return pause
+
+
 def answer_of(response: httpx.Response) -> Lease:
     try:
         parsed: object = response.json()
@@ -94,22 +113,14 @@ class Client:
     def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
         attempt = 0
         while True:
-            timeout = self.timeout
-            if deadline is not None:
-                timeout = min(timeout, deadline - time.monotonic())
-                if timeout <= 0:
-                    raise Unavailable("no answer before the deadline")
+            timeout = attempt_timeout(self.timeout, deadline)
             try:
                 return answer_of(self._http.post(PATH, json=request, timeout=timeout))
             except httpx.HTTPError as e:
                 error: LeasekitError = Unavailable(f"the service did not answer: {e}")
             except LeasekitError as e:
                 error = e
-            pause = backoff(attempt, error)
-            if not retryable(error) or attempt >= self.retries or (
-                    deadline is not None and time.monotonic() + pause >= deadline):
-                raise error
-            time.sleep(pause)
+            time.sleep(pause_before_retry(attempt, self.retries, error, deadline))
             attempt += 1
 
 
