@@ -623,20 +623,30 @@ async fn integral_numbers_written_with_a_fraction_are_integers() {
 }
 
 #[tokio::test]
-async fn mcp_needs_an_api_key() {
+async fn mcp_refuses_a_bad_key_and_lets_a_wallet_list_the_tools() {
     let (_dir, server) = serve();
     let http = reqwest::Client::new();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
-    for key in [None, Some("not-a-key-0123456789")] {
-        let mut request = http.post(format!("{}/mcp", server.url)).json(&body);
+    let send = |key: Option<&'static str>| {
+        let mut request = http
+            .post(format!("{}/mcp", server.url))
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
         if let Some(k) = key {
             request = request.header("x-api-key", k);
         }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 401, "{key:?}");
-        assert_eq!(
-            response.json::<Value>().await.unwrap()["code"],
-            "UNAUTHORIZED"
-        );
-    }
+        request.send()
+    };
+    let response = send(Some("not-a-key-0123456789")).await.unwrap();
+    assert_eq!(response.status().as_u16(), 401);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["code"],
+        "UNAUTHORIZED"
+    );
+    // No key is no refusal where payments are on: a wallet pays per tool call (the offer comes
+    // back as the tool result; see tests/interop/test_mcp.py).
+    let response = send(None).await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let listed: Value = response.json().await.unwrap();
+    assert_eq!(listed["result"]["tools"][0]["name"], "lease", "{listed}");
 }

@@ -466,3 +466,230 @@ async fn the_request_log_names_what_happened_and_no_secret() {
         assert!(!log.contains(secret), "the log must not contain {secret}");
     }
 }
+
+/// A payment for `offer` by `key` with `nonce`, named `id` with the x402 `payment-identifier`
+/// extension (the declaration echoed back with `info.id` added, as the official SDKs send it).
+fn identified(key: &SigningKey, offer: &PaymentRequirements, nonce: u8, id: &str) -> String {
+    use leasekit_core::x402::payment_identifier::{KEY, declaration};
+    let mut payload = pay(key, offer, now_secs(), [nonce; 32]).unwrap();
+    let mut extension = declaration();
+    extension["info"]["id"] = json!(id);
+    payload.extensions = Some(serde_json::Map::from_iter([(KEY.to_owned(), extension)]));
+    header(&payload)
+}
+
+const PAY_ID: &str = "pay_0123456789abcdef";
+
+#[tokio::test]
+async fn the_payment_identifier_is_declared_where_it_is_honoured() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let lease = pay_post(&server.url, &json!({"op": "get", "resource": "r"}), None).await;
+    let declared = lease.required.unwrap().extensions.unwrap();
+    assert_eq!(declared["payment-identifier"]["info"]["required"], false);
+    assert_eq!(
+        declared["payment-identifier"]["schema"]["properties"]["id"]["minLength"],
+        16
+    );
+    let claim = post(
+        &server.url,
+        "/claim",
+        &json!({"key": "k", "plan": "hour", "holder": "h"}),
+        &[],
+    )
+    .await;
+    assert_eq!(claim.status, 402);
+    assert!(
+        claim.required.unwrap().extensions.is_none(),
+        "not declared on /claim, where a retry cannot be answered from what the first wrote"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_identified_payment_gets_its_answer_and_is_settled_once() {
+    let (_dir, server, seen) = with_facilitator(facilitator::Mode::Accepts).await;
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let payment = identified(&alice, &offer, 1, PAY_ID);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    let first = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["data"]["fencingToken"], 1);
+    // The answer was lost; the client sends the very same payment again.
+    let again = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["data"]["replayed"], true);
+    assert_eq!(again.body["data"]["fencingToken"], 1);
+    assert_eq!(
+        again.settlement.expect("the first settlement, again")["transaction"],
+        first.settlement.unwrap()["transaction"]
+    );
+    assert_eq!(seen.settled_nonces().len(), 1, "settled once");
+    // A read resent under its identifier is answered (afresh: it writes nothing), not charged.
+    let get = json!({"op": "get", "resource": "r"});
+    let payment = identified(&alice, &offer, 2, "pay_get_0123456789ab");
+    assert_eq!(
+        pay_post(&server.url, &get, Some(&payment)).await.status,
+        200
+    );
+    let again = pay_post(&server.url, &get, Some(&payment)).await;
+    assert_eq!(again.body["data"]["holder"], "w");
+    assert_eq!(seen.settled_nonces().len(), 2);
+}
+
+#[tokio::test]
+async fn an_identifier_used_with_another_payment_or_request_is_refused() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    let first = pay_post(
+        &server.url,
+        &body,
+        Some(&identified(&alice, &offer, 1, PAY_ID)),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    // The same id on another authorization: a conflict, and that authorization is not used up.
+    let other = identified(&alice, &offer, 2, PAY_ID);
+    let a = pay_post(&server.url, &body, Some(&other)).await;
+    assert_eq!(
+        (a.status, a.body["code"].as_str()),
+        (409, Some("PAYMENT_IDENTIFIER_CONFLICT")),
+        "{}",
+        a.body
+    );
+    // The same payment for another request: a conflict too, and nothing applied.
+    let release = json!({"op": "release", "resource": "r", "holder": "w", "token": 1});
+    let a = pay_post(
+        &server.url,
+        &release,
+        Some(&identified(&alice, &offer, 1, PAY_ID)),
+    )
+    .await;
+    assert_eq!(a.status, 409, "{}", a.body);
+    let still = pay_post(
+        &server.url,
+        &json!({"op": "get", "resource": "r"}),
+        Some(&paid(&alice, &offer, 7)),
+    )
+    .await;
+    assert_eq!(
+        still.body["data"]["holder"], "w",
+        "the release was not applied"
+    );
+    // The other authorization still pays, under a new id.
+    let ok = pay_post(
+        &server.url,
+        &json!({"op": "get", "resource": "r"}),
+        Some(&identified(&alice, &offer, 2, "pay_fresh_0123456789")),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    // Another wallet's same id is its own.
+    let bob = pay_post(
+        &server.url,
+        &body,
+        Some(&identified(&wallet(2), &offer, 1, PAY_ID)),
+    )
+    .await;
+    assert_eq!(bob.status, 200, "{}", bob.body);
+    // A malformed id is refused by name, and the authorization is not used up.
+    let bad = pay_post(
+        &server.url,
+        &json!({"op": "get", "resource": "r"}),
+        Some(&identified(&alice, &offer, 3, "too-short")),
+    )
+    .await;
+    assert_eq!(
+        (bad.status, bad.body["code"].as_str()),
+        (402, Some("PAYMENT_INVALID"))
+    );
+    assert!(
+        bad.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("payment-identifier.info.id"),
+        "{}",
+        bad.body
+    );
+    let good = pay_post(
+        &server.url,
+        &json!({"op": "get", "resource": "r"}),
+        Some(&identified(&alice, &offer, 3, "pay_third_0123456789")),
+    )
+    .await;
+    assert_eq!(good.status, 200, "{}", good.body);
+}
+
+#[tokio::test]
+async fn a_resent_payment_that_bought_nothing_is_refused_as_unpaid() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w", "requestId": "buy-1"});
+    assert_eq!(
+        pay_post(&server.url, &body, Some(&paid(&alice, &offer, 1)))
+            .await
+            .status,
+        200
+    );
+    // A replay of buy-1, paid under an identifier: answered, and that payment voided.
+    let payment = identified(&alice, &offer, 2, PAY_ID);
+    let replay = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(replay.body["data"]["replayed"], true);
+    assert!(replay.settlement.is_none());
+    // Resent: it bought nothing, so it is refused with the offer (pay again).
+    let again = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(
+        (again.status, again.body["code"].as_str()),
+        (402, Some("PAYMENT_INVALID")),
+        "{}",
+        again.body
+    );
+    assert!(
+        again.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("not charged")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_resends_of_one_identified_payment_settle_once() {
+    let (_dir, server, seen) = with_facilitator(facilitator::Mode::SlowSettle(
+        std::time::Duration::from_millis(300),
+    ))
+    .await;
+    let offer = offer(&server.url).await;
+    let payment = identified(&wallet(1), &offer, 1, PAY_ID);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, payment, body) = (server.url.clone(), payment.clone(), body.clone());
+            tokio::spawn(async move { pay_post(&url, &body, Some(&payment)).await })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        let a = t.await.unwrap();
+        if a.status == 200 {
+            assert_eq!(a.body["data"]["fencingToken"], 1);
+        } else {
+            assert_eq!(a.body["code"], "PAYMENT_IN_PROGRESS", "{}", a.body);
+        }
+        statuses.push(a.status);
+    }
+    assert!(statuses.contains(&200), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 409),
+        "{statuses:?}"
+    );
+    // Once the first has finished, a resend is answered.
+    let later = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(later.status, 200, "{}", later.body);
+    assert_eq!(later.body["data"]["replayed"], true);
+    assert_eq!(seen.settled_nonces().len(), 1);
+}

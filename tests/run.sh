@@ -32,9 +32,9 @@ step "interop (independent verifiers, official clients) and infra facts (pytest)
 LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop tests/infra
 
 step "Python client (clients/python): pip install, mypy --strict, tests against leasekit serve"
-# Installed as a user would (`pip install ./clients/python`), afresh each run so that the tests
+# Installed as a user would (`pip install './clients/python[x402]'`), afresh each run so that the tests
 # see the source as it is now.
-.venv/bin/pip install --quiet --disable-pip-version-check ./clients/python
+.venv/bin/pip install --quiet --disable-pip-version-check './clients/python[x402]'
 .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
 (cd clients/python && ../../.venv/bin/mypy --strict src tests)
 LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests

@@ -10,14 +10,14 @@ use leasekit_core::claims::Plan;
 use leasekit_core::clock::{Millis, now_ms};
 use leasekit_core::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
 use leasekit_core::service::lease::REPLAY_WINDOW_MS;
-use leasekit_core::service::payments::{Payments, Swept};
+use leasekit_core::service::payments::{Payments, Sale, Swept};
 use leasekit_core::store::claim_store::claim_pk;
 use leasekit_core::store::payment_store::Evidence;
 use leasekit_core::store::{
     ClaimStore, LeaseKey, LeaseStore, PaymentLedger, RecordKey, StoredRecord,
 };
 use leasekit_core::tenant::Tenant;
-use leasekit_core::x402::client::{address_of, header, pay};
+use leasekit_core::x402::client::{address_of, pay};
 use leasekit_core::x402::settings::{BASE_SEPOLIA, BASE_SEPOLIA_USDC, PaymentSettings};
 use std::collections::HashMap;
 
@@ -66,11 +66,15 @@ impl World {
     async fn accept(&self, nonce: u8, now: Millis, evidence: Evidence) {
         let requirements = self.payments.settings.requirements(PRICE);
         let now_s = u64::try_from(now / 1000).unwrap();
-        let payment = header(&pay(&self.wallet, &requirements, now_s, [nonce; 32]).unwrap());
+        let payment = pay(&self.wallet, &requirements, now_s, [nonce; 32]).unwrap();
+        let sale = Sale {
+            route: "POST /api/v1/lease",
+            price: PRICE,
+            request_sha256: [0; 32],
+            identifiable: true,
+        };
         self.payments
-            .accept(Some(&payment), PRICE, "POST /api/v1/lease", now, |_| {
-                evidence
-            })
+            .accept(Some(Ok(payment)), &sale, now, |_| evidence)
             .await
             .expect("accepted");
     }
@@ -225,4 +229,98 @@ async fn the_sweeper_settles_what_committed_and_closes_the_rest() {
         }
     );
     assert_eq!(w.statuses().await[&7], "expired");
+}
+
+/// The ledger's half of the `payment-identifier` extension, on each store the suite runs on
+/// (the cancellation reasons of the two-item transaction are what tell the cases apart):
+/// an authorization and its identifier are taken together or not at all.
+#[tokio::test]
+async fn an_identifier_is_taken_with_its_authorization_or_not_at_all() {
+    use leasekit_core::store::payment_store::{
+        Accepted, AuthorizationKey, Consumed, Identified, IdentifierKey,
+    };
+    let w = world().await;
+    let now = now_ms();
+    let accepted = Accepted {
+        route: "POST /api/v1/lease",
+        amount: "5000",
+        pay_to: "0x000000000000000000000000000000000000dead",
+        now,
+        valid_before: 4_000_000_000,
+        payment: "{}",
+        evidence: &Evidence::None,
+    };
+    let auth = |nonce: u8| AuthorizationKey::new(BASE_SEPOLIA, "0xabc", &[nonce; 32]);
+    let named = |id: &str, fingerprint: &str| Identified {
+        key: IdentifierKey::new(BASE_SEPOLIA, "0xabc", id),
+        fingerprint: fingerprint.to_owned(),
+    };
+    let first = named("pay_0123456789abcdef", "fp-1");
+    assert_eq!(
+        w.ledger
+            .consume(&auth(1), &accepted, Some(&first))
+            .await
+            .unwrap(),
+        Consumed::Yes
+    );
+    // The same authorization and identifier for the same request: the first use, as it stands.
+    let again = w
+        .ledger
+        .consume(&auth(1), &accepted, Some(&first))
+        .await
+        .unwrap();
+    let Consumed::Again(use_) = again else {
+        panic!("{again:?}")
+    };
+    assert_eq!((use_.status.as_str(), use_.accepted), ("accepted", now));
+    // The identifier on another authorization, or bound to another request: taken.
+    assert_eq!(
+        w.ledger
+            .consume(&auth(2), &accepted, Some(&first))
+            .await
+            .unwrap(),
+        Consumed::IdentifierTaken
+    );
+    assert_eq!(
+        w.ledger
+            .consume(
+                &auth(1),
+                &accepted,
+                Some(&named("pay_0123456789abcdef", "fp-2"))
+            )
+            .await
+            .unwrap(),
+        Consumed::IdentifierTaken
+    );
+    // ... and that refusal took nothing: authorization 2 is still unused.
+    assert_eq!(
+        w.ledger.consume(&auth(2), &accepted, None).await.unwrap(),
+        Consumed::Yes
+    );
+    // A used authorization under a new identifier: used before, and the new identifier is not
+    // taken by it (it is still free for another payment).
+    let fresh = named("pay_fedcba9876543210", "fp-3");
+    assert_eq!(
+        w.ledger
+            .consume(&auth(1), &accepted, Some(&fresh))
+            .await
+            .unwrap(),
+        Consumed::UsedBefore
+    );
+    assert_eq!(
+        w.ledger
+            .consume(&auth(3), &accepted, Some(&fresh))
+            .await
+            .unwrap(),
+        Consumed::Yes
+    );
+    // Without an identifier, one use only.
+    assert_eq!(
+        w.ledger.consume(&auth(4), &accepted, None).await.unwrap(),
+        Consumed::Yes
+    );
+    assert_eq!(
+        w.ledger.consume(&auth(4), &accepted, None).await.unwrap(),
+        Consumed::UsedBefore
+    );
 }

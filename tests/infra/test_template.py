@@ -51,7 +51,7 @@ def api_events():
                 yield name, event["Properties"]
 
 
-def test_the_authorizer_guards_key_only_routes_and_nothing_else():
+def test_the_authorizer_is_the_closed_default_and_no_route_needs_it():
     api = RESOURCES["Api"]["Properties"]
     assert api["Auth"]["DefaultAuthorizer"] == "ApiKeyAuthorizer", "a route without Auth is closed"
     authorizer = api["Auth"]["Authorizers"]["ApiKeyAuthorizer"]
@@ -59,10 +59,11 @@ def test_the_authorizer_guards_key_only_routes_and_nothing_else():
     routes = {}
     for function, event in api_events():
         routes[event["Path"]] = event["Auth"]["Authorizer"]
-    assert routes.pop("/mcp") == "ApiKeyAuthorizer"
-    # Key-or-payment and public routes: no gateway authorizer (the function checks keys itself).
+    # Key-or-payment routes (/mcp too: a wallet pays per tool call) and public routes: no gateway
+    # authorizer, since a keyless caller must reach the function to be offered a payment; the
+    # function checks keys itself.
     assert set(routes.values()) == {"NONE"}
-    assert {"/api/v1/lease", "/claim", "/claim/free", "/api/v1/verify-provenance", "/openapi.json"} <= set(routes)
+    assert {"/api/v1/lease", "/mcp", "/claim", "/claim/free", "/api/v1/verify-provenance", "/openapi.json"} <= set(routes)
 
 
 def test_private_endpoints_get_a_vpce_policy():
@@ -198,18 +199,20 @@ def test_each_function_may_do_only_what_its_routes_do():
                     ("dynamodb:GetItem", "requests"), ("dynamodb:PutItem", "requests")}
     secret = {("secretsmanager:GetSecretValue", "SigningKeySecret")}
     keys = {("dynamodb:GetItem", "keys")}
+    # The ledger consumes (a put; two in a transaction with a payment identifier) and closes
+    # payments, and reads what a resent identified payment first bought.
+    paid_calls = {("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments"), ("dynamodb:GetItem", "payments")}
     expected = {
         "AuthorizerFunction": keys,
         # Key or payment: keys checked in the function; the ledger consumes and closes payments.
-        "LeaseFunction": lease_writes | secret | keys
-        | {("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments")},
+        "LeaseFunction": lease_writes | secret | keys | paid_calls,
         "PublicFunction": secret,
         "ClaimFunction": {("dynamodb:UpdateItem", "claims"),
                           ("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments")},
         # Key or wallet: sign-in-with-x nonces are consumed in the ledger (a put, never an update).
         "ClaimFreeFunction": keys | {("dynamodb:UpdateItem", "claims"), ("dynamodb:PutItem", "payments")},
-        # Keys are checked by the authorizer, so none here; no payments on this channel.
-        "McpFunction": lease_writes | secret | {("dynamodb:UpdateItem", "claims")},
+        # Key or payment, as the lease route: paid tool calls (the x402 MCP binding).
+        "McpFunction": lease_writes | secret | keys | paid_calls | {("dynamodb:UpdateItem", "claims")},
         "SettleSweeperFunction": {("dynamodb:Query", "payments/index/pending"), ("dynamodb:UpdateItem", "payments"),
                                   ("dynamodb:GetItem", "requests"), ("dynamodb:GetItem", "claims")},
     }

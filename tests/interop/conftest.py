@@ -51,10 +51,10 @@ def needs_own_server(why: str) -> None:
         pytest.skip(f"needs its own `leasekit serve` ({why}); LEASEKIT_URL points at a deployment")
 
 
-def start_serve(*args, env=None, stderr=None):
-    """A real `leasekit serve` on a free port with a fresh data dir: (process, url)."""
+def start_serve(*args, env=None, stderr=None, data_dir=None):
+    """A real `leasekit serve` on a free port with `data_dir` (default: a fresh one): (process, url)."""
     process = subprocess.Popen(
-        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(), "--api-key", f"acme:{API_KEY}", *args],
+        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", data_dir or tempfile.mkdtemp(), "--api-key", f"acme:{API_KEY}", *args],
         stdout=subprocess.PIPE,
         stderr=stderr,
         env={**os.environ, "RUST_LOG": "error", **(env or {})},

@@ -99,3 +99,30 @@ def test_catalog_and_docs_pages(server):
     assert b"Fencing tokens" in html and b"requestId" in html
     page = json.loads(get(server + "/docs/lease.json")[2])
     assert [s["title"] for s in page["sections"]][:2] == ["What a lease is", "Fencing tokens"]
+
+
+def test_discovery_names_the_python_client_payment_identifier_and_paid_mcp(server):
+    """What a new agent reads first says how to reach the service where it lives: the Python
+    package, the x402 payment-identifier extension, and paying per MCP tool call."""
+    document = json.loads(get(server + "/openapi.json")[2])
+    assert document["info"]["x-clients"][0]["package"] == "leasekit"
+    lease = document["paths"]["/api/v1/lease"]["post"]
+    assert lease["x-x402-extensions"] == ["payment-identifier"]
+    assert "PAYMENT_IDENTIFIER_CONFLICT" in lease["responses"]["409"]["description"]
+    mcp = document["paths"]["/mcp"]["post"]
+    assert {} in mcp["security"], "no credential needed: the payment rides in _meta"
+    assert "x402/payment" in mcp["description"] and "payment-identifier" in mcp["description"]
+
+    catalog = json.loads(get(server + "/api/v1/catalog")[2])
+    capability = catalog["capabilities"][0]
+    assert capability["x402Extensions"] == ["payment-identifier"]
+    assert capability["mcp"]["url"] == server + "/mcp" and "x402" in capability["mcp"]["channels"]
+    assert "x402/payment" in capability["mcp"]["payment"]
+    assert capability["clients"][0]["install"].startswith("pip install")
+
+    page = json.loads(get(server + "/docs/lease.json")[2])
+    text = " ".join(p for s in page["sections"] for p in s["paragraphs"])
+    assert "From Python" in [s["title"] for s in page["sections"]]
+    assert "payment-identifier" in text and "x402/payment" in text
+    _, _, html = get(server + "/docs/lease/")
+    assert b"From Python" in html and b"payment-identifier" in html

@@ -1,6 +1,7 @@
 """Interop: the official MCP Python client (PyPI `mcp`) lists leasekit's tools and calls acquire
 then get over streamable HTTP, with the current protocol (2026-07-28, stateless, discover) and
-the previous one (the initialize handshake); answers carry the same data and _provenance."""
+the previous one (the initialize handshake); answers carry the same data and _provenance. A wallet
+with no API key pays per tool call over the x402 MCP binding, with the official x402 SDK."""
 
 import asyncio
 
@@ -8,6 +9,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from eth_account import Account
+from x402 import x402Client
+from x402.mcp.types import MCPToolResult
+from x402.mcp.utils import attach_payment_to_meta, extract_payment_required_from_result, extract_payment_response_from_meta
+from x402.mechanisms.evm.exact.register import register_exact_evm_client
 
 from conftest import API_KEY, unique
 from verifier import verify
@@ -81,3 +87,49 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     assert without_meta(tools["lease"].output_schema) == without_meta(api["LeaseAnswer"])
     assert without_meta(tools["claim_free"].input_schema) == without_meta(api["ClaimFreeRequest"])
     assert without_meta(tools["claim_free"].output_schema) == without_meta(api["ClaimAnswer"])
+
+
+def as_x402_result(result):
+    """The official MCP client's result in the form the official x402 SDK's MCP helpers read."""
+    content = [block.model_dump(by_alias=True) for block in result.content]
+    return MCPToolResult(content=content, is_error=bool(result.is_error), meta=result.meta or {}, structured_content=result.structured_content)
+
+
+async def paid_calls(server, mode, resource, payer):
+    payments = x402Client()
+    register_exact_evm_client(payments, payer)
+    async with client(server, mode, key=None) as c:
+        # No API key: the tools are listed all the same.
+        assert sorted(t.name for t in (await c.list_tools()).tools) == ["claim_free", "lease"]
+        arguments = {"op": "acquire", "resource": resource, "holder": "agent-1"}
+        offer = as_x402_result(await c.call_tool("lease", arguments))
+        required = extract_payment_required_from_result(offer)
+        assert required is not None, offer.structured_content
+        assert required.accepts[0].amount == "5000"
+        assert "payment-identifier" in required.extensions
+        payload = await payments.create_payment_payload(required)
+        params = attach_payment_to_meta({}, payload)
+        paid = await c.call_tool("lease", arguments, meta=params["_meta"])
+        settlement = extract_payment_response_from_meta(as_x402_result(paid))
+        # The same payment again, sent by hand: refused (it has no payment identifier).
+        again = await c.call_tool("lease", arguments, meta=params["_meta"])
+        free = await c.call_tool("claim_free", {"key": resource, "holder": "agent-1"})
+        return paid, settlement, again, free
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_wallet_without_a_key_pays_per_tool_call(server, mode):
+    payer = Account.create()
+    resource = unique(f"mcp-paid:{mode}")
+    paid, settlement, again, free = asyncio.run(paid_calls(server, mode, resource, payer))
+    assert not paid.is_error, paid.structured_content
+    data = paid.structured_content["data"]
+    assert data["granted"] is True and data["fencingToken"] == 1
+    assert settlement is not None and settlement.success, settlement
+    assert settlement.payer == payer.address.lower()
+    import json, urllib.request
+
+    did = json.loads(urllib.request.urlopen(server + "/.well-known/did.json", timeout=10).read())["id"]
+    assert verify(paid.structured_content, did) == []
+    assert again.is_error and "used before" in again.structured_content["error"], again.structured_content
+    assert free.is_error and free.structured_content["code"] == "UNAUTHORIZED"

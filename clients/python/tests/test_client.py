@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import secrets
 import time
 from datetime import datetime, timezone
@@ -169,3 +171,53 @@ def test_async_client_and_held_lease(server: str) -> None:
                     pass
 
     asyncio.run(main())
+
+
+def test_a_wallet_pays_per_call_and_a_lost_paid_answer_is_charged_once(server: str) -> None:
+    """No API key: the client answers the 402 with a payment from the wallet (the official x402
+    SDK), named with a payment identifier. The paid answer is lost on the way back; the retry
+    resends the same payment and gets the answer it bought."""
+    from eth_account import Account
+
+    sent: list[httpx.Request] = []
+
+    class LoseFirstPaidAnswer(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            response = super().handle_request(request)
+            sent.append(request)
+            if len(sent) == 2:
+                response.read()
+                raise httpx.ReadError("connection reset after the commit")
+            return response
+
+    wallet = Account.create()
+    client = Client(server, account=wallet, transport=LoseFirstPaidAnswer())
+    r = name("r")
+    lease = client.acquire(r, holder="a")
+    assert lease.granted and lease.replayed and lease.token == 1
+    offer, paid, resent = sent
+    assert "payment-signature" not in offer.headers
+    assert paid.headers["payment-signature"] == resent.headers["payment-signature"], "one payment, sent twice"
+    payload = json.loads(base64.b64decode(paid.headers["payment-signature"]))
+    assert len(payload["extensions"]["payment-identifier"]["info"]["id"]) >= 16
+    assert payload["payload"]["authorization"]["from"].lower() == wallet.address.lower()
+    # The wallet is the tenant: an API key's tenant of any name does not see it.
+    assert client.get(r).holder == "a"
+    assert Client(server, api_key=API_KEY, tenant=wallet.address.lower()).get(r).holder is None
+    with pytest.raises(ValueError):
+        Client(server, api_key=API_KEY, account=wallet)
+
+
+def test_a_wallet_holds_a_lease_with_the_async_client(server: str) -> None:
+    from eth_account import Account
+
+    async def hold() -> tuple[int, bool, str | None]:
+        async with AsyncClient(server, account=Account.create()) as client:
+            r = name("r")
+            async with client.lease(r, holder="a", ttl=2) as lease:
+                await asyncio.sleep(2.5)  # past the TTL: renewals, each one paid
+                token, lost = lease.token, lease.lost
+            return token, lost, (await client.get(r)).holder
+
+    token, lost, holder_after = asyncio.run(hold())
+    assert (token, lost, holder_after) == (1, False, None)

@@ -1,4 +1,5 @@
-//! MCP: POST /mcp, the lease tool and free claims over streamable HTTP (stateless), API keys only.
+//! MCP: POST /mcp, the lease tool and free claims over streamable HTTP (stateless), with an API
+//! key or paid per tool call over x402.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {

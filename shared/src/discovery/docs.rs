@@ -3,7 +3,7 @@
 //! /api/v1/samples/lease): invented data, so it is signed as a sample (its own credential type
 //! and the sample key), never as an answer of this service.
 
-use super::openapi::LEASE_DESCRIPTION;
+use super::openapi::{LEASE_DESCRIPTION, PAID_MCP_NOTE, PAYMENT_IDENTIFIER_NOTE, python_client};
 use super::{Prices, usdc};
 use crate::clock::Millis;
 use crate::lease::{LeaseAnswer, LeaseState, Op};
@@ -65,6 +65,14 @@ pub fn catalog(base: &str, prices: &Prices) -> Value {
                 "price": price(prices.lease, prices.network.as_deref()),
                 "inputSchema": input,
                 "signedAnswers": "W3C VC 2.0, eddsa-jcs-2022; verify offline or at /api/v1/verify-provenance",
+                "x402Extensions": if prices.lease.is_some() { json!(["payment-identifier"]) } else { json!([]) },
+                "mcp": {
+                    "url": format!("{base}/mcp"),
+                    "tool": "lease",
+                    "channels": channels(true),
+                    "payment": if prices.lease.is_some() { json!(PAID_MCP_NOTE) } else { Value::Null },
+                },
+                "clients": [python_client()],
                 "links": links(base),
             },
             {
@@ -110,17 +118,23 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             "With an API key: send X-API-KEY and a tenantId; your account and tenantId are the namespace.".into(),
             "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\"}'".into(),
             format!("With x402 ({price}): call without a key; the 402 answer offers a payment (scheme exact, USDC, EIP-3009); sign it and send it in PAYMENT-SIGNATURE. Your wallet is the namespace. Every 200 answer is charged, granted or not; errors never are."),
+            format!("Over MCP (POST /mcp, tool lease): with an API key, or with a wallet: {PAID_MCP_NOTE}"),
+        ]),
+        ("From Python", vec![
+            "pip install './clients/python[x402]' from the leasekit repository; import leasekit. Client(url, api_key=..., tenant=...) or Client(url, account=eth_account_account) to pay per call; AsyncClient for asyncio.".into(),
+            "with client.lease(\"deploy:prod\", holder=\"worker-7\", ttl=30, wait=10) as lease: renews in the background, gives lease.token for your writes, and turns lease.lost true (lease.check() raises) once it cannot be sure it still holds the lease; it releases on exit, and raises NotAcquired when the lease was not free within wait.".into(),
         ]),
         ("Retries and crash-resume", vec![
             "Send a requestId with every mutation you may retry. The same request again within 24 hours returns the stored answer with replayed: true and changes nothing (and is not charged again); the same requestId with different input is a 409.".into(),
-            "For claims (POST /claim, /claim/free), retry with the same key and holder: held with mine: true means the hold is already yours, resume your work.".into(),
+            PAYMENT_IDENTIFIER_NOTE.into(),
+            "For claims (POST /claim, /claim/free), retry with the same key and holder: held with mine: true means the hold is already yours, resume your work. A paid claim is billed per attempt: payment identifiers are not honoured on /claim (a retry could not be answered from what the first attempt wrote).".into(),
         ]),
         ("Signed answers", vec![
             "Every lease answer carries _provenance: a W3C Verifiable Credential 2.0 secured with an eddsa-jcs-2022 proof by this service's did:key (published at /.well-known/did.json), binding the SHA-256 of the canonical request, of data exactly as sent (replayed included) and of a C2PA-aligned manifest. Verify offline, or POST the answer to /api/v1/verify-provenance.".into(),
             format!("The sample at /api/v1/samples/lease is invented data: its credential is typed {SAMPLE_TYPE} and signed with a sample key of its own, so every verifier reports it as a sample, never as an answer."),
         ]),
         ("Errors", vec![
-            "{\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 409 IDEMPOTENCY_CONFLICT, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
+            "{\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 409 IDEMPOTENCY_CONFLICT / PAYMENT_IDENTIFIER_CONFLICT / PAYMENT_IN_PROGRESS, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
         ]),
     ]
 }

@@ -7,10 +7,22 @@ use crate::schema::{
     CLAIM_ANSWER_JSON as CLAIM_ANSWER, CLAIM_FREE_INPUT_JSON, CLAIM_INPUT_JSON,
     LEASE_ANSWER_JSON as LEASE_ANSWER, LEASE_INPUT_JSON, VERIFY_INPUT_JSON,
 };
+use crate::x402::payment_identifier::KEY as PAYMENT_IDENTIFIER;
 use serde_json::{Map, Value, json};
 
 const VERIFY_ANSWER: &str = include_str!("../../schemas/verify-provenance-answer.json");
 const ERROR: &str = include_str!("../../schemas/error.json");
+
+/// How a paid lease call may be retried, said wherever the price is.
+pub const PAYMENT_IDENTIFIER_NOTE: &str = "x402 payment-identifier (declared in every 402 of the lease route and the MCP lease tool): name your payment with an id of 16-128 characters [A-Za-z0-9_-] in PaymentPayload.extensions; the same payment sent again gets the answer it bought, charged once, for 24 h; the same id with another payment or request is a 409.";
+
+/// The x402 MCP binding, as the MCP route and the catalog say it.
+pub const PAID_MCP_NOTE: &str = "With no API key, pay per tool call (the x402 MCP binding): a lease call without payment is answered with the x402 PaymentRequired offer as the tool result (isError, structuredContent and its JSON text); call again with the PaymentPayload in params._meta[\"x402/payment\"]; the settlement comes back in the result's _meta[\"x402/payment-response\"]. The wallet is the tenant. claim_free needs an API key.";
+
+/// The Python client, as the discovery documents name it.
+pub fn python_client() -> Value {
+    json!({"language": "python", "package": "leasekit", "install": "pip install './clients/python[x402]' (from the leasekit repository)", "import": "leasekit", "features": ["sync and asyncio", "held lease with auto-renew and a lost signal", "API key or x402 payments from an eth_account account, with payment-identifier"]})
+}
 
 /// The lease description, as the product states it.
 pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Scoped to the paying wallet (or to the API key's account and tenantId).";
@@ -53,6 +65,21 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
     let network = prices.network.as_deref().unwrap_or("eip155:8453");
     let lease_example = json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "tenantId": "team-a", "requestId": "w7-claim-INV-1009"});
     let paid_security = json!([{"x402": []}, {"apiKey": []}]);
+    // The MCP route takes an API key, or (with x402 on) no credential at all: the payment rides
+    // in each tool call's `_meta`, not in a header.
+    let mcp_security = if prices.lease.is_some() {
+        json!([{"apiKey": []}, {}])
+    } else {
+        json!([{"apiKey": []}])
+    };
+    let mcp_description = format!(
+        "JSON-RPC 2.0 messages of the Model Context Protocol (2026-07-28 with server/discover, or the initialize handshake of earlier versions). Tools: lease, claim_free; same input schemas and answers as the HTTP routes.{}",
+        if prices.lease.is_some() {
+            format!(" {PAID_MCP_NOTE} {PAYMENT_IDENTIFIER_NOTE}")
+        } else {
+            String::new()
+        }
+    );
 
     let lease = operation(
         json!({
@@ -66,7 +93,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "400": error("Invalid input: witnesses name each field (JSON pointer). Nothing was written or charged."),
                 "401": error("A malformed, unknown or revoked API key."),
                 "402": json_body("PaymentRequired", "Payment required or invalid: x402 v2 PaymentRequired, also base64 in PAYMENT-REQUIRED."),
-                "409": error("requestId reused with different input."),
+                "409": error("IDEMPOTENCY_CONFLICT: requestId reused with different input. PAYMENT_IDENTIFIER_CONFLICT: an x402 payment identifier used with another payment or another request. PAYMENT_IN_PROGRESS: the first call with this payment has not finished; send it again shortly."),
                 "413": error("Body over 64 KiB."),
                 "408": error("The body did not arrive in full in time (the local server's --body-timeout)."),
                 "500": error("Our own failure (INTERNAL_ERROR); details only in our log. Nothing charged."),
@@ -75,7 +102,11 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         }),
         prices
             .lease
-            .map(|p| x402_price(p, network))
+            .map(|p| {
+                let mut m = x402_price(p, network);
+                m.insert("x-x402-extensions".into(), json!([PAYMENT_IDENTIFIER]));
+                m
+            })
             .unwrap_or_default(),
     );
 
@@ -172,7 +203,8 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "info": {
             "title": "leasekit",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Leases with fencing tokens and claims on keys, for software agents. Pay per call over x402 (USDC) or use an API key. Every lease answer is signed (W3C VC 2.0, eddsa-jcs-2022)."
+            "description": "Leases with fencing tokens and claims on keys, for software agents. Pay per call over x402 (USDC; the payment-identifier extension makes a paid retry safe), over HTTP or MCP, or use an API key. Every lease answer is signed (W3C VC 2.0, eddsa-jcs-2022). Python client: the leasekit package (clients/python).",
+            "x-clients": [python_client()]
         },
         "servers": [{"url": base_url}],
         "paths": {
@@ -183,15 +215,15 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
             "/mcp": {"post": {
                 "operationId": "mcp",
                 "summary": "The lease tool (and free claims) over MCP: streamable HTTP, stateless, JSON answers",
-                "description": "JSON-RPC 2.0 messages of the Model Context Protocol (2026-07-28 with server/discover, or the initialize handshake of earlier versions). Tools: lease, claim_free; same input schemas and answers as the HTTP routes.",
-                "security": [{"apiKey": []}],
+                "description": mcp_description,
+                "security": mcp_security,
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc", "method"], "properties": {"jsonrpc": {"const": "2.0"}, "id": {"type": ["integer", "string"]}, "method": {"type": "string"}, "params": {"type": "object"}}}, "example": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}}},
                 "responses": {
                     "200": {"description": "A JSON-RPC answer.", "content": {"application/json": {"schema": {"type": "object"}}}},
                     "202": {"description": "A notification was accepted."},
                     "400": error("Not JSON (INVALID_JSON), a batch (BATCH_NOT_SUPPORTED), or not a JSON-RPC message the server can take."),
                     "403": error("The Host is not the service's public host, or an Origin header is not its public origin (FORBIDDEN)."),
-                    "401": error("A missing, malformed, unknown or revoked API key."),
+                    "401": error("A malformed, unknown or revoked API key, or none where payments are off."),
                     "404": {"description": "Unknown session.", "content": {"application/json": {"schema": {"type": "object"}}}},
                     "405": error("Only POST (METHOD_NOT_ALLOWED)."),
                     "406": error("The Accept header must list both application/json and text/event-stream."),

@@ -70,7 +70,8 @@ fn parse<T: serde::de::DeserializeOwned>(
 
 pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let claim: PaidClaim = parse(&read_limited(body).await?, claim_input())?;
+    let bytes = read_limited(body).await?;
+    let claim: PaidClaim = parse(&bytes, claim_input())?;
     let now = now_ms();
     let price = state
         .payments
@@ -81,13 +82,20 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         route: ROUTE,
         description: "exclusive hold on a key (hour, day or week)",
         price,
+        request_sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).into(),
+        // A retried attempt cannot be answered from what the first one wrote (a held key writes
+        // nothing), and a new attempt could win a key the first found held: payment identifiers
+        // are not honoured here. Resend with the same key and holder, paid again: `mine` says
+        // whether the hold is yours.
+        identifiable: false,
     };
     let evidence = |verified: &Verified| Evidence::Claim {
         pk: claim_pk(Tenant::for_wallet(&verified.payer).as_str(), &claim.key),
         holder: claim.holder.clone(),
         acquired: now,
     };
-    let paid = paid::accept(&state, &parts, &offer, now, evidence).await?;
+    let payment = paid::from_header(&parts);
+    let paid = paid::accept(&state, &parts, payment, &offer, now, evidence).await?;
     let scope = Tenant::for_wallet(&paid.verified.payer);
     let asset = paid.verified.requirements.asset.clone();
     // A store failure ends the work with an error: nothing settled, nothing charged. Billed per

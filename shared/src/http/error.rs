@@ -31,6 +31,12 @@ pub enum ApiError {
         "requestId was used before with different input; use a new requestId for a new request"
     )]
     IdempotencyConflict,
+    #[error(
+        "this payment identifier was used with another payment or another request; use a new one for a new payment"
+    )]
+    PaymentIdentifierConflict,
+    #[error("the first call with this payment has not finished; retry shortly")]
+    PaymentInProgress,
     /// The store failed or its answer is unknown (the cause is for the log).
     #[error(
         "the store is unavailable or its answer is unknown; retry (with the same requestId, if the call had one)"
@@ -91,7 +97,9 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::IdempotencyConflict => StatusCode::CONFLICT,
+            Self::IdempotencyConflict
+            | Self::PaymentIdentifierConflict
+            | Self::PaymentInProgress => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) | Self::FacilitatorUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::Payment { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -109,6 +117,8 @@ impl ApiError {
             Self::RequestTimeout(_) => "REQUEST_TIMEOUT",
             Self::Unauthorized(_) => "UNAUTHORIZED",
             Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
+            Self::PaymentIdentifierConflict => "PAYMENT_IDENTIFIER_CONFLICT",
+            Self::PaymentInProgress => "PAYMENT_IN_PROGRESS",
             Self::StoreUnavailable(_) => "STORE_UNAVAILABLE",
             Self::FacilitatorUnavailable(_) => "FACILITATOR_UNAVAILABLE",
             Self::Payment { code, .. } => code,

@@ -15,7 +15,8 @@ use crate::store::RecordKey;
 use crate::store::payment_store::Evidence;
 use crate::tenant::Tenant;
 use crate::witness::Witness;
-use crate::x402::check::Verified;
+use crate::x402::check::{Refusal, Verified};
+use crate::x402::types::{PaymentPayload, SettlementResponse};
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
@@ -27,7 +28,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let caller = state.auth.caller(&parts).await?;
     let bytes = read_limited(body).await?;
     // Invalid input is a 400 before any payment is looked at.
-    let (mut request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
+    let (request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
     let request_sha256 = sha256(&body);
     let now = now_ms();
     let (tenant, answer, settlement) = match caller {
@@ -37,28 +38,8 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             (tenant, answer, None)
         }
         Caller::Anonymous => {
-            let price = state.payments.as_ref().map_or(0, |p| p.lease_price);
-            let offer = Offer {
-                route: ROUTE,
-                description: "lease op (acquire, renew, release, get)",
-                price,
-            };
-            let paid = paid::accept(&state, &parts, &offer, now, |verified| {
-                paid_evidence(&mut request, verified, now)
-            })
-            .await?;
-            let tenant = Tenant::for_wallet(&paid.verified.payer);
-            // A store failure ends the work with an error: nothing is settled, nothing charged.
-            let work = async {
-                let answer = carry_out(&state, &tenant, &request, request_sha256, now).await?;
-                Ok(if answer.data.replayed {
-                    Charge::Replay(answer)
-                } else {
-                    Charge::Yes(answer)
-                })
-            };
-            let (answer, settlement) = paid::settle_after(&state, paid, now, work).await?;
-            (tenant, answer, settlement)
+            let payment = paid::from_header(&parts);
+            paid_for(&state, &parts, payment, request, request_sha256, now).await?
         }
     };
     let note = Note {
@@ -73,6 +54,42 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
         paid::attach(&mut response, settlement);
     }
     Ok(response)
+}
+
+/// A lease request paid for with `payment` (from the `PAYMENT-SIGNATURE` header, or an MCP
+/// tool call's `_meta`): accepted, carried out for the paying wallet, and settled after it
+/// committed. The tenant, the answer and its settlement.
+pub(crate) async fn paid_for(
+    state: &AppState,
+    parts: &axum::http::request::Parts,
+    payment: Option<Result<PaymentPayload, Refusal>>,
+    mut request: LeaseRequest,
+    request_sha256: [u8; 32],
+    now: Millis,
+) -> Result<(Tenant, SignedAnswer, Option<SettlementResponse>), ApiError> {
+    let offer = Offer {
+        route: ROUTE,
+        description: "lease op (acquire, renew, release, get)",
+        price: state.payments.as_ref().map_or(0, |p| p.lease_price),
+        request_sha256,
+        identifiable: true,
+    };
+    let paid = paid::accept(state, parts, payment, &offer, now, |verified| {
+        paid_evidence(&mut request, verified, now)
+    })
+    .await?;
+    let tenant = Tenant::for_wallet(&paid.verified.payer);
+    // A store failure ends the work with an error: nothing is settled, nothing charged.
+    let work = async {
+        let answer = carry_out(state, &tenant, &request, request_sha256, now).await?;
+        Ok(if answer.data.replayed {
+            Charge::Replay(answer)
+        } else {
+            Charge::Yes(answer)
+        })
+    };
+    let (answer, settlement) = paid::settle_after(state, paid, now, work).await?;
+    Ok((tenant, answer, settlement))
 }
 
 /// The one way every channel (HTTP with a key or a payment, MCP) carries out a lease request
@@ -156,16 +173,23 @@ pub(crate) fn answer_json(answer: &SignedAnswer) -> Result<Value, ApiError> {
 /// The integer fields of a lease request.
 const WHOLE: &[&str] = &["ttlSeconds", "token"];
 
-/// A lease request from an API key's `account`, already parsed as JSON (the MCP tool's path):
-/// validated exactly as the HTTP body is, then carried out and signed. The tenant, for the log.
+/// A lease request already parsed as JSON (the MCP tool's path), validated exactly as the HTTP
+/// body is: the request and the hash of its JSON.
+pub(crate) fn validated(value: Value) -> Result<(LeaseRequest, [u8; 32]), ApiError> {
+    let (request, body): (LeaseRequest, Value) = validate_value(value, lease_input(), WHOLE)?;
+    Ok((request, sha256(&body)))
+}
+
+/// A validated lease request from an API key's `account` (the MCP tool's path), carried out and
+/// signed. The tenant, for the log.
 pub(crate) async fn for_account(
     state: &AppState,
     account: &str,
-    value: Value,
+    request: &LeaseRequest,
+    request_sha256: [u8; 32],
 ) -> Result<(Tenant, SignedAnswer), ApiError> {
-    let (request, body): (LeaseRequest, Value) = validate_value(value, lease_input(), WHOLE)?;
     let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
-    let answer = carry_out(state, &tenant, &request, sha256(&body), now_ms()).await?;
+    let answer = carry_out(state, &tenant, request, request_sha256, now_ms()).await?;
     Ok((tenant, answer))
 }
 

@@ -1,6 +1,9 @@
 //! POST /mcp: the lease tool (and free claims) over MCP, streamable HTTP, stateless, JSON
-//! answers: fits Lambda, where no session outlives a request. An API key is required; the tools
-//! take the same input schemas as the HTTP routes and answer the same `data` and `_provenance`.
+//! answers: fits Lambda, where no session outlives a request. The tools take the same input
+//! schemas as the HTTP routes and answer the same `data` and `_provenance`. Callers bring an API
+//! key, or (with payments on) a wallet that pays per `lease` call over the x402 MCP binding: the
+//! offer comes back as the tool result, the payment goes in the call's `_meta["x402/payment"]`,
+//! and the settlement in the result's `_meta["x402/payment-response"]`.
 
 use super::body::read_limited;
 use super::caller::malformed_account;
@@ -17,6 +20,8 @@ use crate::schema::{
 };
 use crate::store::usage::{Usage, measured};
 use crate::tenant::Tenant;
+use crate::x402::check::Refusal;
+use crate::x402::types::{PaymentPayload, SettlementResponse};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
@@ -25,7 +30,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool, ToolAnnotations,
+    JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -127,6 +133,11 @@ fn tools() -> Vec<Tool> {
 /// An error the caller (the model) can read; its cause goes to the request's log line (through
 /// the [`OutcomeSlot`]), never here.
 fn tool_error(err: ApiError) -> CallToolResult {
+    if let ApiError::Payment { required, .. } = err {
+        // The x402 MCP binding: the offer itself is the result, as structured content and as
+        // its JSON text, for the client to pay and call again with the payment in `_meta`.
+        return CallToolResult::structured_error(json!(required));
+    }
     let status = err.status().as_u16();
     let mut body = json!({"error": err.to_string(), "code": err.code(), "status": status});
     if let ApiError::InvalidInput(witnesses) = &err {
@@ -135,30 +146,101 @@ fn tool_error(err: ApiError) -> CallToolResult {
     CallToolResult::structured_error(body)
 }
 
+/// Who is calling a tool: an API key's account, or a wallet paying per call (the x402 MCP
+/// binding: the payment in the request's `_meta`).
+enum ToolCaller<'a> {
+    Account(&'a str),
+    Wallet {
+        parts: &'a Parts,
+        payment: Option<Result<Box<PaymentPayload>, Refusal>>,
+    },
+}
+
+/// The request `_meta` key of an x402 payment, and the result `_meta` key of its settlement.
+const PAYMENT_META: &str = "x402/payment";
+const PAYMENT_RESPONSE_META: &str = "x402/payment-response";
+
+/// The payment in a tool call's `_meta`, if it has one (rmcp moves the request's `_meta` into
+/// the call's context; the params' own copy is looked at too).
+fn payment_in(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<Result<Box<PaymentPayload>, Refusal>> {
+    let value = context
+        .meta
+        .0
+        .get(PAYMENT_META)
+        .or_else(|| request.meta.as_ref()?.0.get(PAYMENT_META))?;
+    Some(
+        serde_json::from_value(value.clone())
+            .map_err(|e| Refusal::Malformed(format!("_meta[\"{PAYMENT_META}\"]: {e}"))),
+    )
+}
+
+/// What a tool call answers: its structured content, its log note, and the settlement of a paid
+/// call.
+struct Answered {
+    content: Value,
+    note: Note,
+    settlement: Option<SettlementResponse>,
+}
+
 impl LeaseTools {
-    /// Carry out tool `name`: its answer, and the note for the request's log line.
+    /// Carry out tool `name` for `caller`.
     async fn call(
         &self,
         name: &str,
         arguments: Value,
-        account: &str,
-    ) -> Result<(Value, Note), ApiError> {
+        caller: ToolCaller<'_>,
+    ) -> Result<Answered, ApiError> {
         match name {
             "lease" => {
-                let (tenant, answer) = lease::for_account(&self.state, account, arguments).await?;
+                let (request, request_sha256) = lease::validated(arguments)?;
+                let (tenant, answer, settlement) = match caller {
+                    ToolCaller::Account(account) => {
+                        let (tenant, answer) =
+                            lease::for_account(&self.state, account, &request, request_sha256)
+                                .await?;
+                        (tenant, answer, None)
+                    }
+                    ToolCaller::Wallet { parts, payment } => {
+                        Box::pin(lease::paid_for(
+                            &self.state,
+                            parts,
+                            payment.map(|p| p.map(|boxed| *boxed)),
+                            request,
+                            request_sha256,
+                            now_ms(),
+                        ))
+                        .await?
+                    }
+                };
                 let note = Note {
                     op: Some(answer.data.op.as_str()),
                     outcome: Some(lease::outcome(&answer)),
                     tenant: Some(Note::tenant_hash(tenant.as_str())),
                 };
-                Ok((lease::answer_json(&answer)?, note))
+                Ok(Answered {
+                    content: lease::answer_json(&answer)?,
+                    note,
+                    settlement,
+                })
             }
             "claim_free" => {
+                let ToolCaller::Account(account) = caller else {
+                    return Err(ApiError::Unauthorized(
+                        "claim_free over MCP needs an API key; a wallet proves itself to POST /claim/free with sign-in-with-x",
+                    ));
+                };
                 let claim: FreeClaim = check(arguments, claim_free_input())?;
                 let scope = Tenant::for_account(account).ok_or_else(malformed_account)?;
                 let outcome = free_claim(&self.state, &scope, &claim, now_ms()).await?;
                 let (status, body) = answer_body(outcome, Plan::Free, None);
-                Ok((body, claim_note("claim_free", status, &scope)))
+                Ok(Answered {
+                    content: body,
+                    note: claim_note("claim_free", status, &scope),
+                    settlement: None,
+                })
             }
             _ => Err(ApiError::NotFound),
         }
@@ -187,26 +269,38 @@ impl ServerHandler for LeaseTools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let parts = context.extensions.get::<axum::http::request::Parts>();
-        let slot = parts.and_then(|parts| parts.extensions.get::<OutcomeSlot>());
-        let Some(Account(account)) = parts
-            .and_then(|parts| parts.extensions.get::<Account>())
-            .cloned()
-        else {
-            return Ok(
-                tool_error(ApiError::Unauthorized("an API key (X-API-KEY) is required")).into(),
-            );
+        let Some(parts) = context.extensions.get::<Parts>() else {
+            return Ok(tool_error(ApiError::Internal(
+                "a tool call without its HTTP request".into(),
+            ))
+            .into());
+        };
+        let slot = parts.extensions.get::<OutcomeSlot>();
+        let caller = match parts.extensions.get::<Account>() {
+            Some(Account(account)) => ToolCaller::Account(account),
+            None => ToolCaller::Wallet {
+                parts,
+                payment: payment_in(&request, &context),
+            },
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let (called, usage) = measured(self.call(&request.name, arguments, &account)).await;
+        // Boxed: a tool call's future is large (the paid path most), and rmcp polls it deep in
+        // its own stack.
+        let (called, usage) = measured(Box::pin(self.call(&request.name, arguments, caller))).await;
         let mut outcome = Outcome {
             usage,
             ..Outcome::default()
         };
         let result = match called {
-            Ok((answer, note)) => {
-                outcome.note = Some(note);
-                CallToolResult::structured(answer)
+            Ok(answered) => {
+                outcome.note = Some(answered.note);
+                let mut result = CallToolResult::structured(answered.content);
+                if let Some(settlement) = answered.settlement {
+                    let mut meta = JsonObject::new();
+                    meta.insert(PAYMENT_RESPONSE_META.into(), json!(settlement));
+                    result.meta = Some(MetaObject(meta));
+                }
+                result
             }
             Err(ApiError::NotFound) => {
                 return Err(McpError::invalid_params(
@@ -226,7 +320,21 @@ impl ServerHandler for LeaseTools {
     }
 }
 
-/// Only callers with a valid API key reach the MCP service; their account rides along.
+/// The tool call's outcome onto its HTTP response, for the request's log line.
+fn answer_with_outcome(mut response: Response, slot: &OutcomeSlot) -> Response {
+    let outcome = slot.take();
+    crate::store::usage::add(outcome.usage);
+    if let Some(note) = outcome.note {
+        response.extensions_mut().insert(note);
+    }
+    if let Some(failure) = outcome.failure {
+        response.extensions_mut().insert(failure);
+    }
+    response
+}
+
+/// Callers with a valid API key reach the MCP service with their account; without a key, only
+/// where payments are on (a wallet pays per call). A bad key is refused here.
 async fn require_key(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     match state.auth.caller(&parts).await {
@@ -235,16 +343,15 @@ async fn require_key(State(state): State<AppState>, mut request: Request, next: 
             request.extensions_mut().insert(Account(account));
             let slot = OutcomeSlot::default();
             request.extensions_mut().insert(slot.clone());
-            let mut response = next.run(request).await;
-            let outcome = slot.take();
-            crate::store::usage::add(outcome.usage);
-            if let Some(note) = outcome.note {
-                response.extensions_mut().insert(note);
-            }
-            if let Some(failure) = outcome.failure {
-                response.extensions_mut().insert(failure);
-            }
-            response
+            answer_with_outcome(next.run(request).await, &slot)
+        }
+        // A wallet pays per tool call, inside MCP: listing the tools is free, and a call
+        // without its payment is answered with the offer as a tool result.
+        Ok(Caller::Anonymous) if state.payments.is_some() => {
+            request = Request::from_parts(parts, body);
+            let slot = OutcomeSlot::default();
+            request.extensions_mut().insert(slot.clone());
+            answer_with_outcome(next.run(request).await, &slot)
         }
         Ok(Caller::Anonymous) => {
             ApiError::Unauthorized("an API key (X-API-KEY) is required").into_response()

@@ -4,10 +4,10 @@
 
 use super::{ApiError, AppState};
 use crate::clock::Millis;
-use crate::service::payments::{Paid, PaymentError};
+use crate::service::payments::{Paid, PaymentError, Sale, resettled};
 use crate::store::payment_store::Evidence;
-use crate::x402::check::Verified;
-use crate::x402::types::{ResourceInfo, SettlementResponse};
+use crate::x402::check::{Refusal, Verified, decode};
+use crate::x402::types::{PaymentPayload, ResourceInfo, SettlementResponse};
 use axum::http::HeaderValue;
 use axum::http::request::Parts;
 use axum::response::Response;
@@ -25,14 +25,31 @@ pub struct Offer<'a> {
     pub description: &'a str,
     /// Atomic units.
     pub price: u64,
+    /// The request's hash: a payment identifier's retry must be for the same request.
+    pub request_sha256: [u8; 32],
+    /// Whether a retry under a payment identifier is answered (see [`Sale::identifiable`]).
+    pub identifiable: bool,
 }
 
-/// Accept the payment for `offer`, or the 402 (or 502) to answer instead. Without payments
-/// configured, a caller with neither key nor payment is answered 401. `evidence` says where the
-/// answer will be once committed (see [`Evidence`]).
+/// The payment in the request's `PAYMENT-SIGNATURE` header, if it has one.
+pub fn from_header(parts: &Parts) -> Option<Result<PaymentPayload, Refusal>> {
+    let header = parts.headers.get(PAYMENT_SIGNATURE_HEADER)?;
+    Some(
+        header
+            .to_str()
+            .map_err(|_| Refusal::Malformed("the header is not ASCII".into()))
+            .and_then(decode),
+    )
+}
+
+/// Accept `payment` for `offer` (from the header, [`from_header`], or from MCP `_meta`), or the
+/// 402 (409, 502) to answer instead. Without payments configured, a caller with neither key nor
+/// payment is answered 401. `evidence` says where the answer will be once committed (see
+/// [`Evidence`]).
 pub async fn accept(
     state: &AppState,
     parts: &Parts,
+    payment: Option<Result<PaymentPayload, Refusal>>,
     offer: &Offer<'_>,
     now: Millis,
     evidence: impl FnOnce(&Verified) -> Evidence,
@@ -40,16 +57,18 @@ pub async fn accept(
     let Some(payments) = &state.payments else {
         return Err(ApiError::Unauthorized("an API key (X-API-KEY) is required"));
     };
-    let header = parts
-        .headers
-        .get(PAYMENT_SIGNATURE_HEADER)
-        .and_then(|v| v.to_str().ok());
+    let sale = Sale {
+        route: offer.route,
+        price: offer.price,
+        request_sha256: offer.request_sha256,
+        identifiable: offer.identifiable,
+    };
     payments
-        .accept(header, offer.price, offer.route, now, evidence)
+        .accept(payment, &sale, now, evidence)
         .await
         .map_err(|err| {
             let required = |error: Option<String>| {
-                Box::new(payments.required(resource(state, parts, offer), offer.price, error))
+                Box::new(payments.required(resource(state, parts, offer), &sale, error))
             };
             match err {
                 PaymentError::Required => ApiError::Payment {
@@ -60,6 +79,8 @@ pub async fn accept(
                     required: required(Some(refusal.to_string())),
                     code: "PAYMENT_INVALID",
                 },
+                PaymentError::IdentifierTaken => ApiError::PaymentIdentifierConflict,
+                PaymentError::InProgress => ApiError::PaymentInProgress,
                 PaymentError::Store(e) => e.into(),
                 PaymentError::Facilitator(e) => ApiError::FacilitatorUnavailable(e.to_string()),
                 PaymentError::Internal(cause) => ApiError::Internal(cause),
@@ -100,6 +121,18 @@ pub async fn settle_after<T>(
             "paid work without payments configured".into(),
         ));
     };
+    if let Some(first) = &paid.retry {
+        // Resent under its payment identifier: the work answers again (a lease mutation replays
+        // its record), settled by the first call; nothing is settled or voided now.
+        let settlement = resettled(&paid, first);
+        return match tokio::time::timeout(WORK_LIMIT, work).await {
+            Ok(Ok(Charge::Yes(answer) | Charge::Replay(answer))) => Ok((answer, Some(settlement))),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(ApiError::StoreUnavailable(
+                "a paid call's retry outlasted its limit".into(),
+            )),
+        };
+    }
     match tokio::time::timeout(WORK_LIMIT, work).await {
         Ok(Ok(Charge::Yes(answer))) => {
             let settlement = payments.settle(&paid, now).await;

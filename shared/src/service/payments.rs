@@ -5,10 +5,15 @@
 
 use crate::clock::Millis;
 use crate::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
+use crate::provenance::jcs::sha256;
 use crate::store::StoreError;
-use crate::store::payment_store::{Accepted, AuthorizationKey, Evidence, Final, PaymentLedger};
-use crate::x402::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check, decode};
+use crate::store::payment_store::{
+    Accepted, AuthorizationKey, Consumed, Evidence, Final, FirstUse, Identified, IdentifierKey,
+    PaymentLedger,
+};
+use crate::x402::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check};
 use crate::x402::facilitator::{Facilitator, Remote, Unreachable};
+use crate::x402::payment_identifier;
 use crate::x402::settings::PaymentSettings;
 use crate::x402::types::{
     PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse,
@@ -36,16 +41,42 @@ pub enum PaymentError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Facilitator(#[from] Unreachable),
+    /// The payment identifier was first used with another payment or another request.
+    #[error("this payment identifier was used with another payment or another request")]
+    IdentifierTaken,
+    /// The first call with this payment has not finished (or another is consuming it now).
+    #[error("the first call with this payment has not finished; retry shortly")]
+    InProgress,
     /// Our own failure: the details are for the log.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
-/// An accepted payment, to be settled once the work is committed.
+/// An accepted payment, to be settled once the work is committed; or, when `retry` is set, a
+/// payment settled before that this call resends under its payment identifier: the work is
+/// answered again and nothing is settled.
 #[derive(Debug, Clone)]
 pub struct Paid {
     pub verified: Verified,
     key: AuthorizationKey,
+    pub retry: Option<FirstUse>,
+}
+
+/// How long a payment identifier's retry is answered after its first acceptance: the lease
+/// route's replay window, so that the first call's request record is still there to replay,
+/// less a minute so that it is surely still there.
+pub const RETRY_WINDOW_MS: Millis = crate::service::lease::REPLAY_WINDOW_MS - 60_000;
+
+/// What a paid call sells: `route` at `price` atomic units, for the request whose hash is
+/// `request_sha256` (a payment identifier's retry must be for this same request).
+pub struct Sale<'a> {
+    pub route: &'a str,
+    pub price: u64,
+    pub request_sha256: [u8; 32],
+    /// Whether the route honours the `payment-identifier` extension: only where a retry can be
+    /// answered from what the first call committed (the lease routes). Elsewhere an id is
+    /// ignored and the extension not declared.
+    pub identifiable: bool,
 }
 
 impl Payments {
@@ -94,53 +125,65 @@ impl Payments {
         matches!(self.facilitator, Facilitator::Local)
     }
 
-    /// The 402 answer for `resource` at `price` atomic units.
+    /// The 402 answer for `resource`, selling `sale`. It declares the `payment-identifier`
+    /// extension (optional) where the route honours it.
     pub fn required(
         &self,
         resource: ResourceInfo,
-        price: u64,
+        sale: &Sale<'_>,
         error: Option<String>,
     ) -> PaymentRequired {
+        let price = sale.price;
+        let mut extensions = serde_json::Map::new();
+        if sale.identifiable {
+            payment_identifier::declare(&mut extensions);
+        }
         PaymentRequired {
             x402_version: X402_VERSION,
             error,
             resource,
             accepts: vec![self.settings.requirements(price)],
-            extensions: None,
+            extensions: (!extensions.is_empty()).then_some(extensions),
         }
     }
 
-    /// Accept the payment in `header` for `price` on `route`, or say why not. On success the
-    /// authorization is consumed: the same one is refused from then on. `evidence` says where the
+    /// Accept `payment` (decoded from its header or MCP `_meta`) for `sale`, or say why not. On
+    /// success the authorization is consumed: the same one is refused from then on, except as a
+    /// retry under its payment identifier (see [`Paid::retry`]). `evidence` says where the
     /// answer it pays for will be once committed (it depends on the payer, hence a function).
     pub async fn accept(
         &self,
-        header: Option<&str>,
-        price: u64,
-        route: &str,
+        payment: Option<Result<PaymentPayload, Refusal>>,
+        sale: &Sale<'_>,
         now: Millis,
         evidence: impl FnOnce(&Verified) -> Evidence,
     ) -> Result<Paid, PaymentError> {
-        let header = header.ok_or(PaymentError::Required)?;
-        let offered: [PaymentRequirements; 1] = [self.settings.requirements(price)];
+        let payload = payment.ok_or(PaymentError::Required)??;
+        let offered: [PaymentRequirements; 1] = [self.settings.requirements(sale.price)];
         let verified = check(
-            decode(header)?,
+            payload,
             &offered,
             &self.settings,
             u64::try_from(now / 1000).unwrap_or(0),
         )?;
-        let key = AuthorizationKey::new(
-            &self.settings.network,
-            &verified.payer.lower(),
-            &verified.nonce,
-        );
+        let payer = verified.payer.lower();
+        let key = AuthorizationKey::new(&self.settings.network, &payer, &verified.nonce);
+        let id = if sale.identifiable {
+            payment_identifier::of(&verified.payload)?
+        } else {
+            None
+        };
+        let identified = id.map(|id| Identified {
+            key: IdentifierKey::new(&self.settings.network, &payer, &id),
+            fingerprint: fingerprint(sale, &verified.payload),
+        });
         let payment = serde_json::to_string(&Settleable {
             payload: verified.payload.clone(),
             requirements: verified.requirements.clone(),
         })
         .map_err(|e| PaymentError::Internal(format!("a payment would not serialize: {e}")))?;
         let accepted = Accepted {
-            route,
+            route: sale.route,
             amount: &verified.requirements.amount,
             pay_to: &verified.requirements.pay_to,
             now,
@@ -148,8 +191,16 @@ impl Payments {
             payment: &payment,
             evidence: &evidence(&verified),
         };
-        if !self.ledger.consume(&key, &accepted).await? {
-            return Err(Refusal::Replayed.into());
+        match self
+            .ledger
+            .consume(&key, &accepted, identified.as_ref())
+            .await?
+        {
+            Consumed::Yes => {}
+            Consumed::UsedBefore => return Err(Refusal::Replayed.into()),
+            Consumed::IdentifierTaken => return Err(PaymentError::IdentifierTaken),
+            Consumed::Busy => return Err(PaymentError::InProgress),
+            Consumed::Again(first) => return retry(verified, key, first, now),
         }
         if let Err(reason) = self
             .facilitator
@@ -167,7 +218,11 @@ impl Payments {
             .await;
             return Err(Refusal::Facilitator(reason).into());
         }
-        Ok(Paid { verified, key })
+        Ok(Paid {
+            verified,
+            key,
+            retry: None,
+        })
     }
 
     /// Settle an accepted payment after the work committed. Never fails the call: an unsuccessful
@@ -328,6 +383,51 @@ impl Swept {
         self.failed += other.failed;
         self.voided += other.voided;
         self.expired += other.expired;
+    }
+}
+
+/// A payment resent under its payment identifier: answered again if its first call committed
+/// and was settled (or refused at settlement) within [`RETRY_WINDOW_MS`]; in progress while the
+/// first call is still open; refused if the first call was voided (nothing was charged, so
+/// nothing was bought: pay again) or lapsed.
+fn retry(
+    verified: Verified,
+    key: AuthorizationKey,
+    first: FirstUse,
+    now: Millis,
+) -> Result<Paid, PaymentError> {
+    match first.status.as_str() {
+        "accepted" => Err(PaymentError::InProgress),
+        "settled" | "settlement_failed" if now < first.accepted + RETRY_WINDOW_MS => Ok(Paid {
+            verified,
+            key,
+            retry: Some(first),
+        }),
+        "settled" | "settlement_failed" => Err(Refusal::RetryTooLate.into()),
+        _ => Err(Refusal::Voided.into()),
+    }
+}
+
+/// What a payment identifier is bound to: the route, the request and the whole payment.
+fn fingerprint(sale: &Sale<'_>, payload: &PaymentPayload) -> String {
+    let payload = serde_json::to_value(payload).unwrap_or_default();
+    let mut bound = Vec::with_capacity(128);
+    bound.extend_from_slice(sale.route.as_bytes());
+    bound.push(0);
+    bound.extend_from_slice(&sale.request_sha256);
+    bound.extend_from_slice(&sha256(&payload));
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bound))
+}
+
+/// The settlement a retry's answer carries again: the first one's, as the ledger has it.
+pub fn resettled(paid: &Paid, first: &FirstUse) -> SettlementResponse {
+    SettlementResponse {
+        success: first.status == "settled",
+        error_reason: (first.status != "settled").then(|| "settlement refused".to_owned()),
+        payer: Some(paid.verified.payer.lower()),
+        transaction: first.transaction.clone().unwrap_or_default(),
+        network: paid.verified.requirements.network.clone(),
+        amount: Some(paid.verified.requirements.amount.clone()),
     }
 }
 

@@ -16,9 +16,12 @@
 //! far (void it) without trusting anything but the store.
 
 use super::expr::Expr;
-use super::{Item, StoreError, Tables, conditional, get_n, get_s, n, req_n, req_s, s};
+use super::{
+    Cancelled, Item, StoreError, Tables, conditional, get_n, get_s, n, req_n, req_s, s, transaction,
+};
 use crate::clock::Millis;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
 
 #[derive(Clone)]
 pub struct PaymentLedger {
@@ -77,6 +80,87 @@ pub struct Accepted<'a> {
     pub evidence: &'a Evidence,
 }
 
+/// A payment identifier (the x402 `payment-identifier` extension) in the ledger:
+/// `payid|<network>|<payer>|<id>`, an item of its own, so that an id is taken by one payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentifierKey(String);
+
+impl IdentifierKey {
+    pub fn new(network: &str, payer: &str, id: &str) -> Self {
+        Self(format!("payid|{network}|{}|{id}", payer.to_lowercase()))
+    }
+}
+
+/// A payment identifier and what it was first used for: a hash of the route, the request and
+/// the whole payment payload. A retry must match it exactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identified {
+    pub key: IdentifierKey,
+    pub fingerprint: String,
+}
+
+/// What consuming an authorization came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Consumed {
+    /// Consumed now, by this call.
+    Yes,
+    /// The authorization was consumed before, and not under this payment identifier.
+    UsedBefore,
+    /// This very payment, with this identifier, for this same request, was accepted before.
+    Again(FirstUse),
+    /// The identifier was taken by another payment or another request.
+    IdentifierTaken,
+    /// Another call is consuming the same authorization or identifier at this moment.
+    Busy,
+}
+
+/// The ledger's state of the first use of a payment identifier's authorization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstUse {
+    /// `accepted`, `settled`, `settlement_failed`, `void` or `expired`.
+    pub status: String,
+    pub transaction: Option<String>,
+    /// When it was accepted (ms).
+    pub accepted: Millis,
+}
+
+/// The ledger item of a newly accepted authorization.
+fn accepted_item(key: &AuthorizationKey, accepted: &Accepted<'_>) -> Item {
+    let mut item = Item::from([
+        ("pk".to_owned(), s(&key.0)),
+        ("status".to_owned(), s("accepted")),
+        ("pending".to_owned(), s(PENDING)),
+        ("route".to_owned(), s(accepted.route)),
+        ("amount".to_owned(), s(accepted.amount)),
+        ("payTo".to_owned(), s(accepted.pay_to)),
+        ("accepted".to_owned(), n(accepted.now)),
+        ("validBefore".to_owned(), n(accepted.valid_before)),
+        ("payment".to_owned(), s(accepted.payment)),
+    ]);
+    let mut put = |name: &str, value| {
+        item.insert(name.to_owned(), value);
+    };
+    match accepted.evidence {
+        Evidence::None => {}
+        Evidence::Record { pk, exp } => {
+            put("evidence", s("record"));
+            put("evidencePk", s(pk));
+            put("evidenceAt", n(*exp));
+        }
+        Evidence::Claim {
+            pk,
+            holder,
+            acquired,
+        } => {
+            put("evidence", s("claim"));
+            put("evidencePk", s(pk));
+            put("evidenceHolder", s(holder));
+            put("evidenceAt", n(*acquired));
+        }
+    }
+    item
+}
+
 /// An outcome that closes a ledger item.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Final<'a> {
@@ -129,47 +213,94 @@ impl PaymentLedger {
         }
     }
 
-    /// Record the authorization as used. `false` if it was used before.
+    /// Record the authorization as used, and with it the payment identifier if the payment
+    /// carries one (both or neither: one transaction). What came of it: see [`Consumed`].
     pub async fn consume(
         &self,
         key: &AuthorizationKey,
         accepted: &Accepted<'_>,
-    ) -> Result<bool, StoreError> {
-        let mut put = self
+        identified: Option<&Identified>,
+    ) -> Result<Consumed, StoreError> {
+        let item = accepted_item(key, accepted);
+        let Some(identified) = identified else {
+            let put = self
+                .client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)");
+            return Ok(match conditional(put.send().await)? {
+                Ok(_) => Consumed::Yes,
+                Err(_) => Consumed::UsedBefore,
+            });
+        };
+        let put = |item: Item| {
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map(|put| TransactWriteItem::builder().put(put).build())
+                .map_err(StoreError::built)
+        };
+        let named = Item::from([
+            ("pk".to_owned(), s(&identified.key.0)),
+            ("authorization".to_owned(), s(&key.0)),
+            ("fp".to_owned(), s(&identified.fingerprint)),
+            ("accepted".to_owned(), n(accepted.now)),
+        ]);
+        let result = self
             .client
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(&key.0))
-            .item("status", s("accepted"))
-            .item("pending", s(PENDING))
-            .item("route", s(accepted.route))
-            .item("amount", s(accepted.amount))
-            .item("payTo", s(accepted.pay_to))
-            .item("accepted", n(accepted.now))
-            .item("validBefore", n(accepted.valid_before))
-            .item("payment", s(accepted.payment))
-            .condition_expression("attribute_not_exists(pk)");
-        match accepted.evidence {
-            Evidence::None => {}
-            Evidence::Record { pk, exp } => {
-                put = put
-                    .item("evidence", s("record"))
-                    .item("evidencePk", s(pk))
-                    .item("evidenceAt", n(exp));
-            }
-            Evidence::Claim {
-                pk,
-                holder,
-                acquired,
-            } => {
-                put = put
-                    .item("evidence", s("claim"))
-                    .item("evidencePk", s(pk))
-                    .item("evidenceHolder", s(holder))
-                    .item("evidenceAt", n(acquired));
-            }
+            .transact_write_items()
+            .transact_items(put(item)?)
+            .transact_items(put(named)?)
+            .send()
+            .await;
+        let reasons = match transaction(result)? {
+            Ok(_) => return Ok(Consumed::Yes),
+            Err(reasons) => reasons,
+        };
+        if reasons.iter().any(|r| matches!(r, Cancelled::Conflict)) {
+            return Ok(Consumed::Busy);
         }
-        Ok(conditional(put.send().await)?.is_ok())
+        if !matches!(reasons.get(1), Some(Cancelled::Condition(_))) {
+            // Only the authorization was taken: used before, with another identifier or none.
+            return Ok(Consumed::UsedBefore);
+        }
+        let Some(first) = self.get(&identified.key.0).await? else {
+            return Ok(Consumed::Busy);
+        };
+        if req_s(&first, "fp")? != identified.fingerprint
+            || req_s(&first, "authorization")? != key.0
+        {
+            return Ok(Consumed::IdentifierTaken);
+        }
+        let Some(paid) = self.get(&key.0).await? else {
+            return Err(StoreError::Corrupt(
+                "a payment identifier names an authorization the ledger lacks".into(),
+            ));
+        };
+        Ok(Consumed::Again(FirstUse {
+            status: req_s(&paid, "status")?.to_owned(),
+            transaction: get_s(&paid, "transaction")?
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned),
+            accepted: req_n(&paid, "accepted")?,
+        }))
+    }
+
+    /// A ledger item, read consistently.
+    async fn get(&self, pk: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        Ok(out.item)
     }
 
     /// Close the item with `outcome`, unless it was closed already (`false` then: someone else

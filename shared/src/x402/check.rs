@@ -42,6 +42,14 @@ pub enum Refusal {
     Replayed,
     #[error("the facilitator refused the payment: {0}")]
     Facilitator(String),
+    #[error("{0}")]
+    Identifier(String),
+    #[error(
+        "this payment was not charged: its first call did not complete, so it bought nothing; pay again"
+    )]
+    Voided,
+    #[error("this payment was answered more than 24 h ago; its answer is no longer kept")]
+    RetryTooLate,
 }
 
 /// Seconds an authorization must still be valid for, so it cannot lapse before settlement.

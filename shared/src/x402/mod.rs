@@ -6,6 +6,7 @@ pub mod check;
 pub mod client;
 pub mod eip712;
 pub mod facilitator;
+pub mod payment_identifier;
 pub mod settings;
 pub mod siwx;
 pub mod types;

@@ -4,6 +4,9 @@
     client = Client("http://127.0.0.1:3000", api_key="dev-key-0123456789", tenant="team-a")
     with client.lease("deploy:prod", holder="worker-1", ttl=30) as lease:
         do_work(fencing_token=lease.token)   # stop when lease.lost turns true
+
+    # Or pay per call from a wallet (pip install 'leasekit[x402]'): the wallet is the tenant.
+    client = Client("http://127.0.0.1:3000", account=eth_account.Account.from_key(key))
 """
 
 from ._aio import AsyncClient, AsyncHeldLease
@@ -16,6 +19,8 @@ from ._errors import (
     LeasekitError,
     NotAcquired,
     PayloadTooLarge,
+    PaymentIdentifierConflict,
+    PaymentInProgress,
     PaymentRequired,
     RateLimited,
     ServiceError,
@@ -28,6 +33,6 @@ from ._model import Lease, safety_margin
 __all__ = [
     "AsyncClient", "AsyncHeldLease", "Client", "HeldLease", "Lease", "safety_margin",
     "Forbidden", "IdempotencyConflict", "InvalidInput", "LeaseLost", "LeasekitError", "NotAcquired",
-    "PayloadTooLarge", "PaymentRequired", "RateLimited", "ServiceError", "StoreUnavailable",
+    "PayloadTooLarge", "PaymentIdentifierConflict", "PaymentInProgress", "PaymentRequired", "RateLimited", "ServiceError", "StoreUnavailable",
     "Unauthorized", "Unavailable",
 ]

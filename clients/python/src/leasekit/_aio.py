@@ -9,7 +9,9 @@ from typing import Any
 
 import httpx
 
-from ._client import PATH, RETRY_PAUSE, answer_of, attempt_timeout, pause_before_retry
+from ._client import (PATH, RETRY_PAUSE, answer_of, attempt_timeout, credentials, must_pay, pause_before_retry,
+                      payment_header)
+from ._x402 import PAYMENT_REQUIRED, AsyncPayer
 from ._errors import LeasekitError, LeaseLost, NotAcquired, Unavailable
 from ._model import Clock, Lease, body, new_request_id
 
@@ -17,13 +19,15 @@ from ._model import Clock, Lease, body, new_request_id
 class AsyncClient:
     """`Client` for asyncio: the same calls, awaited (see `Client` for the retry rules)."""
 
-    def __init__(self, url: str, *, api_key: str, tenant: str = "default", timeout: float = 10.0,
-                 retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, url: str, *, api_key: str | None = None, account: Any = None, tenant: str = "default",
+                 timeout: float = 10.0, retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.tenant = tenant
         self.retries = retries
         self.timeout = timeout
-        self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers={"x-api-key": api_key},
-                                       timeout=timeout, transport=transport)
+        headers = credentials(api_key, account)
+        self._payer = AsyncPayer(account) if account is not None else None
+        self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=timeout,
+                                       transport=transport)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -57,11 +61,18 @@ class AsyncClient:
         return AsyncHeldLease(self, resource, holder=holder, ttl=ttl, wait=wait)
 
     async def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
-        attempt = 0
+        attempt, payments = 0, 0
+        payment: str | None = None
         while True:
             timeout = attempt_timeout(self.timeout, deadline)
             try:
-                return answer_of(await self._http.post(PATH, json=request, timeout=timeout))
+                response = await self._http.post(PATH, json=request, timeout=timeout,
+                                                 headers=payment_header(payment))
+                if must_pay(response, self._payer is not None, payments, self.retries):
+                    assert self._payer is not None
+                    payment, payments = await self._payer.pay(response.headers.get(PAYMENT_REQUIRED)), payments + 1
+                    continue
+                return answer_of(response)
             except httpx.HTTPError as e:
                 error: LeasekitError = Unavailable(f"the service did not answer: {e}")
             except LeasekitError as e:

@@ -9,8 +9,10 @@ from typing import Any
 
 import httpx
 
-from ._errors import LeasekitError, LeaseLost, NotAcquired, RateLimited, StoreUnavailable, ServiceError, Unavailable, from_answer
+from ._errors import (LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited, ServiceError,
+                      StoreUnavailable, Unavailable, from_answer)
 from ._model import Clock, Lease, body, lease_from, new_request_id
+from ._x402 import PAYMENT_REQUIRED, PAYMENT_SIGNATURE, Payer
 
 PATH = "/api/v1/lease"
 #: Pause before trying a renewal again after a call that failed (its own retries spent).
@@ -19,7 +21,7 @@ RETRY_PAUSE = 0.2
 
 def retryable(error: LeasekitError) -> bool:
     """Whether the same call may be sent again: no answer, a store failure, a 5xx, a 429."""
-    return isinstance(error, (Unavailable, StoreUnavailable, RateLimited)) or (
+    return isinstance(error, (Unavailable, StoreUnavailable, RateLimited, PaymentInProgress)) or (
         isinstance(error, ServiceError) and error.status >= 500
     )
 
@@ -49,6 +51,22 @@ def pause_before_retry(attempt: int, retries: int, error: LeasekitError, deadlin
     return pause
 
 
+def credentials(api_key: str | None, account: Any) -> dict[str, str]:
+    """The headers of a client with an API key; none for a paying one. Exactly one is given."""
+    if (api_key is None) == (account is None):
+        raise ValueError("give exactly one of api_key and account")
+    return {"x-api-key": api_key} if api_key is not None else {}
+
+
+def must_pay(response: httpx.Response, paying: bool, payments: int, retries: int) -> bool:
+    """Whether to answer this 402 with a (new) payment: a paying client, within its retries."""
+    return response.status_code == 402 and paying and payments <= retries
+
+
+def payment_header(payment: str | None) -> dict[str, str]:
+    return {PAYMENT_SIGNATURE: payment} if payment else {}
+
+
 def answer_of(response: httpx.Response) -> Lease:
     try:
         parsed: object = response.json()
@@ -60,20 +78,24 @@ def answer_of(response: httpx.Response) -> Lease:
 
 
 class Client:
-    """A leasekit client over HTTP, with an API key (`tenant` names the key's namespace).
+    """A leasekit client over HTTP, with an API key (`tenant` names the key's namespace), or
+    paying per call over x402 from `account`, an `eth_account` account (the wallet is the
+    tenant; needs `pip install 'leasekit[x402]'`).
 
     Every mutation carries a request id, generated once and kept across that call's own retries
-    (no answer, a 502, a 5xx, a 429), so a retry never applies twice. `deadline` (a
-    `time.monotonic()` instant) bounds a call and its retries.
+    (no answer, a 502, a 5xx, a 429), so a retry never applies twice. A paid call's payment is
+    made once and resent on those retries, named with a payment identifier, so it is charged
+    once (see `_x402`). `deadline` (a `time.monotonic()` instant) bounds a call and its retries.
     """
 
-    def __init__(self, url: str, *, api_key: str, tenant: str = "default", timeout: float = 10.0,
-                 retries: int = 3, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, url: str, *, api_key: str | None = None, account: Any = None, tenant: str = "default",
+                 timeout: float = 10.0, retries: int = 3, transport: httpx.BaseTransport | None = None) -> None:
         self.tenant = tenant
         self.retries = retries
         self.timeout = timeout
-        self._http = httpx.Client(base_url=url.rstrip("/"), headers={"x-api-key": api_key},
-                                  timeout=timeout, transport=transport)
+        headers = credentials(api_key, account)
+        self._payer = Payer(account) if account is not None else None
+        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport)
 
     def close(self) -> None:
         self._http.close()
@@ -111,11 +133,17 @@ class Client:
         return HeldLease(self, resource, holder=holder, ttl=ttl, wait=wait)
 
     def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
-        attempt = 0
+        attempt, payments = 0, 0
+        payment: str | None = None
         while True:
             timeout = attempt_timeout(self.timeout, deadline)
             try:
-                return answer_of(self._http.post(PATH, json=request, timeout=timeout))
+                response = self._http.post(PATH, json=request, timeout=timeout, headers=payment_header(payment))
+                if must_pay(response, self._payer is not None, payments, self.retries):
+                    assert self._payer is not None
+                    payment, payments = self._payer.pay(response.headers.get(PAYMENT_REQUIRED)), payments + 1
+                    continue
+                return answer_of(response)
             except httpx.HTTPError as e:
                 error: LeasekitError = Unavailable(f"the service did not answer: {e}")
             except LeasekitError as e:

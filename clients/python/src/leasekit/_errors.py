@@ -33,6 +33,14 @@ class IdempotencyConflict(LeasekitError):
     """409: this requestId was used before with different input."""
 
 
+class PaymentInProgress(LeasekitError):
+    """409: the first call with this payment has not finished; the same call may be sent again."""
+
+
+class PaymentIdentifierConflict(LeasekitError):
+    """409: this payment identifier was used with another payment or another request."""
+
+
 class PayloadTooLarge(LeasekitError):
     """413: the body is over 64 KiB."""
 
@@ -84,6 +92,12 @@ _BY_STATUS: dict[int, type[LeasekitError]] = {
 }
 
 
+_BY_CODE: dict[str, type[LeasekitError]] = {
+    "PAYMENT_IN_PROGRESS": PaymentInProgress,
+    "PAYMENT_IDENTIFIER_CONFLICT": PaymentIdentifierConflict,
+}
+
+
 def from_answer(status: int, body: object, retry_after: str | None) -> LeasekitError:
     """The exception for an error answer `status` with its JSON `body`."""
     message, code = f"HTTP {status}", ""
@@ -96,4 +110,5 @@ def from_answer(status: int, body: object, retry_after: str | None) -> LeasekitE
         except ValueError:
             wait = 1.0
         return RateLimited(message, code=code, retry_after=wait)
-    return _BY_STATUS.get(status, ServiceError)(message, status=status, code=code)
+    kind = _BY_CODE.get(code) or _BY_STATUS.get(status, ServiceError)
+    return kind(message, status=status, code=code)

@@ -1,0 +1,76 @@
+"""Paying per call over x402 with the official SDK (`pip install 'leasekit[x402]'`).
+
+A call's payment is made once, when the service first answers 402, and sent again unchanged on
+that call's own retries. It carries a payment identifier (the x402 `payment-identifier`
+extension) wherever the service declares it, so a retry after a lost answer gets the answer it
+paid for and is charged once. Only when the service says the payment bought nothing (the first
+attempt failed, so nothing was charged) is a new one made, with a new identifier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The payment's header; the 402 offer's header.
+PAYMENT_SIGNATURE = "payment-signature"
+PAYMENT_REQUIRED = "payment-required"
+
+try:  # The SDK is an extra: only a paying client needs it.
+    from x402 import x402Client, x402ClientSync
+    from x402.extensions.payment_identifier import append_payment_identifier_to_extensions, generate_payment_id
+    from x402.http.utils import decode_payment_required_header, encode_payment_signature_header
+    from x402.mechanisms.evm.exact.register import register_exact_evm_client
+    from x402.schemas import PaymentPayload, PaymentRequired
+except ImportError:  # pragma: no cover - said when a paying client is made
+    x402Client = x402ClientSync = None  # type: ignore[assignment,misc]
+
+
+def _missing() -> RuntimeError:
+    return RuntimeError("paying with a wallet needs the x402 SDK: pip install 'leasekit[x402]'")
+
+
+def _offer(header: str | None) -> PaymentRequired:
+    if not header:
+        raise ValueError("a 402 without the PAYMENT-REQUIRED header")
+    required = decode_payment_required_header(header)
+    if not isinstance(required, PaymentRequired):
+        raise ValueError("a 402 offer of another x402 version")
+    return required
+
+
+def _named(payload: Any, required: PaymentRequired) -> str:
+    """The header for `payload`, named with a new payment identifier if the service declared the
+    extension (the SDK's helper adds it only then)."""
+    extensions: dict[str, Any] = dict(payload.extensions or required.extensions or {})
+    append_payment_identifier_to_extensions(extensions, generate_payment_id())
+    named: PaymentPayload = payload.model_copy(update={"extensions": extensions or None})
+    return encode_payment_signature_header(named)
+
+
+class Payer:
+    """Makes x402 payments from an `eth_account` account (`LocalAccount`), blocking."""
+
+    def __init__(self, account: Any) -> None:
+        if x402ClientSync is None:
+            raise _missing()
+        self._client = x402ClientSync()
+        register_exact_evm_client(self._client, account)
+
+    def pay(self, offer_header: str | None) -> str:
+        """The `PAYMENT-SIGNATURE` value answering the 402 whose offer header is `offer_header`."""
+        required = _offer(offer_header)
+        return _named(self._client.create_payment_payload(required), required)
+
+
+class AsyncPayer:
+    """`Payer` for asyncio."""
+
+    def __init__(self, account: Any) -> None:
+        if x402Client is None:
+            raise _missing()
+        self._client = x402Client()
+        register_exact_evm_client(self._client, account)
+
+    async def pay(self, offer_header: str | None) -> str:
+        required = _offer(offer_header)
+        return _named(await self._client.create_payment_payload(required), required)
