@@ -18,3 +18,14 @@ def test_the_hold_a_lease_example(server: str) -> None:
     assert out.returncode == 0, out.stderr
     assert "step 2 under fencing token 1" in out.stdout, out.stdout
     assert "released: True" in out.stdout, out.stdout
+
+
+def test_the_pay_per_call_example(server: str) -> None:
+    env = {**os.environ, "LEASEKIT_URL": server}
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "python", "pay_per_call.py")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "granted: True, fencing token 1, paid by 0x" in out.stdout, out.stdout
+    assert "released: True" in out.stdout, out.stdout
