@@ -499,9 +499,54 @@ async fn the_payment_identifier_is_declared_where_it_is_honoured() {
     )
     .await;
     assert_eq!(claim.status, 402);
-    assert!(
-        claim.required.unwrap().extensions.is_none(),
-        "not declared on /claim, where a retry cannot be answered from what the first wrote"
+    assert_eq!(
+        claim.required.unwrap().extensions.unwrap()["payment-identifier"]["info"]["required"],
+        false
+    );
+}
+
+/// /claim keeps the answer of a call under a payment identifier: a resend gets it (won or held)
+/// with its settlement, and never makes a new attempt, which could win a key the first found held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_identified_claim_gets_its_kept_answer_and_is_settled_once() {
+    let (_dir, server, seen) = with_facilitator(facilitator::Mode::Accepts).await;
+    let claim = |holder: &str| json!({"key": "job-42", "plan": "hour", "holder": holder});
+    let unpaid = post(&server.url, "/claim", &claim("h1"), &[]).await;
+    let offer = unpaid.required.unwrap().accepts[0].clone();
+    let alice = wallet(1);
+    let send = |body: Value, payment: String| {
+        let url = server.url.clone();
+        async move { post(&url, "/claim", &body, &[("PAYMENT-SIGNATURE", payment)]).await }
+    };
+    let won = identified(&alice, &offer, 1, PAY_ID);
+    let first = send(claim("h1"), won.clone()).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let again = send(claim("h1"), won).await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(again.body, first.body, "the kept answer, receipt included");
+    assert_eq!(
+        again.settlement.unwrap()["transaction"],
+        first.settlement.unwrap()["transaction"]
+    );
+    // Another holder's attempt finds it held; resent, it is the same answer, not a new attempt.
+    let held = identified(&alice, &offer, 2, "pay_held_0123456789ab");
+    let first = send(claim("h2"), held.clone()).await;
+    assert_eq!(
+        (first.status, first.body["mine"].clone()),
+        (200, json!(false))
+    );
+    let again = send(claim("h2"), held.clone()).await;
+    assert_eq!((again.status, &again.body), (200, &first.body));
+    assert_eq!(
+        seen.settled_nonces().len(),
+        2,
+        "two attempts paid, each once"
+    );
+    // The same payment for another claim body: a conflict.
+    let other = send(claim("h3"), held).await;
+    assert_eq!(
+        (other.status, other.body["code"].as_str()),
+        (409, Some("PAYMENT_IDENTIFIER_CONFLICT"))
     );
 }
 

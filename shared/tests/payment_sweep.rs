@@ -71,7 +71,6 @@ impl World {
             route: "POST /api/v1/lease",
             price: PRICE,
             request_sha256: [0; 32],
-            identifiable: true,
         };
         self.payments
             .accept(Some(Ok(payment)), &sale, now, |_| evidence)
@@ -272,7 +271,38 @@ async fn an_identifier_is_taken_with_its_authorization_or_not_at_all() {
     let Consumed::Again(use_) = again else {
         panic!("{again:?}")
     };
-    assert_eq!((use_.status.as_str(), use_.accepted), ("accepted", now));
+    assert_eq!(
+        (use_.status.as_str(), use_.accepted, use_.answer),
+        ("accepted", now, None)
+    );
+    // An answer kept for it comes back with the next resend.
+    w.ledger
+        .keep_answer(&first.key, 201, r#"{"outcome":"acquired"}"#)
+        .await
+        .unwrap();
+    let Consumed::Again(use_) = w
+        .ledger
+        .consume(&auth(1), &accepted, Some(&first))
+        .await
+        .unwrap()
+    else {
+        panic!("a resend")
+    };
+    assert_eq!(
+        use_.answer,
+        Some((201, r#"{"outcome":"acquired"}"#.to_owned()))
+    );
+    // None is kept for an identifier the ledger lacks.
+    assert!(
+        w.ledger
+            .keep_answer(
+                &IdentifierKey::new(BASE_SEPOLIA, "0xabc", "pay_never_used_0123"),
+                200,
+                "{}"
+            )
+            .await
+            .is_err()
+    );
     // The identifier on another authorization, or bound to another request: taken.
     assert_eq!(
         w.ledger

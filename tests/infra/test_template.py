@@ -200,15 +200,15 @@ def test_each_function_may_do_only_what_its_routes_do():
     secret = {("secretsmanager:GetSecretValue", "SigningKeySecret")}
     keys = {("dynamodb:GetItem", "keys")}
     # The ledger consumes (a put; two in a transaction with a payment identifier) and closes
-    # payments, and reads what a resent identified payment first bought.
+    # payments, keeps a claim's answer for its identifier, and reads what a resent identified
+    # payment first bought.
     paid_calls = {("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments"), ("dynamodb:GetItem", "payments")}
     expected = {
         "AuthorizerFunction": keys,
         # Key or payment: keys checked in the function; the ledger consumes and closes payments.
         "LeaseFunction": lease_writes | secret | keys | paid_calls,
         "PublicFunction": secret,
-        "ClaimFunction": {("dynamodb:UpdateItem", "claims"),
-                          ("dynamodb:PutItem", "payments"), ("dynamodb:UpdateItem", "payments")},
+        "ClaimFunction": {("dynamodb:UpdateItem", "claims")} | paid_calls,
         # Key or wallet: sign-in-with-x nonces are consumed in the ledger (a put, never an update).
         "ClaimFreeFunction": keys | {("dynamodb:UpdateItem", "claims"), ("dynamodb:PutItem", "payments")},
         # Key or payment, as the lease route: paid tool calls (the x402 MCP binding).

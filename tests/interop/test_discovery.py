@@ -119,6 +119,8 @@ def test_discovery_names_the_python_client_payment_identifier_and_paid_mcp(serve
     assert capability["mcp"]["url"] == server + "/mcp" and "x402" in capability["mcp"]["channels"]
     assert "x402/payment" in capability["mcp"]["payment"]
     assert capability["clients"][0]["install"].startswith("pip install")
+    assert catalog["capabilities"][1]["x402Extensions"] == ["payment-identifier"]
+    assert document["paths"]["/claim"]["post"]["x-x402-extensions"] == ["payment-identifier"]
 
     page = json.loads(get(server + "/docs/lease.json")[2])
     text = " ".join(p for s in page["sections"] for p in s["paragraphs"])

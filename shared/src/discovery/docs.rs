@@ -80,6 +80,7 @@ pub fn catalog(base: &str, prices: &Prices) -> Value {
                 "title": "Exclusive hold on a key for an hour, a day or a week",
                 "description": "Paid per attempt over x402: 201 when you won the key, 200 held (mine tells you whether the holder is yours: crash-resume). Scoped to the paying wallet.",
                 "channels": if prices.claims.is_some() { json!(["x402"]) } else { json!([]) },
+                "x402Extensions": if prices.claims.is_some() { json!(["payment-identifier"]) } else { json!([]) },
                 "endpoint": {"method": "POST", "path": "/claim", "url": format!("{base}/claim"), "contentType": "application/json"},
                 "plans": plans,
                 "links": {"openapi": format!("{base}/openapi.json")},
@@ -127,7 +128,7 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
         ("Retries and crash-resume", vec![
             "Send a requestId with every mutation you may retry. The same request again within 24 hours returns the stored answer with replayed: true and changes nothing (and is not charged again); the same requestId with different input is a 409.".into(),
             PAYMENT_IDENTIFIER_NOTE.into(),
-            "For claims (POST /claim, /claim/free), retry with the same key and holder: held with mine: true means the hold is already yours, resume your work. A paid claim is billed per attempt: payment identifiers are not honoured on /claim (a retry could not be answered from what the first attempt wrote).".into(),
+            "For claims (POST /claim, /claim/free), retry with the same key and holder: held with mine: true means the hold is already yours, resume your work. A paid claim is billed per attempt; the same payment resent under its payment identifier gets the first attempt's kept answer and is not billed again.".into(),
         ]),
         ("Signed answers", vec![
             "Every lease answer carries _provenance: a W3C Verifiable Credential 2.0 secured with an eddsa-jcs-2022 proof by this service's did:key (published at /.well-known/did.json), binding the SHA-256 of the canonical request, of data exactly as sent (replayed included) and of a C2PA-aligned manifest. Verify offline, or POST the answer to /api/v1/verify-provenance.".into(),

@@ -14,7 +14,7 @@ const VERIFY_ANSWER: &str = include_str!("../../schemas/verify-provenance-answer
 const ERROR: &str = include_str!("../../schemas/error.json");
 
 /// How a paid lease call may be retried, said wherever the price is.
-pub const PAYMENT_IDENTIFIER_NOTE: &str = "x402 payment-identifier (declared in every 402 of the lease route and the MCP lease tool): name your payment with an id of 16-128 characters [A-Za-z0-9_-] in PaymentPayload.extensions; the same payment sent again gets the answer it bought, charged once, for 24 h; the same id with another payment or request is a 409.";
+pub const PAYMENT_IDENTIFIER_NOTE: &str = "x402 payment-identifier (declared in every 402 of the lease route, the MCP lease tool and /claim): name your payment with an id of 16-128 characters [A-Za-z0-9_-] in PaymentPayload.extensions; the same payment sent again gets the answer it bought, charged once, for 24 h (a lease mutation's stored answer, a claim's kept answer, a get read afresh); the same id with another payment or request is a 409.";
 
 /// The x402 MCP binding, as the MCP route and the catalog say it.
 pub const PAID_MCP_NOTE: &str = "With no API key, pay per tool call (the x402 MCP binding): a lease call without payment is answered with the x402 PaymentRequired offer as the tool result (isError, structuredContent and its JSON text); call again with the PaymentPayload in params._meta[\"x402/payment\"]; the settlement comes back in the result's _meta[\"x402/payment-response\"]. The wallet is the tenant. claim_free needs an API key.";
@@ -126,6 +126,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
     let mut claim_extensions = Map::new();
     if !plans.is_empty() {
         claim_extensions.insert("x-x402-network".into(), json!(network));
+        claim_extensions.insert("x-x402-extensions".into(), json!([PAYMENT_IDENTIFIER]));
         claim_extensions.insert(
             "x-payment-info".into(),
             json!({"protocols": ["x402"], "price": {"mode": "per-plan", "currency": "USD", "plans": plans}}),
@@ -143,6 +144,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "200": json_body("ClaimAnswer", "A live hold exists; see mine."),
                 "400": error("Invalid input (key and holder are 1..256 UTF-8 bytes, key without '/'). Nothing charged."),
                 "402": json_body("PaymentRequired", "Payment required or invalid; the offer is the price of the plan asked for."),
+                "409": error("PAYMENT_IDENTIFIER_CONFLICT: a payment identifier used with another payment or another request. PAYMENT_IN_PROGRESS: the first call with this payment has not finished. PAYMENT_ANSWER_UNKNOWN: it was charged but its answer was not kept; claim again with the same key and holder and read mine."),
                 "413": error("Body over 64 KiB."),
                 "500": error("Our own failure (INTERNAL_ERROR); nothing charged."),
                 "502": error("The store or facilitator failed; nothing charged."),

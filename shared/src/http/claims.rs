@@ -13,9 +13,11 @@ use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::claims::{Claim, MAX_BYTES, Outcome, Plan};
 use crate::clock::{Millis, now_ms};
+use crate::provenance::jcs::sha256;
 use crate::schema::{claim_free_input, claim_input, utf8_bytes};
+use crate::service::payments::{Paid, resettled};
 use crate::store::claim_store::claim_pk;
-use crate::store::payment_store::Evidence;
+use crate::store::payment_store::{Evidence, FirstUse};
 use crate::tenant::Tenant;
 use crate::witness::Witness;
 use crate::x402::check::Verified;
@@ -70,8 +72,10 @@ fn parse<T: serde::de::DeserializeOwned>(
 
 pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let bytes = read_limited(body).await?;
-    let claim: PaidClaim = parse(&bytes, claim_input())?;
+    let value: Value = crate::strict_json::parse(&read_limited(body).await?)
+        .map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let request_sha256 = sha256(&value);
+    let claim: PaidClaim = check(value, claim_input())?;
     let now = now_ms();
     let price = state
         .payments
@@ -82,12 +86,7 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         route: ROUTE,
         description: "exclusive hold on a key (hour, day or week)",
         price,
-        request_sha256: <sha2::Sha256 as sha2::Digest>::digest(&bytes).into(),
-        // A retried attempt cannot be answered from what the first one wrote (a held key writes
-        // nothing), and a new attempt could win a key the first found held: payment identifiers
-        // are not honoured here. Resend with the same key and holder, paid again: `mine` says
-        // whether the hold is yours.
-        identifiable: false,
+        request_sha256,
     };
     let evidence = |verified: &Verified| Evidence::Claim {
         pk: claim_pk(Tenant::for_wallet(&verified.payer).as_str(), &claim.key),
@@ -97,7 +96,11 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
     let payment = paid::from_header(&parts);
     let paid = paid::accept(&state, &parts, payment, &offer, now, evidence).await?;
     let scope = Tenant::for_wallet(&paid.verified.payer);
+    if let Some(first) = &paid.retry {
+        return resent(&paid, first, &scope, now);
+    }
     let asset = paid.verified.requirements.asset.clone();
+    let kept = paid.identifier.is_some().then(|| paid.clone());
     // A store failure ends the work with an error: nothing settled, nothing charged. Billed per
     // attempt otherwise: settled whether the key was won or held.
     let work = async {
@@ -111,10 +114,43 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
     let settlement =
         settlement.ok_or_else(|| ApiError::Internal("a paid claim came back unsettled".into()))?;
     let receipt = receipt(&settlement, &asset);
-    let mut response = answer(outcome, plan, Some(receipt));
+    let (status, body) = answer_body(outcome, plan, Some(receipt));
+    if let (Some(paid), Some(payments)) = (&kept, &state.payments) {
+        payments.keep_answer(paid, status.as_u16(), &body).await;
+    }
+    let mut response = (status, Json(body)).into_response();
     let note = note("claim", response.status(), &scope);
     response.extensions_mut().insert(note);
     paid::attach(&mut response, &settlement);
+    Ok(response)
+}
+
+/// A paid claim resent under its payment identifier: the answer kept for it, with its
+/// settlement, and no new attempt. None kept yet: in progress while the first call may still be
+/// between its settlement and keeping its answer; after that, a 409 that says it is unknown.
+fn resent(
+    paid: &Paid,
+    first: &FirstUse,
+    scope: &Tenant,
+    now: Millis,
+) -> Result<Response, ApiError> {
+    let Some((status, body)) = &first.answer else {
+        let working = now < first.accepted + paid::SWEEP_GRACE.as_millis() as Millis;
+        return Err(if working {
+            ApiError::PaymentInProgress
+        } else {
+            ApiError::PaymentAnswerUnknown
+        });
+    };
+    let status = StatusCode::from_u16(*status)
+        .map_err(|_| ApiError::Internal("a kept claim answer has no valid status".into()))?;
+    let body: Value = serde_json::from_str(body)
+        .map_err(|e| ApiError::Internal(format!("a kept claim answer is not JSON: {e}")))?;
+    let mut response = (status, Json(body)).into_response();
+    response
+        .extensions_mut()
+        .insert(note("claim", status, scope));
+    paid::attach(&mut response, &resettled(paid, first));
     Ok(response)
 }
 

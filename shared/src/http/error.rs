@@ -37,6 +37,10 @@ pub enum ApiError {
     PaymentIdentifierConflict,
     #[error("the first call with this payment has not finished; retry shortly")]
     PaymentInProgress,
+    #[error(
+        "this payment was charged but its answer was not kept; send the claim again with the same key and holder and a new payment: mine says whether the hold is yours"
+    )]
+    PaymentAnswerUnknown,
     /// The store failed or its answer is unknown (the cause is for the log).
     #[error(
         "the store is unavailable or its answer is unknown; retry (with the same requestId, if the call had one)"
@@ -99,7 +103,8 @@ impl ApiError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::IdempotencyConflict
             | Self::PaymentIdentifierConflict
-            | Self::PaymentInProgress => StatusCode::CONFLICT,
+            | Self::PaymentInProgress
+            | Self::PaymentAnswerUnknown => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) | Self::FacilitatorUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::Payment { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -119,6 +124,7 @@ impl ApiError {
             Self::IdempotencyConflict => "IDEMPOTENCY_CONFLICT",
             Self::PaymentIdentifierConflict => "PAYMENT_IDENTIFIER_CONFLICT",
             Self::PaymentInProgress => "PAYMENT_IN_PROGRESS",
+            Self::PaymentAnswerUnknown => "PAYMENT_ANSWER_UNKNOWN",
             Self::StoreUnavailable(_) => "STORE_UNAVAILABLE",
             Self::FacilitatorUnavailable(_) => "FACILITATOR_UNAVAILABLE",
             Self::Payment { code, .. } => code,

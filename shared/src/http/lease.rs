@@ -72,7 +72,6 @@ pub(crate) async fn paid_for(
         description: "lease op (acquire, renew, release, get)",
         price: state.payments.as_ref().map_or(0, |p| p.lease_price),
         request_sha256,
-        identifiable: true,
     };
     let paid = paid::accept(state, parts, payment, &offer, now, |verified| {
         paid_evidence(&mut request, verified, now)

@@ -27,8 +27,6 @@ pub struct Offer<'a> {
     pub price: u64,
     /// The request's hash: a payment identifier's retry must be for the same request.
     pub request_sha256: [u8; 32],
-    /// Whether a retry under a payment identifier is answered (see [`Sale::identifiable`]).
-    pub identifiable: bool,
 }
 
 /// The payment in the request's `PAYMENT-SIGNATURE` header, if it has one.
@@ -61,14 +59,13 @@ pub async fn accept(
         route: offer.route,
         price: offer.price,
         request_sha256: offer.request_sha256,
-        identifiable: offer.identifiable,
     };
     payments
         .accept(payment, &sale, now, evidence)
         .await
         .map_err(|err| {
             let required = |error: Option<String>| {
-                Box::new(payments.required(resource(state, parts, offer), &sale, error))
+                Box::new(payments.required(resource(state, parts, offer), offer.price, error))
             };
             match err {
                 PaymentError::Required => ApiError::Payment {

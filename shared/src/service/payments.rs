@@ -59,6 +59,8 @@ pub enum PaymentError {
 pub struct Paid {
     pub verified: Verified,
     key: AuthorizationKey,
+    /// The payment identifier it came under, if any (and the route honours them).
+    pub identifier: Option<IdentifierKey>,
     pub retry: Option<FirstUse>,
 }
 
@@ -73,10 +75,6 @@ pub struct Sale<'a> {
     pub route: &'a str,
     pub price: u64,
     pub request_sha256: [u8; 32],
-    /// Whether the route honours the `payment-identifier` extension: only where a retry can be
-    /// answered from what the first call committed (the lease routes). Elsewhere an id is
-    /// ignored and the extension not declared.
-    pub identifiable: bool,
 }
 
 impl Payments {
@@ -125,25 +123,22 @@ impl Payments {
         matches!(self.facilitator, Facilitator::Local)
     }
 
-    /// The 402 answer for `resource`, selling `sale`. It declares the `payment-identifier`
-    /// extension (optional) where the route honours it.
+    /// The 402 answer for `resource` at `price` atomic units. It declares the
+    /// `payment-identifier` extension (optional), which every paid route honours.
     pub fn required(
         &self,
         resource: ResourceInfo,
-        sale: &Sale<'_>,
+        price: u64,
         error: Option<String>,
     ) -> PaymentRequired {
-        let price = sale.price;
         let mut extensions = serde_json::Map::new();
-        if sale.identifiable {
-            payment_identifier::declare(&mut extensions);
-        }
+        payment_identifier::declare(&mut extensions);
         PaymentRequired {
             x402_version: X402_VERSION,
             error,
             resource,
             accepts: vec![self.settings.requirements(price)],
-            extensions: (!extensions.is_empty()).then_some(extensions),
+            extensions: Some(extensions),
         }
     }
 
@@ -168,12 +163,7 @@ impl Payments {
         )?;
         let payer = verified.payer.lower();
         let key = AuthorizationKey::new(&self.settings.network, &payer, &verified.nonce);
-        let id = if sale.identifiable {
-            payment_identifier::of(&verified.payload)?
-        } else {
-            None
-        };
-        let identified = id.map(|id| Identified {
+        let identified = payment_identifier::of(&verified.payload)?.map(|id| Identified {
             key: IdentifierKey::new(&self.settings.network, &payer, &id),
             fingerprint: fingerprint(sale, &verified.payload),
         });
@@ -191,16 +181,28 @@ impl Payments {
             payment: &payment,
             evidence: &evidence(&verified),
         };
-        match self
+        let consumed = self
             .ledger
             .consume(&key, &accepted, identified.as_ref())
-            .await?
-        {
+            .await?;
+        let identifier = identified.map(|i| i.key);
+        match consumed {
             Consumed::Yes => {}
             Consumed::UsedBefore => return Err(Refusal::Replayed.into()),
             Consumed::IdentifierTaken => return Err(PaymentError::IdentifierTaken),
             Consumed::Busy => return Err(PaymentError::InProgress),
-            Consumed::Again(first) => return retry(verified, key, first, now),
+            Consumed::Again(first) => {
+                return retry(
+                    Paid {
+                        verified,
+                        key,
+                        identifier,
+                        retry: None,
+                    },
+                    first,
+                    now,
+                );
+            }
         }
         if let Err(reason) = self
             .facilitator
@@ -221,8 +223,25 @@ impl Payments {
         Ok(Paid {
             verified,
             key,
+            identifier,
             retry: None,
         })
+    }
+
+    /// Keep the answer a call under a payment identifier gave, for its resends (see
+    /// [`PaymentLedger::keep_answer`]). Never fails the call: the answer is given either way, and
+    /// a resend that finds none is told so.
+    pub async fn keep_answer(&self, paid: &Paid, status: u16, body: &serde_json::Value) {
+        let Some(identifier) = &paid.identifier else {
+            return;
+        };
+        if let Err(e) = self
+            .ledger
+            .keep_answer(identifier, status, &body.to_string())
+            .await
+        {
+            tracing::error!(error = %e, "a paid answer was not kept for its payment identifier");
+        }
     }
 
     /// Settle an accepted payment after the work committed. Never fails the call: an unsuccessful
@@ -390,18 +409,12 @@ impl Swept {
 /// and was settled (or refused at settlement) within [`RETRY_WINDOW_MS`]; in progress while the
 /// first call is still open; refused if the first call was voided (nothing was charged, so
 /// nothing was bought: pay again) or lapsed.
-fn retry(
-    verified: Verified,
-    key: AuthorizationKey,
-    first: FirstUse,
-    now: Millis,
-) -> Result<Paid, PaymentError> {
+fn retry(paid: Paid, first: FirstUse, now: Millis) -> Result<Paid, PaymentError> {
     match first.status.as_str() {
         "accepted" => Err(PaymentError::InProgress),
         "settled" | "settlement_failed" if now < first.accepted + RETRY_WINDOW_MS => Ok(Paid {
-            verified,
-            key,
             retry: Some(first),
+            ..paid
         }),
         "settled" | "settlement_failed" => Err(Refusal::RetryTooLate.into()),
         _ => Err(Refusal::Voided.into()),

@@ -122,6 +122,9 @@ pub struct FirstUse {
     pub transaction: Option<String>,
     /// When it was accepted (ms).
     pub accepted: Millis,
+    /// The answer it was given, where the route keeps one ([`PaymentLedger::keep_answer`]):
+    /// the HTTP status and the JSON body.
+    pub answer: Option<(u16, String)>,
 }
 
 /// The ledger item of a newly accepted authorization.
@@ -280,13 +283,57 @@ impl PaymentLedger {
                 "a payment identifier names an authorization the ledger lacks".into(),
             ));
         };
+        let answer = match (
+            get_n::<u16>(&first, "answerStatus")?,
+            get_s(&first, "answer")?,
+        ) {
+            (Some(status), Some(body)) => Some((status, body.to_owned())),
+            _ => None,
+        };
         Ok(Consumed::Again(FirstUse {
             status: req_s(&paid, "status")?.to_owned(),
             transaction: get_s(&paid, "transaction")?
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned),
             accepted: req_n(&paid, "accepted")?,
+            answer,
         }))
+    }
+
+    /// Keep on the payment identifier's item the answer its call gave (`status`, JSON `body`),
+    /// for a route whose answer cannot be had again from what the call wrote (a claim that found
+    /// the key held writes nothing). Written after settlement; a resend finds it there.
+    pub async fn keep_answer(
+        &self,
+        key: &IdentifierKey,
+        status: u16,
+        body: &str,
+    ) -> Result<(), StoreError> {
+        let mut e = Expr::default();
+        let update = format!(
+            "SET {a} = {body}, {st} = {status}",
+            a = e.name("answer"),
+            body = e.value("body", s(body)),
+            st = e.name("answerStatus"),
+            status = e.value("status", n(status)),
+        );
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(&key.0))
+            .update_expression(update)
+            .condition_expression("attribute_exists(pk)")
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .send()
+            .await;
+        match conditional(result)? {
+            Ok(_) => Ok(()),
+            Err(_) => Err(StoreError::Corrupt(
+                "an answer kept for a payment identifier the ledger lacks".into(),
+            )),
+        }
     }
 
     /// A ledger item, read consistently.
