@@ -241,3 +241,76 @@ async fn an_mcp_tool_call_is_logged_like_the_http_route() {
     assert!(trips >= 2, "{line}");
     assert!(!line.contains("store_write_units=0.0"), "{line}");
 }
+
+/// A message rmcp cannot read as JSON-RPC (a `_meta` or an `id` of the wrong type) is the
+/// caller's bad request: 400, not the 415 rmcp says (the body is JSON). And a wallet's unpaid
+/// tool call gets the x402 offer as its result, with the code a 402 carries over HTTP.
+#[tokio::test]
+async fn unreadable_messages_are_400_and_an_unpaid_tool_call_gets_the_offer_with_its_code() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let call = |meta: Value, id: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "lease", "arguments": {"op": "get", "resource": "r"}, "_meta": meta}})
+        .to_string()
+    };
+    for (meta, id) in [
+        (json!("a string"), json!(1)),
+        (json!([1, 2]), json!(2)),
+        (json!({}), json!(null)),
+        (json!({}), json!({"an": "object"})),
+    ] {
+        let (status, headers, text) =
+            mcp(&server, reqwest::Method::POST, call(meta.clone(), id), &[]).await;
+        let code = code_of(status, &headers, &text);
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "INVALID_REQUEST"),
+            "{meta}: {text}"
+        );
+    }
+    // No key (the header is removed): a wallet. Unpaid, the result is the offer.
+    let (status, _, text) = mcp_without_key(&server, call(json!({}), json!(3))).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let result = &answer["result"];
+    assert_eq!(result["isError"], true, "{text}");
+    assert_eq!(result["structuredContent"]["code"], "PAYMENT_REQUIRED");
+    assert_eq!(result["structuredContent"]["x402Version"], 2);
+    assert!(result["structuredContent"]["extensions"]["payment-identifier"].is_object());
+    // A payment in `_meta` that is no PaymentPayload: refused, naming where it was.
+    let (_, _, text) = mcp_without_key(
+        &server,
+        call(json!({"x402/payment": {"x402Version": 2}}), json!(4)),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let offer = &answer["result"]["structuredContent"];
+    assert_eq!(offer["code"], "PAYMENT_INVALID", "{text}");
+    assert!(
+        offer["error"]
+            .as_str()
+            .unwrap()
+            .contains("_meta[\"x402/payment\"]"),
+        "{text}"
+    );
+}
+
+/// POST a JSON-RPC message to /mcp with no API key at all.
+async fn mcp_without_key(
+    server: &Server,
+    body: String,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(body)
+        .send()
+        .await
+        .expect("HTTP round trip");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap())
+}

@@ -194,7 +194,7 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
     let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
     let signed = pay(&alice, &offer, now_secs(), [5; 32]).unwrap();
     type Tamper = fn(&mut PaymentPayload);
-    let cases: [(&str, Tamper, &str); 7] = [
+    let cases: [(&str, Tamper, &str); 6] = [
         (
             "amount",
             |p| p.payload.authorization.value = "4999".into(),
@@ -210,15 +210,11 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
             |p| p.accepted.network = "eip155:8453".into(),
             "not one of the payment requirements",
         ),
+        // The validity is signed: changed after signing, the signature no longer recovers.
         (
             "validBefore",
             |p| p.payload.authorization.valid_before = (now_secs() + 3).to_string(),
-            "expires too soon",
-        ),
-        (
-            "validAfter",
-            |p| p.payload.authorization.valid_after = (now_secs() + 60).to_string(),
-            "not valid yet",
+            "does not recover",
         ),
         (
             "signer",
@@ -242,6 +238,24 @@ async fn every_tampered_field_is_refused_and_nothing_is_written() {
     }
     let a = pay_post(&server.url, &body, Some("bm90IGpzb24=")).await;
     assert_eq!(a.status, 402);
+    // Signed as it is, but outside its validity: too late (under 6 s left), or too early.
+    let offer_ = offer.clone();
+    let signed_at = |at: u64, nonce: u8| header(&pay(&alice, &offer_, at, [nonce; 32]).unwrap());
+    for (payment, message) in [
+        (
+            signed_at(now_secs() + 3 - offer.max_timeout_seconds, 6),
+            "expires too soon",
+        ),
+        (signed_at(now_secs() + 660, 7), "not valid yet"),
+    ] {
+        let a = pay_post(&server.url, &body, Some(&payment)).await;
+        assert_eq!(a.status, 402, "{message}: {}", a.body);
+        assert!(
+            a.body["error"].as_str().unwrap().contains(message),
+            "{}",
+            a.body
+        );
+    }
     // Nothing was consumed or written: the untampered authorization (same nonce) still pays, and
     // the resource was never acquired.
     let a = pay_post(&server.url, &body, Some(&header(&signed))).await;
@@ -470,8 +484,19 @@ async fn the_request_log_names_what_happened_and_no_secret() {
 /// A payment for `offer` by `key` with `nonce`, named `id` with the x402 `payment-identifier`
 /// extension (the declaration echoed back with `info.id` added, as the official SDKs send it).
 fn identified(key: &SigningKey, offer: &PaymentRequirements, nonce: u8, id: &str) -> String {
+    identified_at(key, offer, nonce, id, now_secs())
+}
+
+/// `identified`, signed as at `at` (Unix s): valid until `at` plus the offered timeout.
+fn identified_at(
+    key: &SigningKey,
+    offer: &PaymentRequirements,
+    nonce: u8,
+    id: &str,
+    at: u64,
+) -> String {
     use leasekit_core::x402::payment_identifier::{KEY, declaration};
-    let mut payload = pay(key, offer, now_secs(), [nonce; 32]).unwrap();
+    let mut payload = pay(key, offer, at, [nonce; 32]).unwrap();
     let mut extension = declaration();
     extension["info"]["id"] = json!(id);
     payload.extensions = Some(serde_json::Map::from_iter([(KEY.to_owned(), extension)]));
@@ -570,16 +595,80 @@ async fn a_resent_identified_payment_gets_its_answer_and_is_settled_once() {
         first.settlement.unwrap()["transaction"]
     );
     assert_eq!(seen.settled_nonces().len(), 1, "settled once");
-    // A read resent under its identifier is answered (afresh: it writes nothing), not charged.
+    // A read resent under its identifier gets the answer kept for it, not a fresh read (that
+    // would sell every later read for the price of one).
     let get = json!({"op": "get", "resource": "r"});
     let payment = identified(&alice, &offer, 2, "pay_get_0123456789ab");
-    assert_eq!(
-        pay_post(&server.url, &get, Some(&payment)).await.status,
-        200
-    );
+    let read = pay_post(&server.url, &get, Some(&payment)).await;
+    assert_eq!(read.body["data"]["holder"], "w");
+    let release = json!({"op": "release", "resource": "r", "holder": "w", "token": 1});
+    let released = pay_post(&server.url, &release, Some(&paid(&alice, &offer, 3))).await;
+    assert_eq!(released.body["data"]["granted"], true);
     let again = pay_post(&server.url, &get, Some(&payment)).await;
-    assert_eq!(again.body["data"]["holder"], "w");
-    assert_eq!(seen.settled_nonces().len(), 2);
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body, read.body, "the kept answer, as first sent");
+    assert_eq!(seen.settled_nonces().len(), 3);
+}
+
+/// A resend is answered for 24 h, not only while the authorization could still be used: it was
+/// checked when first used, and a resend uses nothing up. (The SDKs sign for 300 s.)
+#[tokio::test]
+async fn a_payment_past_its_validity_is_still_answered_when_resent() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    // Valid until 8 s from now: usable now, too late to be used after 2 s (6 s to settle).
+    let at = now_secs() + 8 - offer.max_timeout_seconds;
+    let payment = identified_at(&alice, &offer, 1, PAY_ID, at);
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    let first = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let again = pay_post(&server.url, &body, Some(&payment)).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["data"]["replayed"], true);
+    // Without its identifier's first use to answer from, an expired payment is refused as ever.
+    let late = identified_at(&alice, &offer, 2, "pay_late_0123456789a", at);
+    let refused = pay_post(&server.url, &body, Some(&late)).await;
+    assert_eq!(refused.status, 402);
+    assert!(
+        refused.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("expires too soon")
+    );
+}
+
+/// The ledger keeps a payment as sent, and never deletes it: one past 8 KiB (unsigned junk in
+/// its extensions) is refused, and its authorization is not used up.
+#[tokio::test]
+async fn an_oversized_payment_is_refused_and_uses_nothing_up() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let mut payload = pay(&wallet(1), &offer, now_secs(), [1; 32]).unwrap();
+    let body = json!({"op": "get", "resource": "r"});
+    payload.extensions = Some(serde_json::Map::from_iter([(
+        "junk".to_owned(),
+        json!("x".repeat(9 * 1024)),
+    )]));
+    let refused = pay_post(&server.url, &body, Some(&header(&payload))).await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (402, Some("PAYMENT_INVALID"))
+    );
+    assert!(
+        refused.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 8192 bytes"),
+        "{}",
+        refused.body
+    );
+    payload.extensions = None;
+    let ok = pay_post(&server.url, &body, Some(&header(&payload))).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
 }
 
 #[tokio::test]

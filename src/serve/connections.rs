@@ -327,8 +327,14 @@ async fn connection(
     });
     // The watchdog below enforces the header deadline: hyper's own would also cut keep-alive
     // connections between requests at the header timeout.
+    // Half-close: a caller that sends its request and closes its side at once (or hangs up)
+    // still has that request read and carried out. Without it hyper ends the connection at the
+    // EOF, and a body it had not yet handed to the handler is lost (the handler sees an
+    // incomplete body and nothing is done, although the whole request arrived). The deadlines
+    // above still close what stays half-open.
     let conn = hyper::server::conn::http1::Builder::new()
         .header_read_timeout(None)
+        .half_close(true)
         .serve_connection(io, service);
     tokio::pin!(conn);
     let mut stopping = *stop.borrow();

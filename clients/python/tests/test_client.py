@@ -221,3 +221,26 @@ def test_a_wallet_holds_a_lease_with_the_async_client(server: str) -> None:
 
     token, lost, holder_after = asyncio.run(hold())
     assert (token, lost, holder_after) == (1, False, None)
+
+
+def test_a_paid_call_waits_while_its_first_attempt_is_in_progress(server: str) -> None:
+    """After a crash the service answers a resent payment 409 PAYMENT_IN_PROGRESS until its
+    sweeper closes the first attempt (within a minute). The client waits for it with the same
+    payment, rather than giving up after its few quick retries and paying again."""
+    from eth_account import Account
+
+    sent: list[httpx.Request] = []
+
+    class InProgressFor5(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            sent.append(request)
+            if "payment-signature" in request.headers and 2 <= len(sent) <= 6:
+                return httpx.Response(409, json={"error": "the first call with this payment has not finished",
+                                                 "code": "PAYMENT_IN_PROGRESS"})
+            return super().handle_request(request)
+
+    client = Client(server, account=Account.create(), retries=1, transport=InProgressFor5())
+    lease = client.acquire(name("r"), holder="a")
+    assert lease.granted and lease.token == 1
+    paid = [r.headers["payment-signature"] for r in sent if "payment-signature" in r.headers]
+    assert len(paid) == 6 and len(set(paid)) == 1, "one payment, waited on, then answered"

@@ -184,6 +184,33 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         }
     });
 
+    let mcp_operation = operation(
+        json!({
+                "operationId": "mcp",
+                "summary": "The lease tool (and free claims) over MCP: streamable HTTP, stateless, JSON answers",
+                "description": mcp_description,
+                "security": mcp_security,
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc", "method"], "properties": {"jsonrpc": {"const": "2.0"}, "id": {"type": ["integer", "string"]}, "method": {"type": "string"}, "params": {"type": "object"}}}, "example": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}}},
+                "responses": {
+                    "200": {"description": "A JSON-RPC answer.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "202": {"description": "A notification was accepted."},
+                    "400": error("Not JSON (INVALID_JSON), a batch (BATCH_NOT_SUPPORTED), or not a JSON-RPC message the server can take."),
+                    "403": error("The Host is not the service's public host, or an Origin header is not its public origin (FORBIDDEN)."),
+                    "401": error("A malformed, unknown or revoked API key, or none where payments are off."),
+                    "404": {"description": "Unknown session.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "405": error("Only POST (METHOD_NOT_ALLOWED)."),
+                    "406": error("The Accept header must list both application/json and text/event-stream."),
+                    "413": error("Body over 64 KiB."),
+                    "415": error("The content type is not application/json (UNSUPPORTED_MEDIA_TYPE)."),
+                    "422": {"description": "Unsupported protocol version.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                },
+        }),
+        prices
+            .lease
+            .map(|p| x402_price(p, network))
+            .unwrap_or_default(),
+    );
+
     let get_json = |id: &str, summary: &str| json!({"get": {"operationId": id, "summary": summary, "security": [], "responses": {"200": {"description": summary, "content": {"application/json": {"schema": {"type": "object"}}}}}}});
     let mut schemas = Map::new();
     for (name, text) in [
@@ -214,26 +241,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
             "/claim": {"post": claim},
             "/claim/free": {"post": free},
             "/api/v1/verify-provenance": {"post": verify},
-            "/mcp": {"post": {
-                "operationId": "mcp",
-                "summary": "The lease tool (and free claims) over MCP: streamable HTTP, stateless, JSON answers",
-                "description": mcp_description,
-                "security": mcp_security,
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["jsonrpc", "method"], "properties": {"jsonrpc": {"const": "2.0"}, "id": {"type": ["integer", "string"]}, "method": {"type": "string"}, "params": {"type": "object"}}}, "example": {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}}},
-                "responses": {
-                    "200": {"description": "A JSON-RPC answer.", "content": {"application/json": {"schema": {"type": "object"}}}},
-                    "202": {"description": "A notification was accepted."},
-                    "400": error("Not JSON (INVALID_JSON), a batch (BATCH_NOT_SUPPORTED), or not a JSON-RPC message the server can take."),
-                    "403": error("The Host is not the service's public host, or an Origin header is not its public origin (FORBIDDEN)."),
-                    "401": error("A malformed, unknown or revoked API key, or none where payments are off."),
-                    "404": {"description": "Unknown session.", "content": {"application/json": {"schema": {"type": "object"}}}},
-                    "405": error("Only POST (METHOD_NOT_ALLOWED)."),
-                    "406": error("The Accept header must list both application/json and text/event-stream."),
-                    "413": error("Body over 64 KiB."),
-                    "415": error("The content type is not application/json (UNSUPPORTED_MEDIA_TYPE)."),
-                    "422": {"description": "Unsupported protocol version.", "content": {"application/json": {"schema": {"type": "object"}}}},
-                }
-            }},
+            "/mcp": {"post": mcp_operation},
             "/.well-known/did.json": get_json("didDocument", "The DID document of the key that signs answers"),
             "/openapi.json": get_json("openapi", "This document"),
             "/api/v1/catalog": get_json("catalog", "The capabilities, prices and links"),

@@ -15,7 +15,7 @@ use crate::claims::{Claim, MAX_BYTES, Outcome, Plan};
 use crate::clock::{Millis, now_ms};
 use crate::provenance::jcs::sha256;
 use crate::schema::{claim_free_input, claim_input, utf8_bytes};
-use crate::service::payments::{Paid, resettled};
+use crate::service::payments::Paid;
 use crate::store::claim_store::claim_pk;
 use crate::store::payment_store::{Evidence, FirstUse};
 use crate::tenant::Tenant;
@@ -125,32 +125,20 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
     Ok(response)
 }
 
-/// A paid claim resent under its payment identifier: the answer kept for it, with its
-/// settlement, and no new attempt. None kept yet: in progress while the first call may still be
-/// between its settlement and keeping its answer; after that, a 409 that says it is unknown.
+/// A paid claim resent under its payment identifier: the answer kept for it (see
+/// [`paid::kept`]), never a new attempt.
 fn resent(
     paid: &Paid,
     first: &FirstUse,
     scope: &Tenant,
     now: Millis,
 ) -> Result<Response, ApiError> {
-    let Some((status, body)) = &first.answer else {
-        let working = now < first.accepted + paid::SWEEP_GRACE.as_millis() as Millis;
-        return Err(if working {
-            ApiError::PaymentInProgress
-        } else {
-            ApiError::PaymentAnswerUnknown
-        });
-    };
-    let status = StatusCode::from_u16(*status)
-        .map_err(|_| ApiError::Internal("a kept claim answer has no valid status".into()))?;
-    let body: Value = serde_json::from_str(body)
-        .map_err(|e| ApiError::Internal(format!("a kept claim answer is not JSON: {e}")))?;
+    let (status, body, settlement) = paid::kept(paid, first, now)?;
     let mut response = (status, Json(body)).into_response();
     response
         .extensions_mut()
         .insert(note("claim", status, scope));
-    paid::attach(&mut response, &resettled(paid, first));
+    paid::attach(&mut response, &settlement);
     Ok(response)
 }
 

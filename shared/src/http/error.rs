@@ -38,7 +38,7 @@ pub enum ApiError {
     #[error("the first call with this payment has not finished; retry shortly")]
     PaymentInProgress,
     #[error(
-        "this payment was charged but its answer was not kept; send the claim again with the same key and holder and a new payment: mine says whether the hold is yours"
+        "this payment was charged but its answer was not kept; call again with a new payment (a claim with the same key and holder: mine says whether the hold is yours)"
     )]
     PaymentAnswerUnknown,
     /// The store failed or its answer is unknown (the cause is for the log).
@@ -138,6 +138,20 @@ impl ApiError {
         }
     }
 
+    /// A 402's body: the x402 PaymentRequired with our `code` (and an `error` sentence when the
+    /// offer has none); `None` for other errors. Over HTTP and as an MCP tool result alike.
+    pub fn payment_body(&self) -> Option<serde_json::Value> {
+        let Self::Payment { required, code } = self else {
+            return None;
+        };
+        let mut body = serde_json::to_value(required.as_ref()).unwrap_or_default();
+        body["code"] = json!(code);
+        if body.get("error").is_none() {
+            body["error"] = json!(self.to_string());
+        }
+        Some(body)
+    }
+
     /// What went wrong on our side or the store's, for the request's log line; `None` for the
     /// caller's own errors.
     pub fn cause(&self) -> Option<&str> {
@@ -204,14 +218,10 @@ impl ApiError {
                 let retry_after = [("retry-after", seconds.to_string())];
                 return (self.status(), retry_after, Json(body)).into_response();
             }
-            Self::Payment { required, code } => {
+            Self::Payment { required, .. } => {
                 // The x402 PaymentRequired, in the body (with our code) and base64 in the header.
                 let required_json = serde_json::to_value(required.as_ref()).unwrap_or_default();
-                let mut body = required_json.clone();
-                body["code"] = json!(code);
-                if body.get("error").is_none() {
-                    body["error"] = json!(self.to_string());
-                }
+                let body = self.payment_body().unwrap_or_default();
                 let header = BASE64.encode(required_json.to_string());
                 return (
                     self.status(),

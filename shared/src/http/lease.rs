@@ -31,34 +31,51 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let (request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
     let request_sha256 = sha256(&body);
     let now = now_ms();
-    let (tenant, answer, settlement) = match caller {
-        Caller::Account(account) => {
-            let tenant = tenant_for_key(&account, request.tenant_id.as_deref())?;
-            let answer = carry_out(&state, &tenant, &request, request_sha256, now).await?;
-            (tenant, answer, None)
-        }
+    let replied = match caller {
+        Caller::Account(account) => for_account(&state, &account, &request, request_sha256).await?,
         Caller::Anonymous => {
             let payment = paid::from_header(&parts);
             paid_for(&state, &parts, payment, request, request_sha256, now).await?
         }
     };
-    let note = Note {
-        op: Some(answer.data.op.as_str()),
-        outcome: Some(outcome(&answer)),
-        tenant: Some(Note::tenant_hash(tenant.as_str())),
-    };
-    let mut response = Json(answer_json(&answer)?).into_response();
-    response.extensions_mut().insert(note);
+    let mut response = Json(replied.body).into_response();
+    response.extensions_mut().insert(replied.note);
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
-    if let Some(settlement) = &settlement {
+    if let Some(settlement) = &replied.settlement {
         paid::attach(&mut response, settlement);
     }
     Ok(response)
 }
 
+/// A lease answer as every channel sends it: its JSON, its log note, and a paid call's
+/// settlement.
+pub(crate) struct Replied {
+    pub body: Value,
+    pub note: Note,
+    pub settlement: Option<SettlementResponse>,
+}
+
+impl Replied {
+    fn new(
+        tenant: &Tenant,
+        answer: &SignedAnswer,
+        settlement: Option<SettlementResponse>,
+    ) -> Result<Self, ApiError> {
+        Ok(Self {
+            body: answer_json(answer)?,
+            note: Note {
+                op: Some(answer.data.op.as_str()),
+                outcome: Some(outcome(answer)),
+                tenant: Some(Note::tenant_hash(tenant.as_str())),
+            },
+            settlement,
+        })
+    }
+}
+
 /// A lease request paid for with `payment` (from the `PAYMENT-SIGNATURE` header, or an MCP
 /// tool call's `_meta`): accepted, carried out for the paying wallet, and settled after it
-/// committed. The tenant, the answer and its settlement.
+/// committed.
 pub(crate) async fn paid_for(
     state: &AppState,
     parts: &axum::http::request::Parts,
@@ -66,7 +83,7 @@ pub(crate) async fn paid_for(
     mut request: LeaseRequest,
     request_sha256: [u8; 32],
     now: Millis,
-) -> Result<(Tenant, SignedAnswer, Option<SettlementResponse>), ApiError> {
+) -> Result<Replied, ApiError> {
     let offer = Offer {
         route: ROUTE,
         description: "lease op (acquire, renew, release, get)",
@@ -78,6 +95,24 @@ pub(crate) async fn paid_for(
     })
     .await?;
     let tenant = Tenant::for_wallet(&paid.verified.payer);
+    // A read writes nothing a resend could be answered from, and reading afresh would sell
+    // every later read for the price of one: a read resent under its payment identifier gets the
+    // answer kept for it.
+    let is_read = request.op == Op::Get;
+    if is_read && let Some(first) = &paid.retry {
+        let (_, body, settlement) = paid::kept(&paid, first, now)?;
+        let note = Note {
+            op: Some(Op::Get.as_str()),
+            outcome: Some("replayed"),
+            tenant: Some(Note::tenant_hash(tenant.as_str())),
+        };
+        return Ok(Replied {
+            body,
+            note,
+            settlement: Some(settlement),
+        });
+    }
+    let kept = (is_read && paid.identifier.is_some()).then(|| paid.clone());
     // A store failure ends the work with an error: nothing is settled, nothing charged.
     let work = async {
         let answer = carry_out(state, &tenant, &request, request_sha256, now).await?;
@@ -88,7 +123,11 @@ pub(crate) async fn paid_for(
         })
     };
     let (answer, settlement) = paid::settle_after(state, paid, now, work).await?;
-    Ok((tenant, answer, settlement))
+    let replied = Replied::new(&tenant, &answer, settlement)?;
+    if let (Some(paid), Some(payments)) = (&kept, &state.payments) {
+        payments.keep_answer(paid, 200, &replied.body).await;
+    }
+    Ok(replied)
 }
 
 /// The one way every channel (HTTP with a key or a payment, MCP) carries out a lease request
@@ -179,17 +218,16 @@ pub(crate) fn validated(value: Value) -> Result<(LeaseRequest, [u8; 32]), ApiErr
     Ok((request, sha256(&body)))
 }
 
-/// A validated lease request from an API key's `account` (the MCP tool's path), carried out and
-/// signed. The tenant, for the log.
+/// A validated lease request from an API key's `account` (HTTP or MCP), carried out and signed.
 pub(crate) async fn for_account(
     state: &AppState,
     account: &str,
     request: &LeaseRequest,
     request_sha256: [u8; 32],
-) -> Result<(Tenant, SignedAnswer), ApiError> {
+) -> Result<Replied, ApiError> {
     let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
     let answer = carry_out(state, &tenant, request, request_sha256, now_ms()).await?;
-    Ok((tenant, answer))
+    Replied::new(&tenant, &answer, None)
 }
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ fn tools() -> Vec<Tool> {
             "lease",
             "Leases with fencing tokens: op acquire, renew, release or get a named resource for 1-3600 s. \
              Every new acquisition returns a strictly larger fencingToken; pass it to the store you write to. \
-             tenantId is required; requestId makes a retry safe. The answer is signed (_provenance).",
+             tenantId is required with an API key (a paying wallet is its own tenant); requestId makes a retry safe. The answer is signed (_provenance).",
             tool_schema(LEASE_INPUT_JSON),
         )
         .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
@@ -133,10 +133,11 @@ fn tools() -> Vec<Tool> {
 /// An error the caller (the model) can read; its cause goes to the request's log line (through
 /// the [`OutcomeSlot`]), never here.
 fn tool_error(err: ApiError) -> CallToolResult {
-    if let ApiError::Payment { required, .. } = err {
-        // The x402 MCP binding: the offer itself is the result, as structured content and as
-        // its JSON text, for the client to pay and call again with the payment in `_meta`.
-        return CallToolResult::structured_error(json!(required));
+    if let Some(offer) = err.payment_body() {
+        // The x402 MCP binding: the offer itself is the result (with our code, as over HTTP),
+        // as structured content and as its JSON text, for the client to pay and call again with
+        // the payment in `_meta`.
+        return CallToolResult::structured_error(offer);
     }
     let status = err.status().as_u16();
     let mut body = json!({"error": err.to_string(), "code": err.code(), "status": status});
@@ -196,12 +197,9 @@ impl LeaseTools {
         match name {
             "lease" => {
                 let (request, request_sha256) = lease::validated(arguments)?;
-                let (tenant, answer, settlement) = match caller {
+                let replied = match caller {
                     ToolCaller::Account(account) => {
-                        let (tenant, answer) =
-                            lease::for_account(&self.state, account, &request, request_sha256)
-                                .await?;
-                        (tenant, answer, None)
+                        lease::for_account(&self.state, account, &request, request_sha256).await?
                     }
                     ToolCaller::Wallet { parts, payment } => {
                         Box::pin(lease::paid_for(
@@ -215,15 +213,10 @@ impl LeaseTools {
                         .await?
                     }
                 };
-                let note = Note {
-                    op: Some(answer.data.op.as_str()),
-                    outcome: Some(lease::outcome(&answer)),
-                    tenant: Some(Note::tenant_hash(tenant.as_str())),
-                };
                 Ok(Answered {
-                    content: lease::answer_json(&answer)?,
-                    note,
-                    settlement,
+                    content: replied.body,
+                    note: replied.note,
+                    settlement: replied.settlement,
                 })
             }
             "claim_free" => {
@@ -489,6 +482,14 @@ async fn as_json_error(response: Response) -> Response {
     }
     let (mut parts, body) = response.into_parts();
     let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    // [`guard`] let only JSON bodies through, so a 415 from rmcp is a message it could not read
+    // as JSON-RPC (a `_meta` or an `id` of the wrong type): the caller's bad request, a 400.
+    let status = if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        parts.status = StatusCode::BAD_REQUEST;
+        StatusCode::BAD_REQUEST
+    } else {
+        status
+    };
     let code = match status {
         StatusCode::BAD_REQUEST => "INVALID_REQUEST",
         StatusCode::FORBIDDEN => "FORBIDDEN",

@@ -6,10 +6,11 @@ use super::{ApiError, AppState};
 use crate::clock::Millis;
 use crate::service::payments::{Paid, PaymentError, Sale, resettled};
 use crate::store::payment_store::Evidence;
+use crate::store::payment_store::FirstUse;
 use crate::x402::check::{Refusal, Verified, decode};
 use crate::x402::types::{PaymentPayload, ResourceInfo, SettlementResponse};
-use axum::http::HeaderValue;
 use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -35,7 +36,7 @@ pub fn from_header(parts: &Parts) -> Option<Result<PaymentPayload, Refusal>> {
     Some(
         header
             .to_str()
-            .map_err(|_| Refusal::Malformed("the header is not ASCII".into()))
+            .map_err(|_| Refusal::Malformed("PAYMENT-SIGNATURE is not ASCII".into()))
             .and_then(decode),
     )
 }
@@ -149,6 +150,30 @@ pub async fn settle_after<T>(
             "paid work outlasted its limit; its payment is left to the sweeper".into(),
         )),
     }
+}
+
+/// The answer kept for a paid call resent under its payment identifier (on routes that keep one:
+/// claims, lease reads), with the first call's settlement. None kept yet: in progress while the
+/// first call may still be between its settlement and keeping its answer; after that, a 409 that
+/// says the answer is unknown.
+pub fn kept(
+    paid: &Paid,
+    first: &FirstUse,
+    now: Millis,
+) -> Result<(StatusCode, serde_json::Value, SettlementResponse), ApiError> {
+    let Some((status, body)) = &first.answer else {
+        let working = now < first.accepted + SWEEP_GRACE.as_millis() as Millis;
+        return Err(if working {
+            ApiError::PaymentInProgress
+        } else {
+            ApiError::PaymentAnswerUnknown
+        });
+    };
+    let status = StatusCode::from_u16(*status)
+        .map_err(|_| ApiError::Internal("a kept answer has no valid status".into()))?;
+    let body = serde_json::from_str(body)
+        .map_err(|e| ApiError::Internal(format!("a kept answer is not JSON: {e}")))?;
+    Ok((status, body, resettled(paid, first)))
 }
 
 /// Put the settlement response on `response` (base64 JSON in `PAYMENT-RESPONSE`).

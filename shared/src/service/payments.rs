@@ -11,7 +11,7 @@ use crate::store::payment_store::{
     Accepted, AuthorizationKey, Consumed, Evidence, Final, FirstUse, Identified, IdentifierKey,
     PaymentLedger,
 };
-use crate::x402::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check};
+use crate::x402::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check_signed, check_window};
 use crate::x402::facilitator::{Facilitator, Remote, Unreachable};
 use crate::x402::payment_identifier;
 use crate::x402::settings::PaymentSettings;
@@ -68,6 +68,10 @@ pub struct Paid {
 /// route's replay window, so that the first call's request record is still there to replay,
 /// less a minute so that it is surely still there.
 pub const RETRY_WINDOW_MS: Millis = crate::service::lease::REPLAY_WINDOW_MS - 60_000;
+
+/// The largest payment (payload and requirements, as JSON) accepted: a real one is under 2 KB,
+/// the payment-identifier extension included.
+pub const MAX_PAYMENT_BYTES: usize = 8 * 1024;
 
 /// What a paid call sells: `route` at `price` atomic units, for the request whose hash is
 /// `request_sha256` (a payment identifier's retry must be for this same request).
@@ -155,23 +159,48 @@ impl Payments {
     ) -> Result<Paid, PaymentError> {
         let payload = payment.ok_or(PaymentError::Required)??;
         let offered: [PaymentRequirements; 1] = [self.settings.requirements(sale.price)];
-        let verified = check(
-            payload,
-            &offered,
-            &self.settings,
-            u64::try_from(now / 1000).unwrap_or(0),
-        )?;
+        let verified = check_signed(payload, &offered, &self.settings)?;
+        // Before anything else: it also names the request record of a paid lease mutation
+        // (after the authorization), which a resend below replays.
+        let evidence = evidence(&verified);
         let payer = verified.payer.lower();
         let key = AuthorizationKey::new(&self.settings.network, &payer, &verified.nonce);
         let identified = payment_identifier::of(&verified.payload)?.map(|id| Identified {
             key: IdentifierKey::new(&self.settings.network, &payer, &id),
             fingerprint: fingerprint(sale, &verified.payload),
         });
+        let paid = |verified, first| {
+            retry(
+                Paid {
+                    verified,
+                    key: key.clone(),
+                    identifier: identified.as_ref().map(|i| i.key.clone()),
+                    retry: None,
+                },
+                first,
+                now,
+            )
+        };
+        if let Err(refusal) = check_window(&verified, u64::try_from(now / 1000).unwrap_or(0)) {
+            // Past its validity, a payment can still be resent under its identifier: it was
+            // checked when first used, and a resend uses nothing up.
+            if let Some(identified) = &identified
+                && let Some(first) = self.ledger.first_use(&key, identified).await?
+            {
+                return paid(verified, first);
+            }
+            return Err(refusal.into());
+        }
         let payment = serde_json::to_string(&Settleable {
             payload: verified.payload.clone(),
             requirements: verified.requirements.clone(),
         })
         .map_err(|e| PaymentError::Internal(format!("a payment would not serialize: {e}")))?;
+        // The ledger keeps the payment as sent, unknown extensions included: bounded, so that
+        // one call cannot make a ledger item (never deleted) of hundreds of kilobytes.
+        if payment.len() > MAX_PAYMENT_BYTES {
+            return Err(Refusal::TooLarge(MAX_PAYMENT_BYTES).into());
+        }
         let accepted = Accepted {
             route: sale.route,
             amount: &verified.requirements.amount,
@@ -179,31 +208,20 @@ impl Payments {
             now,
             valid_before: verified.valid_before,
             payment: &payment,
-            evidence: &evidence(&verified),
+            evidence: &evidence,
         };
-        let consumed = self
+        match self
             .ledger
             .consume(&key, &accepted, identified.as_ref())
-            .await?;
-        let identifier = identified.map(|i| i.key);
-        match consumed {
+            .await?
+        {
             Consumed::Yes => {}
             Consumed::UsedBefore => return Err(Refusal::Replayed.into()),
             Consumed::IdentifierTaken => return Err(PaymentError::IdentifierTaken),
             Consumed::Busy => return Err(PaymentError::InProgress),
-            Consumed::Again(first) => {
-                return retry(
-                    Paid {
-                        verified,
-                        key,
-                        identifier,
-                        retry: None,
-                    },
-                    first,
-                    now,
-                );
-            }
+            Consumed::Again(first) => return paid(verified, first),
         }
+        let identifier = identified.map(|i| i.key);
         if let Err(reason) = self
             .facilitator
             .verify(&verified.payload, &verified.requirements)

@@ -270,13 +270,29 @@ impl PaymentLedger {
             // Only the authorization was taken: used before, with another identifier or none.
             return Ok(Consumed::UsedBefore);
         }
+        match self.first_use(key, identified).await? {
+            Some(first) => Ok(Consumed::Again(first)),
+            // Taken by another payment or request; or, read before its transaction showed, by
+            // one that is being consumed right now.
+            None if self.get(&identified.key.0).await?.is_some() => Ok(Consumed::IdentifierTaken),
+            None => Ok(Consumed::Busy),
+        }
+    }
+
+    /// The first use of `key` under `identified`, if the identifier was taken by this very
+    /// payment for this very request; `None` if it is free or bound to another.
+    pub async fn first_use(
+        &self,
+        key: &AuthorizationKey,
+        identified: &Identified,
+    ) -> Result<Option<FirstUse>, StoreError> {
         let Some(first) = self.get(&identified.key.0).await? else {
-            return Ok(Consumed::Busy);
+            return Ok(None);
         };
         if req_s(&first, "fp")? != identified.fingerprint
             || req_s(&first, "authorization")? != key.0
         {
-            return Ok(Consumed::IdentifierTaken);
+            return Ok(None);
         }
         let Some(paid) = self.get(&key.0).await? else {
             return Err(StoreError::Corrupt(
@@ -290,7 +306,7 @@ impl PaymentLedger {
             (Some(status), Some(body)) => Some((status, body.to_owned())),
             _ => None,
         };
-        Ok(Consumed::Again(FirstUse {
+        Ok(Some(FirstUse {
             status: req_s(&paid, "status")?.to_owned(),
             transaction: get_s(&paid, "transaction")?
                 .filter(|t| !t.is_empty())

@@ -13,7 +13,8 @@ pub struct Verified {
     pub payer: Address,
     /// The authorization's nonce as 32 bytes (its identity, with the payer).
     pub nonce: [u8; 32],
-    /// When the authorization stops being valid (Unix seconds).
+    /// When the authorization starts and stops being valid (Unix seconds).
+    pub valid_after: u64,
     pub valid_before: u64,
     pub payload: PaymentPayload,
     pub requirements: PaymentRequirements,
@@ -22,8 +23,12 @@ pub struct Verified {
 /// Why a payment was refused; the message says which check failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    #[error("PAYMENT-SIGNATURE is not base64 of an x402 PaymentPayload: {0}")]
+    /// Not a well-formed PaymentPayload; the message names where (the header, `_meta`) or the
+    /// field.
+    #[error("the payment is not a well-formed x402 PaymentPayload: {0}")]
     Malformed(String),
+    #[error("the payment is larger than {0} bytes")]
+    TooLarge(usize),
     #[error("x402Version must be 2")]
     Version,
     #[error("accepted is not one of the payment requirements offered for this route")]
@@ -59,16 +64,43 @@ pub const MIN_VALIDITY_SECONDS: u64 = 6;
 pub fn decode(header: &str) -> Result<PaymentPayload, Refusal> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(header.trim())
-        .map_err(|e| Refusal::Malformed(format!("base64: {e}")))?;
-    serde_json::from_slice(&bytes).map_err(|e| Refusal::Malformed(format!("JSON: {e}")))
+        .map_err(|e| Refusal::Malformed(format!("PAYMENT-SIGNATURE is not base64: {e}")))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Refusal::Malformed(format!("PAYMENT-SIGNATURE is not its JSON: {e}")))
 }
 
-/// Every local check of `payload` against the `offered` requirements at `now` (Unix seconds).
+/// Every local check of `payload` against the `offered` requirements at `now` (Unix seconds):
+/// [`check_signed`], then [`check_window`].
 pub fn check(
     payload: PaymentPayload,
     offered: &[PaymentRequirements],
     settings: &PaymentSettings,
     now: u64,
+) -> Result<Verified, Refusal> {
+    let verified = check_signed(payload, offered, settings)?;
+    check_window(&verified, now)?;
+    Ok(verified)
+}
+
+/// Whether `verified` may be used at `now` (Unix seconds): valid already, and for long enough
+/// to be settled. A payment resent under its identifier is answered without this check: it was
+/// checked when it was first used, and a resend uses nothing up.
+pub fn check_window(verified: &Verified, now: u64) -> Result<(), Refusal> {
+    if verified.valid_after > now {
+        return Err(Refusal::NotYetValid);
+    }
+    if verified.valid_before <= now.saturating_add(MIN_VALIDITY_SECONDS) {
+        return Err(Refusal::Expired);
+    }
+    Ok(())
+}
+
+/// The checks that do not depend on the time: version, the offer echoed back, receiver, amount
+/// and the EIP-712 signature over the whole authorization.
+pub fn check_signed(
+    payload: PaymentPayload,
+    offered: &[PaymentRequirements],
+    settings: &PaymentSettings,
 ) -> Result<Verified, Refusal> {
     if payload.x402_version != X402_VERSION {
         return Err(Refusal::Version);
@@ -90,12 +122,6 @@ pub fn check(
     }
     let valid_after = uint64(&auth.valid_after).ok_or_else(|| field("validAfter"))?;
     let valid_before = uint64(&auth.valid_before).ok_or_else(|| field("validBefore"))?;
-    if valid_after > now {
-        return Err(Refusal::NotYetValid);
-    }
-    if valid_before <= now.saturating_add(MIN_VALIDITY_SECONDS) {
-        return Err(Refusal::Expired);
-    }
     let from = Address::parse(&auth.from).ok_or_else(|| field("from"))?;
     let nonce = uint256(&auth.nonce).ok_or_else(|| field("nonce"))?;
     let transfer = Transfer {
@@ -118,6 +144,7 @@ pub fn check(
     Ok(Verified {
         payer: from,
         nonce,
+        valid_after,
         valid_before,
         payload,
         requirements,

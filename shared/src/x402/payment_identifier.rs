@@ -50,7 +50,23 @@ pub fn of(payload: &PaymentPayload) -> Result<Option<String>, Refusal> {
         return Ok(None);
     };
     let malformed = |why: &str| Refusal::Identifier(format!("extensions.{KEY}.info.id {why}"));
-    let id = match extension.get("info").and_then(|info| info.get("id")) {
+    // The extension and its info are objects: anything else is a malformed identifier, refused
+    // rather than taken for none (which would use the payment up without one).
+    let Some(extension) = extension.as_object() else {
+        return Err(Refusal::Identifier(format!(
+            "extensions.{KEY} must be an object"
+        )));
+    };
+    let info = match extension.get("info") {
+        None => return Ok(None),
+        Some(Value::Object(info)) => info,
+        Some(_) => {
+            return Err(Refusal::Identifier(format!(
+                "extensions.{KEY}.info must be an object"
+            )));
+        }
+    };
+    let id = match info.get("id") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(id)) => id,
         Some(_) => return Err(malformed("must be a string")),
@@ -128,6 +144,32 @@ mod tests {
             assert!(
                 refused.to_string().contains("payment-identifier.info.id"),
                 "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_extension_or_info_that_is_not_an_object_is_refused_not_ignored() {
+        for extension in [
+            json!(null),
+            json!("pay_0123456789abcdef"),
+            json!([1]),
+            json!(7),
+        ] {
+            let refused = of(&with(Some(json!({ KEY: extension.clone() })))).expect_err("refused");
+            assert!(
+                refused
+                    .to_string()
+                    .contains("extensions.payment-identifier must be an object"),
+                "{extension}: {refused}"
+            );
+        }
+        for info in [json!(null), json!("x"), json!([])] {
+            let refused =
+                of(&with(Some(json!({ KEY: {"info": info.clone()} })))).expect_err("refused");
+            assert!(
+                refused.to_string().contains(".info must be an object"),
+                "{info}: {refused}"
             );
         }
     }

@@ -26,9 +26,18 @@ def retryable(error: LeasekitError) -> bool:
     )
 
 
+#: While the first call with a payment is still open (409 PAYMENT_IN_PROGRESS), wait for it
+#: rather than pay again: at worst until the service's sweeper closes it, within a minute of a
+#: crash. So many more attempts, a second apart, on top of `retries`.
+IN_PROGRESS_TRIES = 75
+IN_PROGRESS_PAUSE = 1.0
+
+
 def backoff(attempt: int, error: LeasekitError) -> float:
     if isinstance(error, RateLimited):
         return float(error.retry_after)
+    if isinstance(error, PaymentInProgress):
+        return IN_PROGRESS_PAUSE
     return float(min(0.1 * 2**attempt, 2.0))
 
 
@@ -45,7 +54,8 @@ def attempt_timeout(timeout: float, deadline: float | None) -> float:
 def pause_before_retry(attempt: int, retries: int, error: LeasekitError, deadline: float | None) -> float:
     """How long to wait before attempt `attempt + 1`; raises `error` when there is none."""
     pause = backoff(attempt, error)
-    if not retryable(error) or attempt >= retries or (
+    allowed = retries + IN_PROGRESS_TRIES if isinstance(error, PaymentInProgress) else retries
+    if not retryable(error) or attempt >= allowed or (
             deadline is not None and time.monotonic() + pause >= deadline):
         raise error
     return pause
