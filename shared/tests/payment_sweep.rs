@@ -354,3 +354,32 @@ async fn an_identifier_is_taken_with_its_authorization_or_not_at_all() {
         Consumed::UsedBefore
     );
 }
+
+/// A call that answered but could not learn its settlement's outcome (the facilitator timed
+/// out) is noted as answered: the sweeper settles it, though a read leaves no evidence; one that
+/// never answered, with the same lack of evidence, is voided.
+#[tokio::test]
+async fn an_answered_payment_without_evidence_is_settled_not_voided() {
+    use leasekit_core::store::payment_store::AuthorizationKey;
+    let w = world().await;
+    let t = now_ms();
+    w.accept(21, t, Evidence::None).await;
+    w.accept(22, t, Evidence::None).await;
+    let payer = address_of(&w.wallet).lower();
+    w.ledger
+        .mark_answered(&AuthorizationKey::new(BASE_SEPOLIA, &payer, &[21; 32]))
+        .await
+        .unwrap();
+    let swept = w.payments.sweep(t + 1_000, now_ms(), 100).await.unwrap();
+    assert_eq!((swept.settled, swept.voided), (1, 1));
+    let statuses = w.statuses().await;
+    assert_eq!(
+        (statuses[&21].as_str(), statuses[&22].as_str()),
+        ("settled", "void")
+    );
+    // Noting a closed item is a no-op, not an error.
+    w.ledger
+        .mark_answered(&AuthorizationKey::new(BASE_SEPOLIA, &payer, &[22; 32]))
+        .await
+        .unwrap();
+}

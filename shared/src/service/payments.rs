@@ -312,9 +312,14 @@ impl Payments {
             }
             Err(e) => {
                 // No usable answer: left open, so the sweeper tries again while the
-                // authorization is valid (and records it as expired after that).
+                // authorization is valid (and records it as expired after that). Noted as
+                // answered, since the work is done: the sweeper must settle it, not void it for
+                // want of evidence (a read, or a claim that found the key held, leaves none).
                 crate::metrics::count("SettlementFailed");
                 tracing::error!(error = %e, "settlement not confirmed; the sweeper will retry");
+                if let Err(e) = self.ledger.mark_answered(key).await {
+                    tracing::error!(error = %e, "an answered payment was not noted as answered");
+                }
                 SettlementResponse {
                     success: false,
                     error_reason: Some(e.0),
@@ -356,7 +361,7 @@ impl Payments {
     ) -> Result<Swept, StoreError> {
         let mut swept = Swept::default();
         for item in self.ledger.pending(cutoff, limit).await? {
-            let committed = self.ledger.committed(&item.evidence).await?;
+            let committed = item.answered || self.ledger.committed(&item.evidence).await?;
             if !committed {
                 self.close(
                     &item.key,

@@ -199,6 +199,10 @@ pub struct Pending {
     pub valid_before: u64,
     pub payment: String,
     pub evidence: Evidence,
+    /// Its call answered (its work was done) but could not learn its settlement's outcome:
+    /// settle it, whatever the evidence says (a read, or a claim that found the key held,
+    /// leaves none).
+    pub answered: bool,
 }
 
 /// The sparse index over accepted items, and the value of its key attribute.
@@ -364,6 +368,27 @@ impl PaymentLedger {
             .await
             .map_err(StoreError::sdk)?;
         Ok(out.item)
+    }
+
+    /// Note on a still open item that its call answered (see [`Pending::answered`]).
+    pub async fn mark_answered(&self, key: &AuthorizationKey) -> Result<(), StoreError> {
+        let mut e = Expr::default();
+        let status = e.name("status");
+        let update = format!("SET {} = {}", e.name("answered"), e.value("one", n(1)));
+        let condition = format!("{status} = {}", e.value("a", s("accepted")));
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(&key.0))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .send()
+            .await;
+        // Closed meanwhile (by the sweeper): nothing left to note.
+        conditional(result).map(|_| ())
     }
 
     /// Close the item with `outcome`, unless it was closed already (`false` then: someone else
@@ -546,6 +571,7 @@ fn pending_from_item(item: &Item) -> Result<Pending, StoreError> {
         valid_before: req_n(item, "validBefore")?,
         payment: req_s(item, "payment")?.to_owned(),
         evidence,
+        answered: get_n::<u8>(item, "answered")? == Some(1),
     })
 }
 

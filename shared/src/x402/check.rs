@@ -29,6 +29,10 @@ pub enum Refusal {
     Malformed(String),
     #[error("the payment is larger than {0} bytes")]
     TooLarge(usize),
+    #[error(
+        "the authorization is valid for too long (validBefore at most maxTimeoutSeconds, {0} s, from now)"
+    )]
+    TooLong(u64),
     #[error("x402Version must be 2")]
     Version,
     #[error("accepted is not one of the payment requirements offered for this route")]
@@ -56,6 +60,9 @@ pub enum Refusal {
     #[error("this payment was answered more than 24 h ago; its answer is no longer kept")]
     RetryTooLate,
 }
+
+/// How far past `maxTimeoutSeconds` from now a payer's clock may put `validBefore`.
+pub const CLOCK_SLACK_SECONDS: u64 = 60;
 
 /// Seconds an authorization must still be valid for, so it cannot lapse before settlement.
 pub const MIN_VALIDITY_SECONDS: u64 = 6;
@@ -91,6 +98,14 @@ pub fn check_window(verified: &Verified, now: u64) -> Result<(), Refusal> {
     }
     if verified.valid_before <= now.saturating_add(MIN_VALIDITY_SECONDS) {
         return Err(Refusal::Expired);
+    }
+    // No longer than offered (with room for the payer's clock): an authorization valid for
+    // years would keep its ledger item open, and the sweeper retrying it, as long.
+    let longest = now
+        .saturating_add(verified.requirements.max_timeout_seconds)
+        .saturating_add(CLOCK_SLACK_SECONDS);
+    if verified.valid_before > longest {
+        return Err(Refusal::TooLong(verified.requirements.max_timeout_seconds));
     }
     Ok(())
 }
@@ -275,6 +290,16 @@ pub(crate) mod tests {
             Err(Refusal::Expired)
         );
         assert!(run(with(&|a| a.valid_before = (NOW + 7).to_string())).is_ok());
+        // At most the offered timeout (300 s) from now, with a minute for the payer's clock.
+        assert!(run(with(&|a| a.valid_before = (NOW + 360).to_string())).is_ok());
+        assert_eq!(
+            run(with(&|a| a.valid_before = (NOW + 361).to_string())),
+            Err(Refusal::TooLong(300))
+        );
+        assert_eq!(
+            run(with(&|a| a.valid_before = u64::MAX.to_string())),
+            Err(Refusal::TooLong(300))
+        );
         // Signed by another key than `from` says.
         let other = SigningKey::from_slice(&[0x43; 32]).unwrap();
         assert_eq!(
