@@ -32,7 +32,7 @@ def main(base, key, log):
         "POST /api/v1/lease get (lease)": (f"{base}/api/v1/lease", {"op": "get", "tenantId": "bench", "resource": "r"}, {"x-api-key": key}),
         "POST /api/v1/lease acquire (lease)": (f"{base}/api/v1/lease", {"op": "acquire", "tenantId": "bench", "resource": "r", "holder": "h"}, {"x-api-key": key}),
         "POST /claim/free (claim-free)": (f"{base}/claim/free", {"key": "bench", "holder": "h"}, {"x-api-key": key}),
-        "POST /mcp tools/list (authorizer + mcp)": (
+        "POST /mcp tools/list (mcp, key checked in the function)": (
             f"{base}/mcp",
             {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             {"x-api-key": key, "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"},

@@ -127,6 +127,13 @@ pub struct FirstUse {
     pub answer: Option<(u16, String)>,
 }
 
+/// Who holds a payment identifier (see [`PaymentLedger::first_use`]).
+enum IdentifiedUse {
+    Free,
+    Other,
+    Same(FirstUse),
+}
+
 /// The ledger item of a newly accepted authorization.
 fn accepted_item(key: &AuthorizationKey, accepted: &Accepted<'_>) -> Item {
     let mut item = Item::from([
@@ -274,13 +281,12 @@ impl PaymentLedger {
             // Only the authorization was taken: used before, with another identifier or none.
             return Ok(Consumed::UsedBefore);
         }
-        match self.first_use(key, identified).await? {
-            Some(first) => Ok(Consumed::Again(first)),
-            // Taken by another payment or request; or, read before its transaction showed, by
-            // one that is being consumed right now.
-            None if self.get(&identified.key.0).await?.is_some() => Ok(Consumed::IdentifierTaken),
-            None => Ok(Consumed::Busy),
-        }
+        Ok(match self.identified_use(key, identified).await? {
+            IdentifiedUse::Same(first) => Consumed::Again(first),
+            IdentifiedUse::Other => Consumed::IdentifierTaken,
+            // Not there yet: being consumed by another call right now.
+            IdentifiedUse::Free => Consumed::Busy,
+        })
     }
 
     /// The first use of `key` under `identified`, if the identifier was taken by this very
@@ -290,13 +296,26 @@ impl PaymentLedger {
         key: &AuthorizationKey,
         identified: &Identified,
     ) -> Result<Option<FirstUse>, StoreError> {
+        Ok(match self.identified_use(key, identified).await? {
+            IdentifiedUse::Same(first) => Some(first),
+            IdentifiedUse::Other | IdentifiedUse::Free => None,
+        })
+    }
+
+    /// Who holds the identifier: nobody, another payment or request, or this very one (and how
+    /// its first use stands).
+    async fn identified_use(
+        &self,
+        key: &AuthorizationKey,
+        identified: &Identified,
+    ) -> Result<IdentifiedUse, StoreError> {
         let Some(first) = self.get(&identified.key.0).await? else {
-            return Ok(None);
+            return Ok(IdentifiedUse::Free);
         };
         if req_s(&first, "fp")? != identified.fingerprint
             || req_s(&first, "authorization")? != key.0
         {
-            return Ok(None);
+            return Ok(IdentifiedUse::Other);
         }
         let Some(paid) = self.get(&key.0).await? else {
             return Err(StoreError::Corrupt(
@@ -310,7 +329,7 @@ impl PaymentLedger {
             (Some(status), Some(body)) => Some((status, body.to_owned())),
             _ => None,
         };
-        Ok(Some(FirstUse {
+        Ok(IdentifiedUse::Same(FirstUse {
             status: req_s(&paid, "status")?.to_owned(),
             transaction: get_s(&paid, "transaction")?
                 .filter(|t| !t.is_empty())
@@ -337,23 +356,38 @@ impl PaymentLedger {
             st = e.name("answerStatus"),
             status = e.value("status", n(status)),
         );
+        if self
+            .update_if(&key.0, update, "attribute_exists(pk)".into(), e)
+            .await?
+        {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt(
+                "an answer kept for a payment identifier the ledger lacks".into(),
+            ))
+        }
+    }
+
+    /// One conditional UpdateItem of the ledger item `pk`: `false` if `condition` did not hold.
+    async fn update_if(
+        &self,
+        pk: &str,
+        update: String,
+        condition: String,
+        e: Expr,
+    ) -> Result<bool, StoreError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key("pk", s(&key.0))
+            .key("pk", s(pk))
             .update_expression(update)
-            .condition_expression("attribute_exists(pk)")
+            .condition_expression(condition)
             .set_expression_attribute_names(e.names())
             .set_expression_attribute_values(e.values())
             .send()
             .await;
-        match conditional(result)? {
-            Ok(_) => Ok(()),
-            Err(_) => Err(StoreError::Corrupt(
-                "an answer kept for a payment identifier the ledger lacks".into(),
-            )),
-        }
+        Ok(conditional(result)?.is_ok())
     }
 
     /// A ledger item, read consistently.
@@ -376,19 +410,10 @@ impl PaymentLedger {
         let status = e.name("status");
         let update = format!("SET {} = {}", e.name("answered"), e.value("one", n(1)));
         let condition = format!("{status} = {}", e.value("a", s("accepted")));
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(&key.0))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .send()
-            .await;
         // Closed meanwhile (by the sweeper): nothing left to note.
-        conditional(result).map(|_| ())
+        self.update_if(&key.0, update, condition, e)
+            .await
+            .map(|_| ())
     }
 
     /// Close the item with `outcome`, unless it was closed already (`false` then: someone else
@@ -422,18 +447,7 @@ impl PaymentLedger {
             pending = e.name("pending"),
         );
         let condition = format!("{status} = {a}", a = e.value("a", s("accepted")));
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(&key.0))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .send()
-            .await;
-        Ok(conditional(result)?.is_ok())
+        self.update_if(&key.0, update, condition, e).await
     }
 
     /// Up to `limit` accepted items accepted at or before `cutoff`, oldest first. The index is
