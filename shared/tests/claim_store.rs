@@ -5,7 +5,7 @@ mod common;
 
 use common::test_store;
 use leasekit_core::claims::{Outcome, Plan};
-use leasekit_core::clock::now_ms;
+use leasekit_core::clock::{Millis, now_ms};
 use leasekit_core::store::ClaimStore;
 use std::sync::Arc;
 
@@ -104,5 +104,36 @@ async fn the_free_quota_holds_under_concurrency() {
             .await
             .unwrap(),
         None
+    );
+}
+
+/// The free quota is a rolling hour: claims just before a clock hour's turn still count just
+/// after it (a clock-hour counter let twice the limit through around the turn), and each slot
+/// frees an hour after its claim, with Retry-After saying when.
+#[tokio::test]
+async fn the_free_quota_is_a_rolling_hour() {
+    let claims = store().await;
+    const MINUTE: Millis = 60_000;
+    // Just before a clock hour turns.
+    let turn = (now_ms() / 3_600_000 + 1) * 3_600_000;
+    let t0 = turn - 2 * MINUTE;
+    assert_eq!(claims.count_free("key:roll", 2, t0).await.unwrap(), None);
+    assert_eq!(
+        claims.count_free("key:roll", 2, t0 + MINUTE).await.unwrap(),
+        None
+    );
+    // Past the turn, both still count.
+    let refused = claims
+        .count_free("key:roll", 2, turn + MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(refused, Some(57 * 60), "the first slot frees at t0 + 1 h");
+    // An hour after the first claim, one slot is free again; only one.
+    let later = t0 + 60 * MINUTE;
+    assert_eq!(claims.count_free("key:roll", 2, later).await.unwrap(), None);
+    assert_eq!(
+        claims.count_free("key:roll", 2, later).await.unwrap(),
+        Some(60),
+        "the second slot frees at t0 + 1 min + 1 h"
     );
 }

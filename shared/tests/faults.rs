@@ -14,8 +14,13 @@ use leasekit_core::lease::LeaseRequest;
 use leasekit_core::provenance::Issuer;
 use leasekit_core::service::lease::{LeaseError, LeaseService};
 use leasekit_core::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
+use leasekit_core::store::payment_store::{
+    Accepted, AuthorizationKey, Consumed, Evidence, Final, Identified, IdentifierKey,
+};
 use leasekit_core::store::usage::measured;
-use leasekit_core::store::{ClaimStore, LeaseKey, LeaseStore, Tables, ensure_tables, local_client};
+use leasekit_core::store::{
+    ClaimStore, LeaseKey, LeaseStore, PaymentLedger, Tables, ensure_tables, local_client,
+};
 use leasekit_core::tenant::Tenant;
 use serde_json::json;
 use std::collections::VecDeque;
@@ -139,6 +144,7 @@ struct Fixture {
     service: LeaseService,
     store: LeaseStore,
     claims: ClaimStore,
+    ledger: PaymentLedger,
     tenant: Tenant,
 }
 
@@ -165,9 +171,11 @@ async fn fixture() -> Fixture {
     let tables = Tables::with_prefix("faults-");
     ensure_tables(&client, &tables).await.unwrap();
     let claims = ClaimStore::new(client.clone(), &tables.claims);
+    let ledger = PaymentLedger::new(client.clone(), &tables);
     let store = LeaseStore::new(client, &tables.leases, &tables.requests);
     Fixture {
         claims,
+        ledger,
         proxy,
         service: LeaseService::new(store.clone(), Issuer::from_seed(&[2; 32])),
         store,
@@ -384,4 +392,112 @@ async fn a_throttled_then_denied_write_is_a_denial() {
     assert!(!denied.granted, "{denied:?}");
     assert_eq!(denied.witnesses[0].rule_id, "LEASE_HELD");
     assert_eq!(trips, 2, "the throttle and the retry");
+}
+
+/// The answer to a ledger write, lost after it committed, so that the SDK retries it.
+fn lost() -> Fault {
+    Fault::LostAfterCommit(ATTEMPT_TIMEOUT + Duration::from_millis(500))
+}
+
+fn accepted(now: u64) -> Accepted<'static> {
+    Accepted {
+        route: "POST /api/v1/lease",
+        amount: "5000",
+        pay_to: "0x000000000000000000000000000000000000dead",
+        now: now as i64,
+        valid_before: 4_000_000_000,
+        payment: "{}",
+        evidence: &Evidence::None,
+    }
+}
+
+/// A consume whose answer was lost: the SDK's retry finds the item its own first attempt put,
+/// and the payer's first use goes through (it used to be refused as "used before", a 402 for a
+/// paid acquire). Another call with the same authorization is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consume_whose_answer_was_lost_is_still_this_calls() {
+    let f = fixture().await;
+    let now = now_ms();
+    let key = AuthorizationKey::new("eip155:84532", "0xabc", &[1; 32]);
+    f.proxy.inject("PutItem", lost(), 1);
+    let first = f.ledger.consume(&key, &accepted(now as u64), None).await;
+    assert_eq!(
+        first.unwrap(),
+        Consumed::Yes,
+        "the first use is the payer's"
+    );
+    let again = f.ledger.consume(&key, &accepted(now as u64), None).await;
+    assert_eq!(
+        again.unwrap(),
+        Consumed::UsedBefore,
+        "a second use is refused"
+    );
+
+    // Under a payment identifier (a transaction): the same.
+    let key = AuthorizationKey::new("eip155:84532", "0xabc", &[2; 32]);
+    let named = Identified {
+        key: IdentifierKey::new("eip155:84532", "0xabc", "pay_lost_answer_0001"),
+        fingerprint: "fp".into(),
+    };
+    f.proxy.inject("TransactWriteItems", lost(), 1);
+    let first = f
+        .ledger
+        .consume(&key, &accepted(now as u64), Some(&named))
+        .await;
+    assert_eq!(first.unwrap(), Consumed::Yes, "the first use, under its id");
+}
+
+/// A close whose answer was lost: the retry finds its own outcome and says it recorded it (it
+/// used to report that another settler had won). A second close is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_whose_answer_was_lost_is_still_this_calls() {
+    let f = fixture().await;
+    let now = now_ms();
+    let key = AuthorizationKey::new("eip155:84532", "0xabc", &[3; 32]);
+    let consumed = f.ledger.consume(&key, &accepted(now as u64), None).await;
+    assert_eq!(consumed.unwrap(), Consumed::Yes);
+    f.proxy.inject("UpdateItem", lost(), 1);
+    let settled = Final::Settled {
+        transaction: "0xfeed",
+    };
+    assert!(f.ledger.finish(&key, &settled, now).await.unwrap());
+    let void = Final::Void { reason: "late" };
+    assert!(!f.ledger.finish(&key, &void, now + 1).await.unwrap());
+    let rows = f.ledger.all().await.unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r.authorization == key.as_str())
+        .unwrap();
+    assert_eq!(row.status, "settled");
+}
+
+/// A sign-in nonce whose put's answer was lost: the sign-in is this call's; the nonce is still
+/// used once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_whose_answer_was_lost_is_still_this_calls() {
+    let f = fixture().await;
+    let now = now_ms();
+    f.proxy.inject("PutItem", lost(), 1);
+    assert!(f.ledger.consume_siwx("0xAbC", "n0nce", now).await.unwrap());
+    assert!(!f.ledger.consume_siwx("0xabc", "n0nce", now).await.unwrap());
+}
+
+/// A free claim counted while its answer was lost is counted once (the SDK's retry of an ADD
+/// used to count it twice, and the caller lost one of its free claims).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_claim_whose_count_was_lost_counts_once() {
+    let f = fixture().await;
+    let now = now_ms();
+    f.proxy.inject("UpdateItem", lost(), 1);
+    assert_eq!(f.claims.count_free("key:lost", 3, now).await.unwrap(), None);
+    assert_eq!(f.claims.count_free("key:lost", 3, now).await.unwrap(), None);
+    assert_eq!(f.claims.count_free("key:lost", 3, now).await.unwrap(), None);
+    assert!(
+        f.claims
+            .count_free("key:lost", 3, now)
+            .await
+            .unwrap()
+            .is_some(),
+        "three counted, the fourth refused"
+    );
 }

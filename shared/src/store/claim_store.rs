@@ -3,17 +3,16 @@
 //! A hold is one item, `pk = <scope>|<key>` (the scope has no `|`; the key may), never deleted:
 //! `tok` is its fencing counter. Acquiring is one conditional UpdateItem (`exp` absent or past),
 //! which also adds 1 to `tok`; a failed condition returns the live hold (ALL_OLD).
-//! The free quota is a counter per scope and clock hour, `pk = quota|free|<scope>|<hour>`, raised
-//! by a conditional ADD that fails at the limit, so concurrent instances cannot exceed it; it
-//! carries a TTL attribute (clean-up only).
+//! The free quota is one item per scope, `pk = quota|free|<scope>`: the times of the last claims
+//! counted in a rolling hour (see [`ClaimStore::count_free`]), written under a guard on the count
+//! it read, so concurrent instances cannot exceed it; it carries a TTL attribute (clean-up only).
 
 use super::expr::Expr;
-use super::usage::{add as add_usage, measured};
-use super::{Item, StoreError, conditional, n, req_n, req_s, s};
+use super::{FirstAttempt, Item, StoreError, Written, call_id, get_s, guarded, n, req_n, req_s, s};
 use crate::claims::{Claim, Outcome, Plan};
 use crate::clock::Millis;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 #[derive(Clone)]
 pub struct ClaimStore {
@@ -65,64 +64,152 @@ impl ClaimStore {
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
-        // Measured apart to learn whether the SDK retried (see `LeaseStore::apply`).
-        let (result, usage) = measured(send).await;
-        add_usage(usage);
-        Ok(match conditional(result)? {
-            Ok(out) => Outcome::Acquired(claim_from_item(key, out.attributes())?),
-            Err(old) => {
-                let claim = claim_from_item(key, old.as_ref())?;
-                // A retry that finds this very claim (this holder, acquired at this `now`):
-                // the first attempt committed and its answer was lost. The caller won it.
-                let ours = claim.holder == holder && claim.acquired_at == now && claim.plan == plan;
-                if usage.unsure_retries() > 0 && ours {
-                    Outcome::Acquired(claim)
-                } else {
-                    Outcome::held(claim, holder)
-                }
-            }
+        // A retry refused by this very claim (this holder, acquired at this `now`): the first
+        // attempt won it and its answer was lost. The caller won it.
+        let ours = |old: Option<&Item>| {
+            let claim = claim_from_item(key, old)?;
+            let ours = claim.holder == holder && claim.acquired_at == now && claim.plan == plan;
+            Ok(match ours {
+                true => FirstAttempt::Committed,
+                false => FirstAttempt::NotCommitted,
+            })
+        };
+        Ok(match guarded(send, ours).await? {
+            Written::Now(out) => Outcome::Acquired(claim_from_item(key, out.attributes())?),
+            Written::Before(old) => Outcome::Acquired(claim_from_item(key, old.as_ref())?),
+            Written::Refused(old) => Outcome::held(claim_from_item(key, old.as_ref())?, holder),
         })
     }
 
-    /// Count one free claim for `scope` in the clock hour of `now`, unless `limit` were exceeded.
-    /// `Ok(None)` counted; `Ok(Some(seconds))` at the limit, retry after that many seconds.
+    /// Count one free claim for `scope` at `now`, unless `limit` claims were counted in the hour
+    /// before it (a rolling hour, not a clock hour: a clock hour let twice the limit through
+    /// around its turn). `Ok(None)` counted; `Ok(Some(seconds))` at the limit, retry after that
+    /// many seconds.
+    ///
+    /// The item keeps the times of the last `limit` counted claims in a ring (`t`, indexed by the
+    /// count `c` modulo `limit`): the slot the next claim would take holds the claim `limit`
+    /// before it, and the next is allowed only if that one is an hour old. A read, then a write
+    /// guarded by the count it read (DynamoDB cannot compare against the oldest of a list): one
+    /// more round trip than a counter, on a path that is free. `last` names the call that wrote,
+    /// so a retry refused by its own first attempt is a count, not a loss (it used to count
+    /// twice).
     pub async fn count_free(
         &self,
         scope: &str,
         limit: u32,
         now: Millis,
     ) -> Result<Option<u64>, StoreError> {
-        let hour = now.div_euclid(3_600_000);
-        let mut e = Expr::default();
-        let count = e.name("n");
-        let update = format!(
-            "ADD {count} {one} SET {ttl} = {expiry}",
-            one = e.value("one", n(1)),
-            ttl = e.name("ttl"),
-            expiry = e.value("expiry", n((hour + 2) * 3600)),
-        );
-        let condition = format!(
-            "attribute_not_exists({count}) OR {count} < {limit}",
-            limit = e.value("limit", n(limit))
-        );
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(format!("quota|free|{scope}|{hour}")))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .send()
-            .await;
-        Ok(match conditional(result)? {
-            Ok(_) => None,
-            Err(_) => Some(
-                u64::try_from((hour + 1) * 3_600_000 - now)
-                    .unwrap_or(0)
-                    .div_ceil(1000),
-            ),
+        const HOUR_MS: Millis = 3_600_000;
+        if limit == 0 {
+            return Ok(Some(3600));
+        }
+        let pk = format!("quota|free|{scope}");
+        let call = call_id()?;
+        for _ in 0..QUOTA_ROUNDS {
+            let out = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(StoreError::sdk)?;
+            let ring = Ring::from_item(out.item())?;
+            let slot = ring.count % u64::from(limit);
+            let slot = usize::try_from(slot).unwrap_or(usize::MAX);
+            if let Some(&oldest) = ring.times.get(slot)
+                && oldest > now - HOUR_MS
+            {
+                let wait = u64::try_from(oldest + HOUR_MS - now).unwrap_or(0);
+                return Ok(Some(wait.div_ceil(1000).max(1)));
+            }
+            let mut e = Expr::default();
+            let (c, times, last) = (e.name("c"), e.name("t"), e.name("last"));
+            let set_time = if slot < ring.times.len() {
+                format!("{times}[{slot}] = {}", e.value("now", n(now)))
+            } else {
+                let empty = e.value("empty", AttributeValue::L(Vec::new()));
+                let one = e.value("at", AttributeValue::L(vec![n(now)]));
+                format!("{times} = list_append(if_not_exists({times}, {empty}), {one})")
+            };
+            let update = format!(
+                "SET {c} = {next}, {set_time}, {last} = {call}, {ttl} = {expiry}",
+                next = e.value("next", n(ring.count + 1)),
+                call = e.value("call", s(&call)),
+                ttl = e.name("ttl"),
+                // Clean-up only: an item idle for an hour holds nothing that still counts.
+                expiry = e.value("expiry", n(now.div_euclid(1000) + 2 * 3600)),
+            );
+            let condition = match ring.count {
+                0 => format!("attribute_not_exists({c})"),
+                count => format!("{c} = {}", e.value("count", n(count))),
+            };
+            let send = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .update_expression(update)
+                .condition_expression(condition)
+                .set_expression_attribute_names(e.names())
+                .set_expression_attribute_values(e.values())
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .send();
+            let ours = |old: Option<&Item>| {
+                Ok(match old.map(|i| get_s(i, "last")).transpose()?.flatten() {
+                    Some(last) if last == call => FirstAttempt::Committed,
+                    _ => FirstAttempt::NotCommitted,
+                })
+            };
+            match guarded(send, ours).await? {
+                Written::Now(_) | Written::Before(_) => return Ok(None),
+                // Another claim was counted meanwhile: read the ring again.
+                Written::Refused(_) => {}
+            }
+        }
+        Err(StoreError::Unavailable(
+            "the free quota kept changing under concurrent claims".into(),
+        ))
+    }
+}
+
+/// Rounds of read and guarded write before the quota gives up: each lost round is another
+/// claim counted, so more than `limit` losses end in the limit anyway.
+const QUOTA_ROUNDS: usize = 32;
+
+/// The free quota's item: how many claims were ever counted, and the times of the last ones.
+struct Ring {
+    count: u64,
+    times: Vec<Millis>,
+}
+
+impl Ring {
+    fn from_item(item: Option<&Item>) -> Result<Self, StoreError> {
+        let Some(item) = item.filter(|i| !i.is_empty()) else {
+            return Ok(Self {
+                count: 0,
+                times: Vec::new(),
+            });
+        };
+        let times = match item.get("t") {
+            None => Vec::new(),
+            Some(AttributeValue::L(list)) => list
+                .iter()
+                .map(|v| match v {
+                    AttributeValue::N(n) => n
+                        .parse()
+                        .map_err(|_| StoreError::Corrupt(format!("quota time {n}"))),
+                    other => Err(StoreError::Corrupt(format!("quota time {other:?}"))),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => return Err(StoreError::Corrupt(format!("quota times {other:?}"))),
+        };
+        Ok(Self {
+            count: req_n(item, "c")?,
+            times,
         })
     }
 }

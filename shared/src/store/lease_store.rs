@@ -4,9 +4,9 @@
 //! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
 
 use super::expr::Expr;
-use super::usage::{add as add_usage, measured};
 use super::{
-    Cancelled, Item, StoreError, conditional, get_n, get_s, n, req_n, req_s, s, transaction,
+    Cancelled, FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, req_n, req_s, s,
+    transaction,
 };
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
@@ -110,11 +110,9 @@ impl LeaseStore {
         lease_from_item(out.item())
     }
 
-    /// One conditional UpdateItem: commit `write` if its guard holds at `now`. If the SDK had to
-    /// retry it (an attempt failed or went unanswered) and the guard then failed, the first
-    /// attempt may have committed: the item that came back says so if it shows the write
-    /// ([`Write::shows_in`]); if it does not, the outcome is unknown, a store failure (502), never
-    /// a denial the caller would take as final.
+    /// One conditional UpdateItem: commit `write` if its guard holds at `now`. A retry refused
+    /// by its own first attempt is a commit: the item that came back shows the write
+    /// ([`Write::shows_in`]); if it does not, the outcome is unknown (see [`guarded`]).
     pub async fn apply(
         &self,
         key: &LeaseKey,
@@ -134,24 +132,19 @@ impl LeaseStore {
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
-        // Measured apart to learn whether the SDK retried; the outer scope still gets it all.
-        let (result, usage) = measured(send).await;
-        add_usage(usage);
-        Ok(match conditional(result)? {
-            Ok(out) => Applied::Committed(lease_from_item(out.attributes())?),
-            Err(old) => {
-                let old = lease_from_item(old.as_ref())?;
-                match usage.unsure_retries() > 0 {
-                    false => Applied::GuardFailed(old),
-                    true if write.shows_in(&old) => Applied::Committed(old),
-                    true => {
-                        return Err(StoreError::Unavailable(
-                            "a retried write's guard failed and its first attempt's outcome is unknown"
-                                .into(),
-                        ));
-                    }
-                }
-            }
+        // A retry refused by the item its first attempt wrote: the item shows the write. If it
+        // does not, the first attempt may still have committed and been overtaken (a short lease
+        // lapsed and taken): unknown.
+        let shows = |old: Option<&Item>| {
+            Ok(match write.shows_in(&lease_from_item(old)?) {
+                true => FirstAttempt::Committed,
+                false => FirstAttempt::Unknown,
+            })
+        };
+        Ok(match guarded(send, shows).await? {
+            Written::Now(out) => Applied::Committed(lease_from_item(out.attributes())?),
+            Written::Before(old) => Applied::Committed(lease_from_item(old.as_ref())?),
+            Written::Refused(old) => Applied::GuardFailed(lease_from_item(old.as_ref())?),
         })
     }
 
@@ -236,9 +229,7 @@ impl LeaseStore {
         }))
     }
 
-    /// The record's conditional put, alone (an answer with no write). If the SDK retried it and
-    /// the record then existed, the one found may be this very record, put by the first attempt
-    /// whose answer was lost: then this answer is the first, not a replay.
+    /// The record's conditional put, alone (an answer with no write).
     async fn put_record_alone(
         &self,
         put: Put,
@@ -254,16 +245,21 @@ impl LeaseStore {
             .set_expression_attribute_values(put.expression_attribute_values().cloned())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
-        let (result, usage) = measured(send).await;
-        add_usage(usage);
-        Ok(match conditional(result)? {
-            Ok(_) => Committed::Yes,
-            Err(Some(existing)) => match record_from_item(&existing)? {
-                found if usage.unsure_retries() > 0 && found == *record => Committed::Yes,
-                found => Committed::RecordExists(found),
-            },
+        // A retry refused by this very record: the first attempt put it, and this answer is
+        // the first, not a replay.
+        let ours = |old: Option<&Item>| {
+            Ok(match old.map(record_from_item).transpose()? {
+                Some(found) if found == *record => FirstAttempt::Committed,
+                _ => FirstAttempt::NotCommitted,
+            })
+        };
+        Ok(match guarded(send, ours).await? {
+            Written::Now(_) | Written::Before(_) => Committed::Yes,
+            Written::Refused(Some(existing)) => {
+                Committed::RecordExists(record_from_item(&existing)?)
+            }
             // An emulator that omits the old item: read it again.
-            Err(None) => Committed::LeaseChanged(None),
+            Written::Refused(None) => Committed::LeaseChanged(None),
         })
     }
 

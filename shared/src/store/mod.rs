@@ -8,8 +8,12 @@
 //! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
 //! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `service::lease`); `exp` N (ms); `ttl` N (s) |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
-//! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>\|<hour>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `n` N, `ttl` N (s) |
-//! | payments | `auth\|<network>\|<payer>\|<nonce>` | `status` S (accepted, settled, settlement_failed); `route`, `amount`, `payTo`, `transaction` S; `accepted`, `settledAt` N |
+//! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `c` N count, `t` L times of the last claims (ms), `last` S call id, `ttl` N (s) |
+//! | payments | `auth\|<network>\|<payer>\|<nonce>`; `payid\|<network>\|<payer>\|<id>`; `siwx\|<address>\|<nonce>` | authorizations: `status` S (accepted, settled, settlement_failed, void, expired); `call` S; `route`, `amount`, `payTo`, `transaction`, `payment` S; `accepted`, `settledAt`, `validBefore` N; evidence (see `payment_store`); identifiers: `authorization`, `fp` S, kept `answer`; sign-ins: `accepted` N, `call` S |
+//!
+//! Every conditional single-item write goes through [`guarded`], which tells a retry refused by its
+//! own committed first attempt from a real refusal; items a retry could not otherwise recognise carry
+//! the writing call's random id (`call`, `last`).
 //!
 //! Lease items are never deleted: `tok` is the fencing counter. Request records carry a TTL
 //! attribute for clean-up only; whether a record is live is decided by comparing `exp` with now.
@@ -175,8 +179,9 @@ where
 }
 
 /// The one place a conditional write's failed condition becomes an outcome: `Ok(Ok(output))`
-/// committed, `Ok(Err(old item))` the condition did not hold, `Err` the store failed.
-pub(crate) fn conditional<T, E, R>(
+/// committed, `Ok(Err(old item))` the condition did not hold, `Err` the store failed. Only
+/// [`guarded`] calls it: a refusal alone does not say whether a retry refused its own write.
+fn conditional<T, E, R>(
     result: Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>,
 ) -> Result<Result<T, Option<Item>>, StoreError>
 where
@@ -196,6 +201,77 @@ where
             None => Err(StoreError::sdk(err)),
         },
     }
+}
+
+/// What the item that refused a retried conditional write says of the write's first attempt,
+/// whose answer was lost (see [`guarded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstAttempt {
+    /// The item shows this very write: the first attempt committed.
+    Committed,
+    /// The item shows another writer's work: the first attempt did not commit (or it did and
+    /// was overtaken, which the caller cannot tell from a refusal and need not).
+    NotCommitted,
+    /// The item cannot say: the outcome is unknown, a store failure (502), never a denial the
+    /// caller would take as final.
+    Unknown,
+}
+
+/// The outcome of one conditional write, retries included.
+#[derive(Debug)]
+pub(crate) enum Written<T> {
+    /// Committed by this attempt: its output.
+    Now(T),
+    /// Committed by an earlier attempt whose answer was lost; the item as it stands.
+    Before(Option<Item>),
+    /// The condition did not hold; the item it was checked against, if it came back.
+    Refused(Option<Item>),
+}
+
+/// The one conditional single-item write: send it, and if it was refused, decide whether the
+/// refusal is real. When the SDK retried (an attempt failed or went unanswered, not a throttle),
+/// the first attempt may have committed and the retry then fails on the item the first attempt
+/// wrote: `first` reads the refusing item and says which ([`FirstAttempt`]). Every conditional
+/// PutItem and UpdateItem of the store goes through here; ask for the old item on failure
+/// (`ReturnValuesOnConditionCheckFailure=ALL_OLD`) so that `first` has something to read.
+pub(crate) async fn guarded<T, E, R>(
+    send: impl std::future::Future<Output = Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>>,
+    first: impl FnOnce(Option<&Item>) -> Result<FirstAttempt, StoreError>,
+) -> Result<Written<T>, StoreError>
+where
+    E: ConditionFailure
+        + aws_sdk_dynamodb::error::ProvideErrorMetadata
+        + std::error::Error
+        + 'static,
+    R: std::fmt::Debug,
+{
+    // Measured apart to learn whether the SDK retried; the outer scope still gets it all. Boxed:
+    // an SDK send is a large future, and every store write nests one here.
+    let (result, usage) = usage::measured(Box::pin(send)).await;
+    usage::add(usage);
+    let old = match conditional(result)? {
+        Ok(output) => return Ok(Written::Now(output)),
+        Err(old) => old,
+    };
+    if usage.unsure_retries() == 0 {
+        return Ok(Written::Refused(old));
+    }
+    match first(old.as_ref())? {
+        FirstAttempt::Committed => Ok(Written::Before(old)),
+        FirstAttempt::NotCommitted => Ok(Written::Refused(old)),
+        FirstAttempt::Unknown => Err(StoreError::Unavailable(
+            "a retried write's guard failed and its first attempt's outcome is unknown".into(),
+        )),
+    }
+}
+
+/// A random id for one call's write, stored on the item so that a retry of that write can tell
+/// its own committed first attempt from anyone else's (see [`guarded`]).
+pub(crate) fn call_id() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Internal(format!("no randomness for a call id: {e}")))?;
+    Ok(hex::encode(bytes))
 }
 
 pub(crate) fn s(value: impl Into<String>) -> AttributeValue {

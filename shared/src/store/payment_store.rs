@@ -17,11 +17,12 @@
 
 use super::expr::Expr;
 use super::{
-    Cancelled, Item, StoreError, Tables, conditional, get_n, get_s, n, req_n, req_s, s, transaction,
+    Cancelled, FirstAttempt, Item, StoreError, Tables, Written, call_id, get_n, get_s, guarded, n,
+    req_n, req_s, s, transaction,
 };
 use crate::clock::Millis;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
 #[derive(Clone)]
 pub struct PaymentLedger {
@@ -134,10 +135,12 @@ enum IdentifiedUse {
     Same(FirstUse),
 }
 
-/// The ledger item of a newly accepted authorization.
-fn accepted_item(key: &AuthorizationKey, accepted: &Accepted<'_>) -> Item {
+/// The ledger item of a newly accepted authorization, consumed by the call `call` (see
+/// [`call_id`]: a retry of the consume knows its own item by it).
+fn accepted_item(key: &AuthorizationKey, accepted: &Accepted<'_>, call: &str) -> Item {
     let mut item = Item::from([
         ("pk".to_owned(), s(&key.0)),
+        ("call".to_owned(), s(call)),
         ("status".to_owned(), s("accepted")),
         ("pending".to_owned(), s(PENDING)),
         ("route".to_owned(), s(accepted.route)),
@@ -235,24 +238,36 @@ impl PaymentLedger {
         accepted: &Accepted<'_>,
         identified: Option<&Identified>,
     ) -> Result<Consumed, StoreError> {
-        let item = accepted_item(key, accepted);
+        let call = call_id()?;
+        let item = accepted_item(key, accepted, &call);
         let Some(identified) = identified else {
             let put = self
                 .client
                 .put_item()
                 .table_name(&self.table)
                 .set_item(Some(item))
-                .condition_expression("attribute_not_exists(pk)");
-            return Ok(match conditional(put.send().await)? {
-                Ok(_) => Consumed::Yes,
-                Err(_) => Consumed::UsedBefore,
-            });
+                .condition_expression("attribute_not_exists(pk)")
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .send();
+            // A retry refused by the item its own first attempt put is this call's consume (it
+            // used to refuse the payer's first use as "used before").
+            return Ok(
+                match guarded(put, |old| Ok(written_by(old, &call))).await? {
+                    Written::Now(_) | Written::Before(_) => Consumed::Yes,
+                    Written::Refused(_) => Consumed::UsedBefore,
+                },
+            );
         };
         let put = |item: Item| {
             Put::builder()
                 .table_name(&self.table)
                 .set_item(Some(item))
                 .condition_expression("attribute_not_exists(pk)")
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
                 .build()
                 .map(|put| TransactWriteItem::builder().put(put).build())
                 .map_err(StoreError::built)
@@ -274,6 +289,13 @@ impl PaymentLedger {
             Ok(_) => return Ok(Consumed::Yes),
             Err(reasons) => reasons,
         };
+        // A retried transaction refused by what its own first attempt wrote (DynamoDB answers a
+        // retry with the same client token as a success; an emulator may not).
+        if let Some(Cancelled::Condition(Some(old))) = reasons.first()
+            && written_by(Some(old), &call) == FirstAttempt::Committed
+        {
+            return Ok(Consumed::Yes);
+        }
         if reasons.iter().any(|r| matches!(r, Cancelled::Conflict)) {
             return Ok(Consumed::Busy);
         }
@@ -356,8 +378,10 @@ impl PaymentLedger {
             st = e.name("answerStatus"),
             status = e.value("status", n(status)),
         );
+        // The same SET again is harmless: a retry is refused only where the item is missing.
+        let missing = |_: Option<&Item>| Ok(FirstAttempt::NotCommitted);
         if self
-            .update_if(&key.0, update, "attribute_exists(pk)".into(), e)
+            .update_if(&key.0, update, "attribute_exists(pk)".into(), e, missing)
             .await?
         {
             Ok(())
@@ -368,15 +392,17 @@ impl PaymentLedger {
         }
     }
 
-    /// One conditional UpdateItem of the ledger item `pk`: `false` if `condition` did not hold.
+    /// One conditional UpdateItem of the ledger item `pk`: `false` if `condition` did not hold
+    /// (and, for a retried write, `first` did not find its own first attempt: see [`guarded`]).
     async fn update_if(
         &self,
         pk: &str,
         update: String,
         condition: String,
         e: Expr,
+        first: impl FnOnce(Option<&Item>) -> Result<FirstAttempt, StoreError>,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let send = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -385,9 +411,9 @@ impl PaymentLedger {
             .condition_expression(condition)
             .set_expression_attribute_names(e.names())
             .set_expression_attribute_values(e.values())
-            .send()
-            .await;
-        Ok(conditional(result)?.is_ok())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        Ok(!matches!(guarded(send, first).await?, Written::Refused(_)))
     }
 
     /// A ledger item, read consistently.
@@ -411,7 +437,13 @@ impl PaymentLedger {
         let update = format!("SET {} = {}", e.name("answered"), e.value("one", n(1)));
         let condition = format!("{status} = {}", e.value("a", s("accepted")));
         // Closed meanwhile (by the sweeper): nothing left to note.
-        self.update_if(&key.0, update, condition, e)
+        let noted = |old: Option<&Item>| {
+            Ok(match old.map(|i| get_n::<u8>(i, "answered")).transpose()? {
+                Some(Some(1)) => FirstAttempt::Committed,
+                _ => FirstAttempt::NotCommitted,
+            })
+        };
+        self.update_if(&key.0, update, condition, e, noted)
             .await
             .map(|_| ())
     }
@@ -447,7 +479,21 @@ impl PaymentLedger {
             pending = e.name("pending"),
         );
         let condition = format!("{status} = {a}", a = e.value("a", s("accepted")));
-        self.update_if(&key.0, update, condition, e).await
+        // A retry refused by its own first attempt's outcome: this very status, transaction and
+        // time. It used to log "another settler won" about itself.
+        let ours = |old: Option<&Item>| {
+            let Some(old) = old else {
+                return Ok(FirstAttempt::NotCommitted);
+            };
+            let same = get_s(old, "status")? == Some(outcome.status())
+                && get_s(old, "transaction")? == Some(transaction)
+                && get_n::<Millis>(old, "settledAt")? == Some(now);
+            Ok(match same {
+                true => FirstAttempt::Committed,
+                false => FirstAttempt::NotCommitted,
+            })
+        };
+        self.update_if(&key.0, update, condition, e, ours).await
     }
 
     /// Up to `limit` accepted items accepted at or before `cutoff`, oldest first. The index is
@@ -597,15 +643,27 @@ impl PaymentLedger {
         nonce: &str,
         now: Millis,
     ) -> Result<bool, StoreError> {
-        let result = self
+        let call = call_id()?;
+        let put = self
             .client
             .put_item()
             .table_name(&self.table)
             .item("pk", s(format!("siwx|{}|{nonce}", address.to_lowercase())))
             .item("accepted", n(now))
+            .item("call", s(&call))
             .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        Ok(conditional(result)?.is_ok())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        // A retry refused by its own first attempt's nonce: the sign-in is this call's.
+        let written = guarded(put, |old| Ok(written_by(old, &call))).await?;
+        Ok(!matches!(written, Written::Refused(_)))
+    }
+}
+
+/// Whether `old` is the item written by the call `call` (see [`call_id`]).
+fn written_by(old: Option<&Item>, call: &str) -> FirstAttempt {
+    match old.and_then(|i| i.get("call")) {
+        Some(aws_sdk_dynamodb::types::AttributeValue::S(c)) if c == call => FirstAttempt::Committed,
+        _ => FirstAttempt::NotCommitted,
     }
 }
