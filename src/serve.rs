@@ -108,7 +108,6 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let sweeper = tokio::spawn(sweep_forever(
         payments.clone(),
         Duration::from_secs(args.settle_sweep_seconds),
-        Duration::from_secs(args.settle_grace_seconds),
     ));
     let listener = tokio::net::TcpListener::bind(&args.addr)
         .await
@@ -169,19 +168,18 @@ fn payments(store: &Store, args: &ServeArgs) -> Result<Payments> {
         claim_prices: ClaimPrices::default(),
         facilitator,
     };
-    Ok(Payments::open(
-        &config,
-        store.client.clone(),
-        &store.tables,
-    )?)
+    // The one grace: the sweeper's, and the one a resend's answer waits for.
+    Ok(
+        Payments::open(&config, store.client.clone(), &store.tables)?
+            .with_sweep_grace(Duration::from_secs(args.settle_grace_seconds)),
+    )
 }
 
-/// Sweep the payment ledger now and every `every`, taking up what is older than `grace`.
-async fn sweep_forever(payments: Payments, every: Duration, grace: Duration) {
-    let grace = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+/// Sweep the payment ledger now and every `every`, taking up what is older than the payments'
+/// sweep grace.
+async fn sweep_forever(payments: Payments, every: Duration) {
     loop {
-        let now = now_ms();
-        if let Err(e) = payments.sweep(now - grace, now, 100).await {
+        if let Err(e) = payments.sweep_due(now_ms(), 100).await {
             tracing::error!(error = %e, "payment sweep failed; trying again later");
         }
         tokio::time::sleep(every).await;

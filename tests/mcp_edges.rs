@@ -167,22 +167,34 @@ async fn mcp_checks_host_and_origin_against_the_configured_url() {
         assert_eq!(status, 403, "{headers:?}: {text}");
         assert_eq!(code_of(status, &got, &text), "FORBIDDEN");
     }
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
+    // At its default (loopback) URL, another loopback name for the same port is the same service;
+    // another port or scheme is another site.
+    let same = format!("http://localhost:{port}");
+    let other_port = format!("http://localhost:{}", port.parse::<u16>().unwrap() ^ 1);
+    let other_scheme = format!("https://127.0.0.1:{port}");
+    for (origin, want) in [
+        (server.url.as_str(), 200),
+        (same.as_str(), 200),
+        (other_port.as_str(), 403),
+        (other_scheme.as_str(), 403),
+    ] {
+        let (status, _, text) = mcp(&server, post.clone(), LIST, &[("origin", origin)]).await;
+        assert_eq!(status, want, "{origin}: {text}");
+    }
     server.stop();
     let server = Server::start_with(dir.path(), &["--public-url", "https://lease.example.com"]);
     let port = server.url.rsplit(':').next().unwrap().to_owned();
     let localhost = format!("localhost:{port}");
     let local_origin = format!("http://localhost:{port}");
-    // Allowed: the public host and origin, and loopback names on a local run.
+    // Allowed: the public host and origin, and a loopback Host on a local run.
     for headers in [
         vec![("host", "lease.example.com")],
         vec![
             ("host", "lease.example.com:443"),
             ("origin", "https://lease.example.com"),
         ],
-        vec![
-            ("host", localhost.as_str()),
-            ("origin", local_origin.as_str()),
-        ],
+        vec![("host", localhost.as_str())],
         vec![],
     ] {
         let (status, _, text) = mcp(&server, post.clone(), LIST, &headers).await;
@@ -195,6 +207,12 @@ async fn mcp_checks_host_and_origin_against_the_configured_url() {
         vec![("origin", "https://evil.example")],
         vec![("origin", "http://lease.example.com")],
         vec![("origin", "null")],
+        // With a public URL, a loopback page is another site (it used to be let through).
+        vec![("origin", local_origin.as_str())],
+        vec![
+            ("host", localhost.as_str()),
+            ("origin", local_origin.as_str()),
+        ],
     ] {
         let (status, got, text) = mcp(&server, post.clone(), LIST, &headers).await;
         assert_eq!(status, 403, "{headers:?}: {text}");

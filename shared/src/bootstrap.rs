@@ -115,9 +115,9 @@ pub async fn serve_http(routes: Routes) -> Result<(), lambda_http::Error> {
 }
 
 /// The settlement sweeper on Lambda: each scheduled invocation closes the payments left open
-/// for longer than [`SWEEP_GRACE`], a page at a time, within the invocation's time.
+/// for longer than the sweep grace ([`crate::payment::lifecycle::SWEEP_GRACE`]), a page at a
+/// time, within the invocation's time.
 pub async fn sweep_payments() -> Result<(), lambda_http::Error> {
-    use crate::http::paid::SWEEP_GRACE;
     use lambda_http::{LambdaEvent, service_fn};
     const PAGE: i32 = 100;
     const PAGES: usize = 20;
@@ -131,9 +131,7 @@ pub async fn sweep_payments() -> Result<(), lambda_http::Error> {
                 return Ok::<_, lambda_http::Error>(serde_json::json!(total));
             };
             for _ in 0..PAGES {
-                let now = crate::clock::now_ms();
-                let grace = i64::try_from(SWEEP_GRACE.as_millis()).unwrap_or(i64::MAX);
-                let swept = payments.sweep(now - grace, now, PAGE).await?;
+                let swept = payments.sweep_due(crate::clock::now_ms(), PAGE).await?;
                 total.add(&swept);
                 if swept.total() < PAGE.unsigned_abs() || swept.failed > 0 {
                     break;

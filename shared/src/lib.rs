@@ -6,7 +6,8 @@
 //! 1. Foundations: [`clock`] (time in ms), [`witness`] (why an input or a decision failed),
 //!    [`strict_json`] (JSON without duplicate names), [`metrics`] (EMF counters).
 //! 2. Rules and formats, no I/O: [`lease`] (the pure `decide`, requests, answers), [`claims`],
-//!    [`keys`] (API keys), [`tenant`], [`schema`] (the request schemas), [`provenance`] (signed
+//!    [`keys`] (API keys), [`tenant`], [`schema`] (the request schemas), [`payment`] (a paid
+//!    call's payment lifecycle: every settle, void, resend and sweep rule), [`provenance`] (signed
 //!    answers: the credential, its proof, its check), [`x402`] (the payment protocol; its one
 //!    I/O is the facilitator client).
 //! 3. Storage: [`store`], the one implementation, on DynamoDB; it maps the types of layer 2.
@@ -25,6 +26,7 @@ pub mod http;
 pub mod keys;
 pub mod lease;
 pub mod metrics;
+pub mod payment;
 pub mod provenance;
 pub mod schema;
 pub mod service;

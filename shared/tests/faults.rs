@@ -468,7 +468,7 @@ async fn a_close_whose_answer_was_lost_is_still_this_calls() {
         .iter()
         .find(|r| r.authorization == key.as_str())
         .unwrap();
-    assert_eq!(row.status, "settled");
+    assert_eq!(row.status.as_str(), "settled");
 }
 
 /// A sign-in nonce whose put's answer was lost: the sign-in is this call's; the nonce is still

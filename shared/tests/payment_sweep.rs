@@ -108,7 +108,7 @@ impl World {
             .map(|row| {
                 let nonce =
                     u8::from_str_radix(&row.authorization[row.authorization.len() - 2..], 16);
-                (nonce.unwrap(), row.status)
+                (nonce.unwrap(), row.status.as_str().to_owned())
             })
             .collect()
     }

@@ -97,7 +97,7 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
     let paid = paid::accept(&state, &parts, payment, &offer, now, evidence).await?;
     let scope = Tenant::for_wallet(&paid.verified.payer);
     if let Some(first) = &paid.retry {
-        return resent(&paid, first, &scope, now);
+        return resent(&state, &paid, first, &scope, now);
     }
     let asset = paid.verified.requirements.asset.clone();
     let kept = paid.identifier.is_some().then(|| paid.clone());
@@ -108,6 +108,13 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
             .claims
             .claim(scope.as_str(), &claim.key, &claim.holder, claim.plan, now)
             .await?;
+        // Kept before it is settled, so that a resend finds an answer for whatever it is
+        // charged (a crash between the two used to leave PAYMENT_ANSWER_UNKNOWN for a paid
+        // answer); the receipt is added once there is one.
+        if let (Some(paid), Some(payments)) = (&kept, &state.payments) {
+            let (status, body) = answer_body(outcome.clone(), claim.plan, None);
+            payments.keep_answer(paid, status.as_u16(), &body).await;
+        }
         Ok(Charge::Yes((outcome, claim.plan)))
     };
     let ((outcome, plan), settlement) = paid::settle_after(&state, paid, now, work).await?;
@@ -128,12 +135,13 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
 /// A paid claim resent under its payment identifier: the answer kept for it (see
 /// [`paid::kept`]), never a new attempt.
 fn resent(
+    state: &AppState,
     paid: &Paid,
     first: &FirstUse,
     scope: &Tenant,
     now: Millis,
 ) -> Result<Response, ApiError> {
-    let (status, body, settlement) = paid::kept(paid, first, now)?;
+    let (status, body, settlement) = paid::kept(state, paid, first, now)?;
     let mut response = (status, Json(body)).into_response();
     response
         .extensions_mut()

@@ -100,7 +100,7 @@ pub(crate) async fn paid_for(
     // answer kept for it.
     let is_read = request.op == Op::Get;
     if is_read && let Some(first) = &paid.retry {
-        let (_, body, settlement) = paid::kept(&paid, first, now)?;
+        let (_, body, settlement) = paid::kept(state, &paid, first, now)?;
         let note = Note {
             op: Some(Op::Get.as_str()),
             outcome: Some("replayed"),
@@ -116,6 +116,14 @@ pub(crate) async fn paid_for(
     // A store failure ends the work with an error: nothing is settled, nothing charged.
     let work = async {
         let answer = carry_out(state, &tenant, &request, request_sha256, now).await?;
+        // A read's answer is kept before it is settled: a call that dies between the two is
+        // charged, and its resend must find the answer it bought (it used to find none, and
+        // answer PAYMENT_ANSWER_UNKNOWN).
+        if let (Some(paid), Some(payments)) = (&kept, &state.payments) {
+            payments
+                .keep_answer(paid, 200, &answer_json(&answer)?)
+                .await;
+        }
         Ok(if answer.data.replayed {
             Charge::Replay(answer)
         } else {
@@ -123,11 +131,7 @@ pub(crate) async fn paid_for(
         })
     };
     let (answer, settlement) = paid::settle_after(state, paid, now, work).await?;
-    let replied = Replied::new(&tenant, &answer, settlement)?;
-    if let (Some(paid), Some(payments)) = (&kept, &state.payments) {
-        payments.keep_answer(paid, 200, &replied.body).await;
-    }
-    Ok(replied)
+    Replied::new(&tenant, &answer, settlement)
 }
 
 /// The one way every channel (HTTP with a key or a payment, MCP) carries out a lease request

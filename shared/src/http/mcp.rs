@@ -456,7 +456,11 @@ fn host_allowed(state: &AppState, host: &str) -> bool {
     normalized(host, scheme).is_some_and(|h| h == state.public.authority() || loopback(state, &h))
 }
 
-/// A browser's Origin is this service's public origin, or loopback on a local run.
+/// A browser's Origin is this service's public origin. Where that origin is itself loopback (a
+/// local run at its default URL), another loopback name for it is the same service
+/// (`localhost` for `127.0.0.1`), on its scheme and port only: a page on another local port is
+/// another site. A loopback Origin used to pass on any port or scheme, even with a public
+/// `--public-url`.
 fn origin_allowed(state: &AppState, origin: &str) -> bool {
     let Some((scheme, authority)) = origin.split_once("://") else {
         return false; // "null", or not an origin at all
@@ -465,8 +469,18 @@ fn origin_allowed(state: &AppState, origin: &str) -> bool {
     if scheme != "http" && scheme != "https" {
         return false;
     }
-    normalized(authority, &scheme)
-        .is_some_and(|a| format!("{scheme}://{a}") == state.public.origin() || loopback(state, &a))
+    let Some(authority) = normalized(authority, &scheme) else {
+        return false;
+    };
+    if format!("{scheme}://{authority}") == state.public.origin() {
+        return true;
+    }
+    let port = |a: &str| a.strip_prefix(authority_host(a)).unwrap_or("").to_owned();
+    let public = state.public.authority();
+    state.public.origin().starts_with(&format!("{scheme}://"))
+        && loopback(state, public)
+        && loopback(state, &authority)
+        && port(&authority) == port(public)
 }
 
 /// rmcp's own refusals are plain text: give them the error shape of every other route (`shared/schemas/error.json`).

@@ -4,6 +4,7 @@
 
 use super::{ApiError, AppState};
 use crate::clock::Millis;
+use crate::payment::lifecycle::{self, AfterWork, Kept, Work};
 use crate::service::payments::{Paid, PaymentError, Sale, resettled};
 use crate::store::payment_store::Evidence;
 use crate::store::payment_store::FirstUse;
@@ -14,7 +15,6 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use std::time::Duration;
 
 pub const PAYMENT_SIGNATURE_HEADER: &str = "payment-signature";
 pub const PAYMENT_RESPONSE_HEADER: &str = "payment-response";
@@ -93,21 +93,10 @@ pub enum Charge<T> {
     Replay(T),
 }
 
-/// How long the work of a paid call may take before the call gives up on it (502). A Lambda's
-/// own timeout (10 s) ends it sooner there. It must stay well below [`SWEEP_GRACE`], so that the
-/// sweeper never takes up a payment whose call is still working on it.
-pub const WORK_LIMIT: Duration = Duration::from_secs(20);
-
-/// How old an open payment must be before the sweeper closes it: longer than the work limit plus
-/// a settlement (the facilitator's own timeout is at most 10 s), with room for clock skew between
-/// instances.
-pub const SWEEP_GRACE: Duration = Duration::from_secs(45);
-
-/// Run `work` for the accepted payment `paid`, then settle it (or void it when nothing is owed).
-/// A caller that hangs up stops neither: the router runs every request in a task of its own
-/// (see [`super::detached`]). If the work fails, nothing is charged. If it outlasts
-/// [`WORK_LIMIT`], the caller gets a 502 and the payment stays open: the sweeper settles it if
-/// the work did commit, and voids it if not.
+/// Run `work` for the accepted payment `paid`, then settle it, void it or leave it open, as
+/// [`lifecycle::after_work`] decides. A caller that hangs up stops neither: the router runs every
+/// request in a task of its own (see [`super::detached`]). If the work outlasts
+/// [`lifecycle::WORK_LIMIT`], the caller gets a 502 and the payment stays open for the sweeper.
 pub async fn settle_after<T>(
     state: &AppState,
     paid: Paid,
@@ -119,11 +108,12 @@ pub async fn settle_after<T>(
             "paid work without payments configured".into(),
         ));
     };
+    let ended = tokio::time::timeout(lifecycle::WORK_LIMIT, work).await;
     if let Some(first) = &paid.retry {
         // Resent under its payment identifier: the work answers again (a lease mutation replays
         // its record), settled by the first call; nothing is settled or voided now.
         let settlement = resettled(&paid, first);
-        return match tokio::time::timeout(WORK_LIMIT, work).await {
+        return match ended {
             Ok(Ok(Charge::Yes(answer) | Charge::Replay(answer))) => Ok((answer, Some(settlement))),
             Ok(Err(err)) => Err(err),
             Err(_) => Err(ApiError::StoreUnavailable(
@@ -131,43 +121,50 @@ pub async fn settle_after<T>(
             )),
         };
     }
-    match tokio::time::timeout(WORK_LIMIT, work).await {
-        Ok(Ok(Charge::Yes(answer))) => {
-            let settlement = payments.settle(&paid, now).await;
-            Ok((answer, Some(settlement)))
+    let (result, work) = match ended {
+        Ok(Ok(Charge::Yes(answer))) => (Ok(answer), Work::Answered),
+        Ok(Ok(Charge::Replay(answer))) => (Ok(answer), Work::Replayed),
+        Ok(Err(err)) => (Err(err), Work::Failed),
+        Err(_) => (
+            Err(ApiError::StoreUnavailable(
+                "paid work outlasted its limit; its payment is left to the sweeper".into(),
+            )),
+            Work::TimedOut,
+        ),
+    };
+    let settlement = match lifecycle::after_work(work) {
+        AfterWork::Settle => Some(payments.settle(&paid, now).await),
+        AfterWork::Void(reason) => {
+            // A failed call's own code says more than the rule's general reason.
+            let reason = result.as_ref().err().map_or(reason, ApiError::code);
+            payments.void(&paid, reason, now).await;
+            None
         }
-        Ok(Ok(Charge::Replay(answer))) => {
-            payments
-                .void(&paid, "a replay: the first answer was paid for", now)
-                .await;
-            Ok((answer, None))
-        }
-        Ok(Err(err)) => {
-            payments.void(&paid, err.code(), now).await;
-            Err(err)
-        }
-        Err(_) => Err(ApiError::StoreUnavailable(
-            "paid work outlasted its limit; its payment is left to the sweeper".into(),
-        )),
-    }
+        AfterWork::LeaveOpen => None,
+    };
+    result.map(|answer| (answer, settlement))
 }
 
 /// The answer kept for a paid call resent under its payment identifier (on routes that keep one:
-/// claims, lease reads), with the first call's settlement. None kept yet: in progress while the
-/// first call may still be between its settlement and keeping its answer; after that, a 409 that
-/// says the answer is unknown.
+/// claims, lease reads), with the first call's settlement; or, as [`lifecycle::kept_answer`]
+/// decides, in progress or unknown.
 pub fn kept(
+    state: &AppState,
     paid: &Paid,
     first: &FirstUse,
     now: Millis,
 ) -> Result<(StatusCode, serde_json::Value, SettlementResponse), ApiError> {
-    let Some((status, body)) = &first.answer else {
-        let working = now < first.accepted + SWEEP_GRACE.as_millis() as Millis;
-        return Err(if working {
-            ApiError::PaymentInProgress
-        } else {
-            ApiError::PaymentAnswerUnknown
-        });
+    let grace = state
+        .payments
+        .as_ref()
+        .map_or(lifecycle::SWEEP_GRACE, |p| p.sweep_grace());
+    let (status, body) = match (
+        lifecycle::kept_answer(first.answer.is_some(), first.accepted, now, grace),
+        &first.answer,
+    ) {
+        (Kept::Give, Some(answer)) => answer,
+        (Kept::Wait, _) => return Err(ApiError::PaymentInProgress),
+        (Kept::Unknown | Kept::Give, _) => return Err(ApiError::PaymentAnswerUnknown),
     };
     let status = StatusCode::from_u16(*status)
         .map_err(|_| ApiError::Internal("a kept answer has no valid status".into()))?;

@@ -15,3 +15,6 @@ pub use answer::LeaseAnswer;
 pub use decide::{Decision, Effect, Guard, Write, decide};
 pub use model::{LeaseState, MAX_TOKEN};
 pub use request::{Command, LeaseRequest, Op};
+
+/// How long a requestId's answer is replayed (ms).
+pub const REPLAY_WINDOW_MS: crate::clock::Millis = 24 * 3600 * 1000;

@@ -32,8 +32,7 @@ use std::sync::{Arc, Mutex};
 /// The route every lease answer is signed for.
 pub const ROUTE: &str = "POST /api/v1/lease";
 
-/// How long a requestId's answer is replayed.
-pub const REPLAY_WINDOW_MS: Millis = 24 * 3600 * 1000;
+pub use crate::lease::REPLAY_WINDOW_MS;
 
 /// Rounds before giving up on a lease that keeps changing under us. Each round means another
 /// writer committed, so this is only reached under pathological contention.

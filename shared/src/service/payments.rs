@@ -5,6 +5,8 @@
 
 use crate::clock::Millis;
 use crate::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
+use crate::payment::Status;
+use crate::payment::lifecycle::{self, Open, Resend, Verdict};
 use crate::provenance::jcs::sha256;
 use crate::store::StoreError;
 use crate::store::payment_store::{
@@ -28,6 +30,9 @@ pub struct Payments {
     pub claim_prices: ClaimPrices,
     facilitator: Facilitator,
     ledger: PaymentLedger,
+    /// How old an open payment must be before the sweeper takes it up; a resend's answer waits
+    /// for the same (see [`lifecycle::kept_answer`]).
+    sweep_grace: std::time::Duration,
 }
 
 /// Why a payment did not let the call through.
@@ -64,11 +69,6 @@ pub struct Paid {
     pub retry: Option<FirstUse>,
 }
 
-/// How long a payment identifier's retry is answered after its first acceptance: the lease
-/// route's replay window, so that the first call's request record is still there to replay,
-/// less a minute so that it is surely still there.
-pub const RETRY_WINDOW_MS: Millis = crate::service::lease::REPLAY_WINDOW_MS - 60_000;
-
 /// The largest payment (payload and requirements, as JSON) accepted: a real one is under 2 KB,
 /// the payment-identifier extension included.
 pub const MAX_PAYMENT_BYTES: usize = 8 * 1024;
@@ -97,7 +97,27 @@ impl Payments {
             claim_prices: config.claim_prices,
             facilitator,
             ledger,
+            sweep_grace: lifecycle::SWEEP_GRACE,
         })
+    }
+
+    /// These payments with another sweep grace (`leasekit serve --settle-grace-seconds`): the
+    /// sweeper and every rule that waits for it then use it alike.
+    pub fn with_sweep_grace(mut self, grace: std::time::Duration) -> Self {
+        self.sweep_grace = grace;
+        self
+    }
+
+    /// How old an open payment must be before a sweep takes it up.
+    pub fn sweep_grace(&self) -> std::time::Duration {
+        self.sweep_grace
+    }
+
+    /// Close what a sweep at `now` is due to take up (older than [`Self::sweep_grace`]); see
+    /// [`Self::sweep`].
+    pub async fn sweep_due(&self, now: Millis, limit: i32) -> Result<Swept, StoreError> {
+        self.sweep(lifecycle::sweep_cutoff(now, self.sweep_grace), now, limit)
+            .await
     }
 
     /// Payments as `config` says, on the ledger in `tables`: the one way both the Lambda
@@ -338,12 +358,12 @@ impl Payments {
         match self.ledger.finish(key, outcome, now).await {
             Ok(true) => {}
             Ok(false) => tracing::warn!(
-                status = outcome.status(),
+                status = outcome.status().as_str(),
                 "payment outcome already recorded by another settler; the first one stands"
             ),
             Err(e) => tracing::error!(
                 error = %e,
-                status = outcome.status(),
+                status = outcome.status().as_str(),
                 "payment outcome not recorded; the sweeper will retry"
             ),
         }
@@ -362,22 +382,22 @@ impl Payments {
         let mut swept = Swept::default();
         for item in self.ledger.pending(cutoff, limit).await? {
             let committed = item.answered || self.ledger.committed(&item.evidence).await?;
-            if !committed {
-                self.close(
-                    &item.key,
-                    &Final::Void {
-                        reason: "no committed answer: the call ended before its work did",
-                    },
-                    now,
-                )
-                .await;
-                swept.voided += 1;
-                continue;
-            }
-            let now_s = u64::try_from(now / 1000).unwrap_or(0);
             let settleable: Option<Settleable> = serde_json::from_str(&item.payment).ok();
-            match settleable {
-                Some(p) if now_s + MIN_VALIDITY_SECONDS < item.valid_before => {
+            let open = Open {
+                answered: item.answered,
+                committed,
+                valid_before: item.valid_before,
+                settleable: settleable.is_some(),
+            };
+            match (
+                lifecycle::sweep(&open, now, MIN_VALIDITY_SECONDS),
+                settleable,
+            ) {
+                (Verdict::Void(reason), _) => {
+                    self.close(&item.key, &Final::Void { reason }, now).await;
+                    swept.voided += 1;
+                }
+                (Verdict::Settle, Some(p)) => {
                     let outcome = self
                         .settle_recorded(&item.key, &p.payload, &p.requirements, now)
                         .await;
@@ -387,7 +407,7 @@ impl Payments {
                         swept.failed += 1;
                     }
                 }
-                _ => {
+                (Verdict::Settle | Verdict::Expire, _) => {
                     crate::metrics::count("SettlementExpired");
                     tracing::error!(
                         "a committed paid answer was never settled and its authorization has lapsed"
@@ -428,19 +448,16 @@ impl Swept {
     }
 }
 
-/// A payment resent under its payment identifier: answered again if its first call committed
-/// and was settled (or refused at settlement) within [`RETRY_WINDOW_MS`]; in progress while the
-/// first call is still open; refused if the first call was voided (nothing was charged, so
-/// nothing was bought: pay again) or lapsed.
+/// A payment resent under its payment identifier, as [`lifecycle::resend`] decides.
 fn retry(paid: Paid, first: FirstUse, now: Millis) -> Result<Paid, PaymentError> {
-    match first.status.as_str() {
-        "accepted" => Err(PaymentError::InProgress),
-        "settled" | "settlement_failed" if now < first.accepted + RETRY_WINDOW_MS => Ok(Paid {
+    match lifecycle::resend(first.status, first.accepted, now) {
+        Resend::Replay => Ok(Paid {
             retry: Some(first),
             ..paid
         }),
-        "settled" | "settlement_failed" => Err(Refusal::RetryTooLate.into()),
-        _ => Err(Refusal::Voided.into()),
+        Resend::Wait => Err(PaymentError::InProgress),
+        Resend::TooLate => Err(Refusal::RetryTooLate.into()),
+        Resend::Voided => Err(Refusal::Voided.into()),
     }
 }
 
@@ -458,8 +475,8 @@ fn fingerprint(sale: &Sale<'_>, payload: &PaymentPayload) -> String {
 /// The settlement a retry's answer carries again: the first one's, as the ledger has it.
 pub fn resettled(paid: &Paid, first: &FirstUse) -> SettlementResponse {
     SettlementResponse {
-        success: first.status == "settled",
-        error_reason: (first.status != "settled").then(|| "settlement refused".to_owned()),
+        success: first.status == Status::Settled,
+        error_reason: (first.status != Status::Settled).then(|| "settlement refused".to_owned()),
         payer: Some(paid.verified.payer.lower()),
         transaction: first.transaction.clone().unwrap_or_default(),
         network: paid.verified.requirements.network.clone(),

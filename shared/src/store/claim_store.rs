@@ -121,8 +121,10 @@ impl ClaimStore {
             if let Some(&oldest) = ring.times.get(slot)
                 && oldest > now - HOUR_MS
             {
+                // A concurrent call's `now` may be a little later than this one's: never more
+                // than the hour.
                 let wait = u64::try_from(oldest + HOUR_MS - now).unwrap_or(0);
-                return Ok(Some(wait.div_ceil(1000).max(1)));
+                return Ok(Some(wait.div_ceil(1000).clamp(1, 3600)));
             }
             let mut e = Expr::default();
             let (c, times, last) = (e.name("c"), e.name("t"), e.name("last"));

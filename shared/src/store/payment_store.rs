@@ -2,11 +2,8 @@
 //! Its conditional creation is what consumes an authorization at most once, across instances and
 //! retries. Ledger items are never deleted.
 //!
-//! An item's life: `accepted` (the authorization is consumed; the work may run), then exactly one
-//! of `settled`, `settlement_failed` (the facilitator refused or could not be reached: for
-//! reconciliation), `void` (nothing is owed: the call failed, or was a replay of one that paid)
-//! or `expired` (owed, but the authorization lapsed before anyone could settle it). Only the
-//! first final write wins (each is conditional on `accepted`), so the live path and the sweeper
+//! An item's life is [`crate::payment::lifecycle`]'s (the rules are there; this module only keeps
+//! the states): `accepted`, then exactly one final status. Only the first final write wins (each is conditional on `accepted`), so the live path and the sweeper
 //! never both record an outcome. While `accepted`, the item carries `pending`, the key of a sparse
 //! index (`pending`, ordered by `accepted`), which is how the sweeper finds what a crash, a timeout
 //! or a lost connection left open without scanning the whole ledger.
@@ -21,6 +18,7 @@ use super::{
     req_n, req_s, s, transaction,
 };
 use crate::clock::Millis;
+use crate::payment::Status;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 
@@ -118,8 +116,7 @@ pub enum Consumed {
 /// The ledger's state of the first use of a payment identifier's authorization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirstUse {
-    /// `accepted`, `settled`, `settlement_failed`, `void` or `expired`.
-    pub status: String,
+    pub status: Status,
     pub transaction: Option<String>,
     /// When it was accepted (ms).
     pub accepted: Millis,
@@ -141,7 +138,7 @@ fn accepted_item(key: &AuthorizationKey, accepted: &Accepted<'_>, call: &str) ->
     let mut item = Item::from([
         ("pk".to_owned(), s(&key.0)),
         ("call".to_owned(), s(call)),
-        ("status".to_owned(), s("accepted")),
+        ("status".to_owned(), s(Status::Accepted.as_str())),
         ("pending".to_owned(), s(PENDING)),
         ("route".to_owned(), s(accepted.route)),
         ("amount".to_owned(), s(accepted.amount)),
@@ -191,12 +188,12 @@ pub enum Final<'a> {
 }
 
 impl Final<'_> {
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> Status {
         match self {
-            Final::Settled { .. } => "settled",
-            Final::Failed { .. } => "settlement_failed",
-            Final::Void { .. } => "void",
-            Final::Expired => "expired",
+            Final::Settled { .. } => Status::Settled,
+            Final::Failed { .. } => Status::SettlementFailed,
+            Final::Void { .. } => Status::Void,
+            Final::Expired => Status::Expired,
         }
     }
 }
@@ -218,6 +215,12 @@ pub struct Pending {
 /// The sparse index over accepted items, and the value of its key attribute.
 pub const PENDING_INDEX: &str = "pending";
 const PENDING: &str = "accepted";
+
+/// A stored status; anything else is corrupt data, never a default.
+fn status_of(item: &Item) -> Result<Status, StoreError> {
+    let stored = req_s(item, "status")?;
+    Status::parse(stored).ok_or_else(|| StoreError::Corrupt(format!("payment status {stored}")))
+}
 
 impl PaymentLedger {
     /// The ledger in `tables.payments`; the requests and claims tables are where its evidence is.
@@ -352,7 +355,7 @@ impl PaymentLedger {
             _ => None,
         };
         Ok(IdentifiedUse::Same(FirstUse {
-            status: req_s(&paid, "status")?.to_owned(),
+            status: status_of(&paid)?,
             transaction: get_s(&paid, "transaction")?
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned),
@@ -435,7 +438,7 @@ impl PaymentLedger {
         let mut e = Expr::default();
         let status = e.name("status");
         let update = format!("SET {} = {}", e.name("answered"), e.value("one", n(1)));
-        let condition = format!("{status} = {}", e.value("a", s("accepted")));
+        let condition = format!("{status} = {}", e.value("a", s(Status::Accepted.as_str())));
         // Closed meanwhile (by the sweeper): nothing left to note.
         let noted = |old: Option<&Item>| {
             Ok(match old.map(|i| get_n::<u8>(i, "answered")).transpose()? {
@@ -469,7 +472,7 @@ impl PaymentLedger {
         let status = e.name("status");
         let update = format!(
             "SET {status} = {s}, {tx} = {t}, {at} = {now}, {reason} = {r} REMOVE {pending}",
-            s = e.value("s", s(outcome.status())),
+            s = e.value("s", s(outcome.status().as_str())),
             tx = e.name("transaction"),
             t = e.value("t", s(transaction)),
             at = e.name("settledAt"),
@@ -478,14 +481,17 @@ impl PaymentLedger {
             r = e.value("r", s(reason)),
             pending = e.name("pending"),
         );
-        let condition = format!("{status} = {a}", a = e.value("a", s("accepted")));
+        let condition = format!(
+            "{status} = {a}",
+            a = e.value("a", s(Status::Accepted.as_str()))
+        );
         // A retry refused by its own first attempt's outcome: this very status, transaction and
         // time. It used to log "another settler won" about itself.
         let ours = |old: Option<&Item>| {
             let Some(old) = old else {
                 return Ok(FirstAttempt::NotCommitted);
             };
-            let same = get_s(old, "status")? == Some(outcome.status())
+            let same = status_of(old)? == outcome.status()
                 && get_s(old, "transaction")? == Some(transaction)
                 && get_n::<Millis>(old, "settledAt")? == Some(now);
             Ok(match same {
@@ -586,7 +592,7 @@ impl PaymentLedger {
 #[serde(rename_all = "camelCase")]
 pub struct LedgerRow {
     pub authorization: String,
-    pub status: String,
+    pub status: Status,
     pub route: String,
     pub amount: String,
     pub accepted: Millis,
@@ -602,7 +608,7 @@ fn row_from_item(item: &Item) -> Result<LedgerRow, StoreError> {
     };
     Ok(LedgerRow {
         authorization: req_s(item, "pk")?.to_owned(),
-        status: req_s(item, "status")?.to_owned(),
+        status: status_of(item)?,
         route: req_s(item, "route")?.to_owned(),
         amount: req_s(item, "amount")?.to_owned(),
         accepted: req_n(item, "accepted")?,
