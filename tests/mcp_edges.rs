@@ -332,3 +332,30 @@ async fn mcp_without_key(
     let headers = response.headers().clone();
     (status, headers, response.text().await.unwrap())
 }
+
+/// A tools/call whose params are not a tool call's is JSON-RPC's invalid params (-32602), with its
+/// id; it used to be -32601, "method not found", for a method that exists. A well-typed call to a
+/// tool that does not exist stays what it was.
+#[tokio::test]
+async fn a_mistyped_tool_call_is_invalid_params() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let post = reqwest::Method::POST;
+    for params in [
+        json!({"name": 5}),
+        json!({"name": "lease", "arguments": "not an object"}),
+        json!({}),
+        json!("x"),
+    ] {
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+        let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
+        assert_eq!(status, 200, "{params}: {text}");
+        let answer: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{text}"));
+        assert_eq!(answer["error"]["code"], -32602, "{params}: {text}");
+        assert_eq!(answer["id"], 7, "{text}");
+    }
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "nope", "arguments": {}}});
+    let (status, _, text) = mcp(&server, post, call.to_string(), &[]).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("no tool named nope"), "{text}");
+}

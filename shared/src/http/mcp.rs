@@ -366,7 +366,10 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             read_limited(body)
                 .await
                 .and_then(|bytes| match crate::strict_json::parse(&bytes) {
-                    Ok(Value::Object(_)) => Ok(bytes),
+                    Ok(Value::Object(message)) => Ok(match mistyped_call(&message) {
+                        Some(answer) => Err(answer),
+                        None => Ok(bytes),
+                    }),
                     Ok(Value::Array(_)) => Err(ApiError::BatchNotSupported),
                     Ok(_) => Err(ApiError::InvalidJson(
                         "a JSON-RPC message is a JSON object".into(),
@@ -377,7 +380,8 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         Err(err) => Err(err),
     };
     let bytes = match bytes {
-        Ok(bytes) => bytes,
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(answer)) => return axum::Json(answer).into_response(),
         Err(ApiError::MethodNotAllowed) => {
             let mut response = ApiError::MethodNotAllowed.into_response();
             response
@@ -391,6 +395,31 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await;
     as_json_error(response).await
+}
+
+/// A `tools/call` whose params are not a tool call's (a name that is not a string, arguments
+/// that are not an object): JSON-RPC's invalid params (-32602), answered here because rmcp
+/// takes an unreadable known method for an unknown one (-32601, "method not found").
+fn mistyped_call(message: &serde_json::Map<String, Value>) -> Option<Value> {
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    // An id JSON-RPC does not allow, or a `_meta` of the wrong type, is a message that cannot
+    // be read at all: left to rmcp, whose refusal becomes a 400.
+    let id = message
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())?
+        .clone();
+    let mut params = message.get("params").cloned().unwrap_or(Value::Null);
+    if let Value::Object(params) = &mut params {
+        params.remove("_meta");
+    }
+    let error = serde_json::from_value::<CallToolRequestParams>(params).err()?;
+    Some(json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": -32602, "message": format!("invalid tools/call params: {error}")},
+    }))
 }
 
 /// Method, Host, Origin and content type, in that order.
