@@ -85,6 +85,7 @@ impl World {
             fingerprint: "f".into(),
             answer: "{}".into(),
             expires_at: now + REPLAY_WINDOW_MS,
+            paid_by: None,
         };
         let lease = LeaseKey::new(&self.tenant(), "r");
         self.leases
@@ -382,4 +383,69 @@ async fn an_answered_payment_without_evidence_is_settled_not_voided() {
         .mark_answered(&AuthorizationKey::new(BASE_SEPOLIA, &payer, &[22; 32]))
         .await
         .unwrap();
+}
+
+/// A call and its replay in the same millisecond, under two payments: their evidence is the same
+/// record (or claim) at the same time, and only the payment the item names is settled. The
+/// replay, which died before its void, used to be settled too.
+#[tokio::test]
+async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
+    let w = world().await;
+    let t = now_ms();
+    let scope = w.tenant();
+    let auth = |nonce: u8| {
+        leasekit_core::store::payment_store::AuthorizationKey::new(
+            BASE_SEPOLIA,
+            &address_of(&w.wallet).lower(),
+            &[nonce; 32],
+        )
+    };
+    // A lease mutation: the record names payment 31.
+    let key = RecordKey::new(&scope, "twin");
+    let record = StoredRecord {
+        fingerprint: "f".into(),
+        answer: "{}".into(),
+        expires_at: t + REPLAY_WINDOW_MS,
+        paid_by: Some(auth(31).as_str().to_owned()),
+    };
+    let lease = LeaseKey::new(&scope, "r");
+    w.leases
+        .commit(&lease, None, &key, &record, t)
+        .await
+        .unwrap();
+    for nonce in [31, 32] {
+        let evidence = Evidence::Record {
+            pk: key.as_str().to_owned(),
+            exp: t + REPLAY_WINDOW_MS,
+        };
+        w.accept(nonce, t, evidence).await;
+    }
+    // A claim: won under payment 33, tried again by the same holder at the same time under 34.
+    w.claims
+        .claim_paid(
+            scope.as_str(),
+            "twin",
+            "me",
+            Plan::Hour,
+            t,
+            Some(auth(33).as_str()),
+        )
+        .await
+        .unwrap();
+    for nonce in [33, 34] {
+        let evidence = Evidence::Claim {
+            pk: claim_pk(scope.as_str(), "twin"),
+            holder: "me".into(),
+            acquired: t,
+        };
+        w.accept(nonce, t, evidence).await;
+    }
+    let swept = w.payments.sweep(t + 1_000, now_ms(), 100).await.unwrap();
+    assert_eq!((swept.settled, swept.voided), (2, 2), "{swept:?}");
+    let statuses = w.statuses().await;
+    let got: Vec<&str> = [31, 32, 33, 34]
+        .iter()
+        .map(|n| statuses[n].as_str())
+        .collect();
+    assert_eq!(got, ["settled", "void", "settled", "void"]);
 }

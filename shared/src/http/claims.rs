@@ -100,13 +100,21 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         return resent(&state, &paid, first, &scope, now);
     }
     let asset = paid.verified.requirements.asset.clone();
+    let paid_by = paid.authorization().to_owned();
     let kept = paid.identifier.is_some().then(|| paid.clone());
     // A store failure ends the work with an error: nothing settled, nothing charged. Billed per
     // attempt otherwise: settled whether the key was won or held.
     let work = async {
         let outcome = state
             .claims
-            .claim(scope.as_str(), &claim.key, &claim.holder, claim.plan, now)
+            .claim_paid(
+                scope.as_str(),
+                &claim.key,
+                &claim.holder,
+                claim.plan,
+                now,
+                Some(&paid_by),
+            )
             .await?;
         // Kept before it is settled, so that a resend finds an answer for whatever it is
         // charged (a crash between the two used to leave PAYMENT_ANSWER_UNKNOWN for a paid

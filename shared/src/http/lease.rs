@@ -113,9 +113,11 @@ pub(crate) async fn paid_for(
         });
     }
     let kept = (is_read && paid.identifier.is_some()).then(|| paid.clone());
+    let paid_by = paid.authorization().to_owned();
     // A store failure ends the work with an error: nothing is settled, nothing charged.
     let work = async {
-        let answer = carry_out(state, &tenant, &request, request_sha256, now).await?;
+        let paid_by = Some(paid_by.as_str());
+        let answer = carry_out(state, &tenant, &request, request_sha256, now, paid_by).await?;
         // A read's answer is kept before it is settled: a call that dies between the two is
         // charged, and its resend must find the answer it bought (it used to find none, and
         // answer PAYMENT_ANSWER_UNKNOWN).
@@ -142,10 +144,11 @@ async fn carry_out(
     request: &LeaseRequest,
     request_sha256: [u8; 32],
     now: Millis,
+    paid_by: Option<&str>,
 ) -> Result<SignedAnswer, ApiError> {
     let answer = state
         .leases()?
-        .execute(tenant, request, request_sha256, now)
+        .execute_paid(tenant, request, request_sha256, now, paid_by)
         .await?;
     if !answer.data.replayed && answer.data.op != Op::Get {
         metrics::count(if answer.data.granted {
@@ -230,7 +233,7 @@ pub(crate) async fn for_account(
     request_sha256: [u8; 32],
 ) -> Result<Replied, ApiError> {
     let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
-    let answer = carry_out(state, &tenant, request, request_sha256, now_ms()).await?;
+    let answer = carry_out(state, &tenant, request, request_sha256, now_ms(), None).await?;
     Replied::new(&tenant, &answer, None)
 }
 

@@ -139,6 +139,8 @@ struct Signing<'a> {
     op: &'a str,
     request_sha256: [u8; 32],
     now: Millis,
+    /// The payment authorization that pays for this answer, kept on its record.
+    paid_by: Option<&'a str>,
 }
 
 /// What a request record keeps of its answer: the data without its fixed sentences, and what the
@@ -188,12 +190,28 @@ impl LeaseService {
         request_sha256: [u8; 32],
         now: Millis,
     ) -> Result<SignedAnswer, LeaseError> {
+        self.execute_paid(tenant, request, request_sha256, now, None)
+            .await
+    }
+
+    /// [`Self::execute`] for a paid call: `paid_by` (the payment authorization's ledger key) is
+    /// kept on the request record a mutation writes, so that the sweeper can tell this call's
+    /// committed answer from a replay of it made in the same millisecond under another payment.
+    pub async fn execute_paid(
+        &self,
+        tenant: &Tenant,
+        request: &LeaseRequest,
+        request_sha256: [u8; 32],
+        now: Millis,
+        paid_by: Option<&str>,
+    ) -> Result<SignedAnswer, LeaseError> {
         let command = request.command()?;
         let key = LeaseKey::new(tenant, &request.resource);
         let signing = Signing {
             op: request.op.as_str(),
             request_sha256,
             now,
+            paid_by,
         };
         let answer = match (&command, &request.request_id) {
             (Command::Get, _) => {
@@ -292,6 +310,7 @@ impl LeaseService {
                 fingerprint: fingerprint.clone(),
                 answer: keep(&answer, signing)?,
                 expires_at: now + REPLAY_WINDOW_MS,
+                paid_by: signing.paid_by.map(str::to_owned),
             };
             let write = this.write.as_ref().map(|(write, _)| write);
             match self
@@ -333,6 +352,7 @@ impl LeaseService {
             op: data.op.as_str(),
             request_sha256,
             now: kept.at,
+            paid_by: None,
         };
         self.sign(data, &signing)
     }

@@ -69,6 +69,14 @@ pub struct Paid {
     pub retry: Option<FirstUse>,
 }
 
+impl Paid {
+    /// The ledger key of the authorization that pays: what the answer it buys is marked with
+    /// (see [`PaymentLedger::committed`]).
+    pub fn authorization(&self) -> &str {
+        self.key.as_str()
+    }
+}
+
 /// The largest payment (payload and requirements, as JSON) accepted: a real one is under 2 KB,
 /// the payment-identifier extension included.
 pub const MAX_PAYMENT_BYTES: usize = 8 * 1024;
@@ -381,7 +389,8 @@ impl Payments {
     ) -> Result<Swept, StoreError> {
         let mut swept = Swept::default();
         for item in self.ledger.pending(cutoff, limit).await? {
-            let committed = item.answered || self.ledger.committed(&item.evidence).await?;
+            let committed =
+                item.answered || self.ledger.committed(&item.evidence, &item.key).await?;
             let settleable: Option<Settleable> = serde_json::from_str(&item.payment).ok();
             let open = Open {
                 answered: item.answered,

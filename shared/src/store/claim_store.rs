@@ -37,11 +37,36 @@ impl ClaimStore {
         plan: Plan,
         now: Millis,
     ) -> Result<Outcome, StoreError> {
+        self.claim_paid(scope, key, holder, plan, now, None).await
+    }
+
+    /// [`Self::claim`] paid for by the authorization whose ledger key is `paid_by`: a hold won
+    /// keeps it (`paidBy`), so that the sweeper tells this call's win from another payment's
+    /// attempt in the same millisecond.
+    pub async fn claim_paid(
+        &self,
+        scope: &str,
+        key: &str,
+        holder: &str,
+        plan: Plan,
+        now: Millis,
+        paid_by: Option<&str>,
+    ) -> Result<Outcome, StoreError> {
         let mut e = Expr::default();
         let exp = e.name("exp");
         let now_value = e.value("now", n(now));
+        let paid = e.name("paidBy");
+        // A hold won without payment must not keep an earlier winner's.
+        let paid_by = match paid_by {
+            Some(by) => format!(", {paid} = {}", e.value("paidBy", s(by))),
+            None => String::new(),
+        };
+        let unpaid = match paid_by.is_empty() {
+            true => format!(" REMOVE {paid}"),
+            false => String::new(),
+        };
         let update = format!(
-            "SET {h} = {holder}, {p} = {plan}, {a} = {now_value}, {exp} = {until} ADD {tok} {one}",
+            "SET {h} = {holder}, {p} = {plan}, {a} = {now_value}, {exp} = {until}{paid_by} ADD {tok} {one}{unpaid}",
             h = e.name("holder"),
             holder = e.value("holder", s(holder)),
             p = e.name("plan"),

@@ -50,6 +50,9 @@ pub struct StoredRecord {
     pub answer: String,
     /// Replays stop at this time (ms); the TTL attribute only cleans up afterwards.
     pub expires_at: Millis,
+    /// The payment authorization (its ledger key) that paid for the answer, if one did: what
+    /// tells the call that committed from a replay of it in the same millisecond.
+    pub paid_by: Option<String>,
 }
 
 /// The outcome of a single guarded write.
@@ -270,12 +273,13 @@ impl LeaseStore {
         now: Millis,
     ) -> Result<Put, StoreError> {
         let mut expr = Expr::default();
+
         let condition = format!(
             "attribute_not_exists(pk) OR {exp} <= {now}",
             exp = expr.name("exp"),
             now = expr.value("now", n(now)),
         );
-        Put::builder()
+        let mut put = Put::builder()
             .table_name(&self.requests)
             .item("pk", s(&key.0))
             .item("fp", s(&record.fingerprint))
@@ -284,8 +288,11 @@ impl LeaseStore {
             .item(
                 "ttl",
                 n(record.expires_at.div_euclid(1000) + TTL_SLACK_SECONDS),
-            )
-            .condition_expression(condition)
+            );
+        if let Some(paid_by) = &record.paid_by {
+            put = put.item("paidBy", s(paid_by));
+        }
+        put.condition_expression(condition)
             .set_expression_attribute_names(expr.names())
             .set_expression_attribute_values(expr.values())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -364,5 +371,6 @@ fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {
         fingerprint: req_s(item, "fp")?.to_owned(),
         answer: req_s(item, "answer")?.to_owned(),
         expires_at: req_n(item, "exp")?,
+        paid_by: get_s(item, "paidBy")?.map(str::to_owned),
     })
 }

@@ -529,8 +529,16 @@ impl PaymentLedger {
         out.items().iter().map(pending_from_item).collect()
     }
 
-    /// Whether the answer that `evidence` points to was committed.
-    pub async fn committed(&self, evidence: &Evidence) -> Result<bool, StoreError> {
+    /// Whether the answer that `evidence` points to was committed by the call that `paid_by`
+    /// paid for. The item names the authorization that paid for it (`paidBy`), so a replay made
+    /// in the same millisecond under another payment, whose evidence is otherwise the same, is not
+    /// taken for the call that committed. Items written before `paidBy` was kept are judged by
+    /// the rest alone.
+    pub async fn committed(
+        &self,
+        evidence: &Evidence,
+        paid_by: &AuthorizationKey,
+    ) -> Result<bool, StoreError> {
         let (table, pk) = match evidence {
             Evidence::None => return Ok(false),
             Evidence::Record { pk, .. } => (&self.requests, pk),
@@ -548,6 +556,9 @@ impl PaymentLedger {
         let Some(item) = out.item() else {
             return Ok(false);
         };
+        if get_s(item, "paidBy")?.is_some_and(|by| by != paid_by.as_str()) {
+            return Ok(false);
+        }
         Ok(match evidence {
             Evidence::None => false,
             Evidence::Record { exp, .. } => get_n::<Millis>(item, "exp")? == Some(*exp),
