@@ -172,10 +172,10 @@ pub struct Failure(pub String);
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::Unavailable(_) | StoreError::Corrupt(_) => {
-                Self::StoreUnavailable(err.to_string())
-            }
-            StoreError::Internal(_) => Self::Internal(err.to_string()),
+            StoreError::Unavailable(_) => Self::StoreUnavailable(err.to_string()),
+            // Stored data this code cannot read is ours to fix, not the store's to retry: a 500
+            // (it used to be a 502, which tells the caller to try again).
+            StoreError::Corrupt(_) | StoreError::Internal(_) => Self::Internal(err.to_string()),
         }
     }
 }
@@ -355,7 +355,8 @@ mod tests {
     async fn failure_details_go_to_the_log_line_never_to_the_caller() {
         let cases: [(ApiError, u16); 4] = [
             (StoreError::Unavailable("secret detail".into()).into(), 502),
-            (StoreError::Corrupt("secret detail".into()).into(), 502),
+            // Stored data we cannot read is ours too: a retry would find the same.
+            (StoreError::Corrupt("secret detail".into()).into(), 500),
             // A request we could not build is our failure, not the store's: no retry advice.
             (StoreError::Internal("secret detail".into()).into(), 500),
             (LeaseError::Internal("secret detail".into()).into(), 500),
