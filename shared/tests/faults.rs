@@ -145,6 +145,7 @@ struct Fixture {
     store: LeaseStore,
     claims: ClaimStore,
     ledger: PaymentLedger,
+    keys: leasekit_core::store::KeyStore,
     tenant: Tenant,
 }
 
@@ -172,10 +173,12 @@ async fn fixture() -> Fixture {
     ensure_tables(&client, &tables).await.unwrap();
     let claims = ClaimStore::new(client.clone(), &tables.claims);
     let ledger = PaymentLedger::new(client.clone(), &tables);
+    let keys = leasekit_core::store::KeyStore::new(client.clone(), &tables.keys);
     let store = LeaseStore::new(client, &tables.leases, &tables.requests);
     Fixture {
         claims,
         ledger,
+        keys,
         proxy,
         service: LeaseService::new(store.clone(), Issuer::from_seed(&[2; 32])),
         store,
@@ -500,4 +503,25 @@ async fn a_free_claim_whose_count_was_lost_counts_once() {
             .is_some(),
         "three counted, the fourth refused"
     );
+}
+
+/// A new API key whose put's answer was lost: the SDK's retry finds this very key, and it is
+/// stored, not reported as an id already taken (the key the caller was shown would then have
+/// been one it thought was never made).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_whose_insert_answer_was_lost_is_still_stored() {
+    use leasekit_core::keys::{ApiKey, KeyRecord};
+    let f = fixture().await;
+    let keys = &f.keys;
+    let key = ApiKey::generate().unwrap();
+    let record = KeyRecord::new(&key, "acme", now_ms());
+    f.proxy.inject("PutItem", lost(), 1);
+    assert!(
+        keys.insert(&record).await.unwrap(),
+        "stored by its first attempt"
+    );
+    // Another key with the same id is still refused.
+    let mut other = record.clone();
+    other.hash = [7; 32];
+    assert!(!keys.insert(&other).await.unwrap());
 }

@@ -1,12 +1,13 @@
 //! API key records. Only hashes are stored; the plain key is shown once, at creation.
 
 use super::expr::Expr;
-use super::{Item, StoreError, conditional, get_n, n, req_n, req_s, s};
+use super::{FirstAttempt, Item, StoreError, Written, get_n, guarded, n, req_n, req_s, s};
 use crate::clock::Millis;
 use crate::keys::{KeyId, KeyRecord};
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
 #[derive(Clone)]
 pub struct KeyStore {
@@ -35,15 +36,24 @@ impl KeyStore {
         if let Some(revoked) = record.revoked_at {
             item.insert("revoked".into(), n(revoked));
         }
-        let result = self
+        let hash = item.get("hash").cloned();
+        let send = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(pk)")
-            .send()
-            .await;
-        Ok(conditional(result)?.is_ok())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        // A retry refused by this very key (its hash, of 32 random bytes): the first attempt
+        // stored it. It used to be reported as an id already taken.
+        let ours = |old: Option<&Item>| {
+            Ok(match old.and_then(|i| i.get("hash")) == hash.as_ref() {
+                true => FirstAttempt::Committed,
+                false => FirstAttempt::NotCommitted,
+            })
+        };
+        Ok(!matches!(guarded(send, ours).await?, Written::Refused(_)))
     }
 
     /// The record with this id, if any.
@@ -68,7 +78,7 @@ impl KeyStore {
             "SET {revoked} = if_not_exists({revoked}, {now})",
             now = e.value("now", n(now))
         );
-        let result = self
+        let send = self
             .client
             .update_item()
             .table_name(&self.table)
@@ -77,9 +87,13 @@ impl KeyStore {
             .condition_expression("attribute_exists(pk)")
             .set_expression_attribute_names(e.names())
             .set_expression_attribute_values(e.values())
-            .send()
-            .await;
-        Ok(conditional(result)?.is_ok())
+            .send();
+        // Revoking again is harmless: a retry is refused only where there is no such key.
+        let missing = |_: Option<&Item>| Ok(FirstAttempt::NotCommitted);
+        Ok(!matches!(
+            guarded(send, missing).await?,
+            Written::Refused(_)
+        ))
     }
 }
 

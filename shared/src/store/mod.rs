@@ -147,7 +147,7 @@ pub(crate) enum Cancelled {
     Conflict,
 }
 
-/// The one place a cancelled transaction becomes outcomes, beside [`conditional`] for single
+/// The one place a cancelled transaction becomes outcomes, beside [`guarded`] for single
 /// writes: `Ok(Ok(output))` committed, `Ok(Err(reasons))` cancelled by conditions or conflicts
 /// (one reason per item, in order), `Err` the store failed or cancelled it for another reason
 /// (throttling, validation, capacity).
@@ -176,31 +176,6 @@ where
         });
     }
     Ok(Err(reasons))
-}
-
-/// The one place a conditional write's failed condition becomes an outcome: `Ok(Ok(output))`
-/// committed, `Ok(Err(old item))` the condition did not hold, `Err` the store failed. Only
-/// [`guarded`] calls it: a refusal alone does not say whether a retry refused its own write.
-fn conditional<T, E, R>(
-    result: Result<T, aws_sdk_dynamodb::error::SdkError<E, R>>,
-) -> Result<Result<T, Option<Item>>, StoreError>
-where
-    E: ConditionFailure
-        + aws_sdk_dynamodb::error::ProvideErrorMetadata
-        + std::error::Error
-        + 'static,
-    R: std::fmt::Debug,
-{
-    match result {
-        Ok(output) => Ok(Ok(output)),
-        Err(err) => match err
-            .as_service_error()
-            .and_then(ConditionFailure::condition_failed)
-        {
-            Some(item) => Ok(Err(item.cloned())),
-            None => Err(StoreError::sdk(err)),
-        },
-    }
 }
 
 /// What the item that refused a retried conditional write says of the write's first attempt,
@@ -249,9 +224,17 @@ where
     // an SDK send is a large future, and every store write nests one here.
     let (result, usage) = usage::measured(Box::pin(send)).await;
     usage::add(usage);
-    let old = match conditional(result)? {
+    // The one place a failed condition becomes an outcome (with the item it was checked
+    // against); any other error is the store's.
+    let old = match result {
         Ok(output) => return Ok(Written::Now(output)),
-        Err(old) => old,
+        Err(err) => match err
+            .as_service_error()
+            .and_then(ConditionFailure::condition_failed)
+        {
+            Some(item) => item.cloned(),
+            None => return Err(StoreError::sdk(err)),
+        },
     };
     if usage.unsure_retries() == 0 {
         return Ok(Written::Refused(old));
