@@ -37,6 +37,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -410,11 +411,12 @@ fn mistyped_call(message: &serde_json::Map<String, Value>) -> Option<Value> {
         .get("id")
         .filter(|id| id.is_string() || id.is_number())?
         .clone();
-    let mut params = message.get("params").cloned().unwrap_or(Value::Null);
-    if let Value::Object(params) = &mut params {
-        params.remove("_meta");
+    let params = message.get("params").unwrap_or(&Value::Null);
+    if params.get("_meta").is_some_and(|meta| !meta.is_object()) {
+        return None;
     }
-    let error = serde_json::from_value::<CallToolRequestParams>(params).err()?;
+    // Read in place, not cloned: a tool call's arguments may be most of 64 KiB.
+    let error = CallToolRequestParams::deserialize(params).err()?;
     Some(json!({
         "jsonrpc": "2.0",
         "id": id,

@@ -416,7 +416,8 @@ impl Payments {
                         swept.failed += 1;
                     }
                 }
-                (Verdict::Settle | Verdict::Expire, _) => {
+                // Expired, or a payment kept in a form that no longer reads (never settleable).
+                _ => {
                     crate::metrics::count("SettlementExpired");
                     tracing::error!(
                         "a committed paid answer was never settled and its authorization has lapsed"

@@ -57,13 +57,12 @@ impl ClaimStore {
         let now_value = e.value("now", n(now));
         let paid = e.name("paidBy");
         // A hold won without payment must not keep an earlier winner's.
-        let paid_by = match paid_by {
-            Some(by) => format!(", {paid} = {}", e.value("paidBy", s(by))),
-            None => String::new(),
-        };
-        let unpaid = match paid_by.is_empty() {
-            true => format!(" REMOVE {paid}"),
-            false => String::new(),
+        let (paid_by, unpaid) = match paid_by {
+            Some(by) => (
+                format!(", {paid} = {}", e.value("paidBy", s(by))),
+                String::new(),
+            ),
+            None => (String::new(), format!(" REMOVE {paid}")),
         };
         let update = format!(
             "SET {h} = {holder}, {p} = {plan}, {a} = {now_value}, {exp} = {until}{paid_by} ADD {tok} {one}{unpaid}",
@@ -115,7 +114,8 @@ impl ClaimStore {
     /// count `c` modulo `limit`): the slot the next claim would take holds the claim `limit`
     /// before it, and the next is allowed only if that one is an hour old. A read, then a write
     /// guarded by the count it read (DynamoDB cannot compare against the oldest of a list): one
-    /// more round trip than a counter, on a path that is free. `last` names the call that wrote,
+    /// more round trip than a counter, on a path that is free; a write refused by a concurrent
+    /// count brings the ring back with it, so contention costs no further reads. `last` names the call that wrote,
     /// so a retry refused by its own first attempt is a count, not a loss (it used to count
     /// twice).
     pub async fn count_free(
@@ -130,17 +130,13 @@ impl ClaimStore {
         }
         let pk = format!("quota|free|{scope}");
         let call = call_id()?;
+        // The ring a refused write came back with: decided on without another read.
+        let mut seen = None;
         for _ in 0..QUOTA_ROUNDS {
-            let out = self
-                .client
-                .get_item()
-                .table_name(&self.table)
-                .key("pk", s(&pk))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(StoreError::sdk)?;
-            let ring = Ring::from_item(out.item())?;
+            let ring = match seen.take() {
+                Some(ring) => ring,
+                None => Ring::from_item(self.quota_item(&pk).await?.as_ref())?,
+            };
             let slot = ring.count % u64::from(limit);
             let slot = usize::try_from(slot).unwrap_or(usize::MAX);
             if let Some(&oldest) = ring.times.get(slot)
@@ -193,13 +189,32 @@ impl ClaimStore {
             };
             match guarded(send, ours).await? {
                 Written::Now(_) | Written::Before(_) => return Ok(None),
-                // Another claim was counted meanwhile: read the ring again.
-                Written::Refused(_) => {}
+                // Another claim was counted meanwhile: decide again on the ring as it came back
+                // (none back: the item was cleaned up, or an emulator omitted it; read it).
+                Written::Refused(old) => {
+                    seen = old.map(|i| Ring::from_item(Some(&i))).transpose()?
+                }
             }
         }
         Err(StoreError::Unavailable(
             "the free quota kept changing under concurrent claims".into(),
         ))
+    }
+}
+
+impl ClaimStore {
+    /// The free quota's item `pk`, read consistently.
+    async fn quota_item(&self, pk: &str) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        Ok(out.item)
     }
 }
 

@@ -679,8 +679,8 @@ impl PaymentLedger {
 
 /// Whether `old` is the item written by the call `call` (see [`call_id`]).
 fn written_by(old: Option<&Item>, call: &str) -> FirstAttempt {
-    match old.and_then(|i| i.get("call")) {
-        Some(aws_sdk_dynamodb::types::AttributeValue::S(c)) if c == call => FirstAttempt::Committed,
-        _ => FirstAttempt::NotCommitted,
+    match old.and_then(|i| get_s(i, "call").ok().flatten()) == Some(call) {
+        true => FirstAttempt::Committed,
+        false => FirstAttempt::NotCommitted,
     }
 }
