@@ -273,7 +273,6 @@ impl LeaseStore {
         now: Millis,
     ) -> Result<Put, StoreError> {
         let mut expr = Expr::default();
-
         let condition = format!(
             "attribute_not_exists(pk) OR {exp} <= {now}",
             exp = expr.name("exp"),

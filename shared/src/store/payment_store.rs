@@ -3,8 +3,8 @@
 //! retries. Ledger items are never deleted.
 //!
 //! An item's life is [`crate::payment::lifecycle`]'s (the rules are there; this module only keeps
-//! the states): `accepted`, then exactly one final status. Only the first final write wins (each is conditional on `accepted`), so the live path and the sweeper
-//! never both record an outcome. While `accepted`, the item carries `pending`, the key of a sparse
+//! the states): `accepted`, then exactly one final status. Only the first final write wins (each
+//! is conditional on `accepted`), so the live path and the sweeper never both record an outcome. While `accepted`, the item carries `pending`, the key of a sparse
 //! index (`pending`, ordered by `accepted`), which is how the sweeper finds what a crash, a timeout
 //! or a lost connection left open without scanning the whole ledger.
 //!
@@ -439,14 +439,10 @@ impl PaymentLedger {
         let status = e.name("status");
         let update = format!("SET {} = {}", e.name("answered"), e.value("one", n(1)));
         let condition = format!("{status} = {}", e.value("a", s(Status::Accepted.as_str())));
-        // Closed meanwhile (by the sweeper): nothing left to note.
-        let noted = |old: Option<&Item>| {
-            Ok(match old.map(|i| get_n::<u8>(i, "answered")).transpose()? {
-                Some(Some(1)) => FirstAttempt::Committed,
-                _ => FirstAttempt::NotCommitted,
-            })
-        };
-        self.update_if(&key.0, update, condition, e, noted)
+        // Refused: closed meanwhile (by the sweeper), nothing left to note; whether a retry's
+        // first attempt noted it first makes no difference.
+        let either = |_: Option<&Item>| Ok(FirstAttempt::NotCommitted);
+        self.update_if(&key.0, update, condition, e, either)
             .await
             .map(|_| ())
     }
