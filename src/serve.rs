@@ -33,7 +33,7 @@ pub struct ServeArgs {
     /// Authorization header value sent to --facilitator-url.
     #[arg(long, env = "LEASEKIT_FACILITATOR_AUTHORIZATION")]
     facilitator_authorization: Option<String>,
-    /// Free claims allowed per wallet or account per clock hour.
+    /// Free claims allowed per wallet or account in any rolling hour (the hour before each claim).
     #[arg(long, default_value_t = 60, env = "LEASEKIT_FREE_CLAIMS_PER_HOUR")]
     free_claims_per_hour: u32,
     /// Seconds between sweeps of the payment ledger: payments left open by a crash, a timeout or

@@ -13,7 +13,7 @@ pub struct Config {
     pub signing_key_secret: Option<String>,
     /// x402 payments; `None` when `X402_PAY_TO` is unset (then only API keys are accepted).
     pub payments: Option<PaymentConfig>,
-    /// Free claims per wallet or account per clock hour.
+    /// Free claims per wallet or account in any rolling hour.
     pub free_claims_per_hour: u32,
     /// `LEASEKIT_PUBLIC_URL`: the URL callers reach the service at. Required by the HTTP
     /// functions (advertised URLs and sign-in-with-x are built from it, never from the request).

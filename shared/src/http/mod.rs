@@ -37,7 +37,7 @@ pub struct Settings {
     pub issuer: Option<Issuer>,
     /// x402 payments for callers without a key; `None`: keys only.
     pub payments: Option<Payments>,
-    /// Free claims per wallet or account per clock hour.
+    /// Free claims per wallet or account in any rolling hour.
     pub free_claims_per_hour: u32,
     /// The URL callers reach the service at (see [`AppState::public`]).
     pub public: PublicUrl,
@@ -87,7 +87,7 @@ pub struct AppState {
     /// x402 payments for callers without a key; `None`: keys only.
     pub payments: Option<Payments>,
     pub claims: ClaimStore,
-    /// Free claims per wallet or account per clock hour.
+    /// Free claims per wallet or account in any rolling hour.
     pub free_claims_per_hour: u32,
     /// The URL callers reach the service at: sign-in-with-x proofs must name its origin, and
     /// every advertised URL starts with it. Never taken from the request's headers.
