@@ -406,7 +406,7 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
         fingerprint: "f".into(),
         answer: "{}".into(),
         expires_at: t + REPLAY_WINDOW_MS,
-        paid_by: Some(auth(31).as_str().to_owned()),
+        paid_by: Some(auth(31).mark()),
     };
     let lease = LeaseKey::new(&scope, "r");
     w.leases
@@ -428,7 +428,7 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
             "me",
             Plan::Hour,
             t,
-            Some(auth(33).as_str()),
+            Some(&auth(33).mark()),
         )
         .await
         .unwrap();

@@ -100,7 +100,7 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
         return resent(&state, &paid, first, &scope, now);
     }
     let asset = paid.verified.requirements.asset.clone();
-    let paid_by = paid.authorization().to_owned();
+    let paid_by = paid.mark();
     let kept = paid.identifier.is_some().then(|| paid.clone());
     // A store failure ends the work with an error: nothing settled, nothing charged. Billed per
     // attempt otherwise: settled whether the key was won or held.

@@ -113,7 +113,7 @@ pub(crate) async fn paid_for(
         });
     }
     let kept = (is_read && paid.identifier.is_some()).then(|| paid.clone());
-    let paid_by = paid.authorization().to_owned();
+    let paid_by = paid.mark();
     // A store failure ends the work with an error: nothing is settled, nothing charged.
     let work = async {
         let paid_by = Some(paid_by.as_str());

@@ -194,7 +194,7 @@ impl LeaseService {
             .await
     }
 
-    /// [`Self::execute`] for a paid call: `paid_by` (the payment authorization's ledger key) is
+    /// [`Self::execute`] for a paid call: `paid_by` (the payment authorization's mark) is
     /// kept on the request record a mutation writes, so that the sweeper can tell this call's
     /// committed answer from a replay of it made in the same millisecond under another payment.
     pub async fn execute_paid(

@@ -70,10 +70,10 @@ pub struct Paid {
 }
 
 impl Paid {
-    /// The ledger key of the authorization that pays: what the answer it buys is marked with
-    /// (see [`PaymentLedger::committed`]).
-    pub fn authorization(&self) -> &str {
-        self.key.as_str()
+    /// What the answer this payment buys is marked with ([`AuthorizationKey::mark`]; see
+    /// [`PaymentLedger::committed`]).
+    pub fn mark(&self) -> String {
+        self.key.mark()
     }
 }
 

@@ -40,7 +40,7 @@ impl ClaimStore {
         self.claim_paid(scope, key, holder, plan, now, None).await
     }
 
-    /// [`Self::claim`] paid for by the authorization whose ledger key is `paid_by`: a hold won
+    /// [`Self::claim`] paid for by the authorization whose mark is `paid_by`: a hold won
     /// keeps it (`paidBy`), so that the sweeper tells this call's win from another payment's
     /// attempt in the same millisecond.
     pub async fn claim_paid(

@@ -50,7 +50,7 @@ pub struct StoredRecord {
     pub answer: String,
     /// Replays stop at this time (ms); the TTL attribute only cleans up afterwards.
     pub expires_at: Millis,
-    /// The payment authorization (its ledger key) that paid for the answer, if one did: what
+    /// The mark of the payment authorization that paid for the answer, if one did: what
     /// tells the call that committed from a replay of it in the same millisecond.
     pub paid_by: Option<String>,
 }

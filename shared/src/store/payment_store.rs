@@ -46,6 +46,14 @@ impl AuthorizationKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// What an answer this authorization paid for is marked with (`paidBy`): the first 16 bytes
+    /// of the key's SHA-256, hex. A quarter of the key's length, so that a paid request record
+    /// stays within one write unit wherever it did before.
+    pub fn mark(&self) -> String {
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(self.0.as_bytes());
+        hex::encode(&digest[..16])
+    }
 }
 
 /// Where the committed answer of a paid call is, if it committed.
@@ -552,7 +560,7 @@ impl PaymentLedger {
         let Some(item) = out.item() else {
             return Ok(false);
         };
-        if get_s(item, "paidBy")?.is_some_and(|by| by != paid_by.as_str()) {
+        if get_s(item, "paidBy")?.is_some_and(|by| by != paid_by.mark()) {
             return Ok(false);
         }
         Ok(match evidence {
