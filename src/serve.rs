@@ -34,7 +34,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEKIT_FACILITATOR_AUTHORIZATION")]
     facilitator_authorization: Option<String>,
     /// Free claims allowed per wallet or account in any rolling hour (the hour before each claim).
-    #[arg(long, default_value_t = 60, env = "LEASEKIT_FREE_CLAIMS_PER_HOUR")]
+    #[arg(long, default_value_t = 60, env = "LEASEKIT_FREE_CLAIMS_PER_HOUR",
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(leasekit_core::claims::MAX_FREE_CLAIMS_PER_HOUR)))]
     free_claims_per_hour: u32,
     /// Seconds between sweeps of the payment ledger: payments left open by a crash, a timeout or
     /// a facilitator that did not answer are settled if their work committed, voided if not.

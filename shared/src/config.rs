@@ -265,9 +265,19 @@ impl Config {
             }
         };
         let quota = optional("FREE_CLAIMS_PER_HOUR").unwrap_or_else(|| "60".into());
-        let free_claims_per_hour = quota.parse().map_err(|_| {
-            ConfigError::Invalid("FREE_CLAIMS_PER_HOUR", format!("not a count: {quota}"))
-        })?;
+        let free_claims_per_hour = quota
+            .parse()
+            .ok()
+            .filter(|q| *q <= crate::claims::MAX_FREE_CLAIMS_PER_HOUR)
+            .ok_or_else(|| {
+                ConfigError::Invalid(
+                    "FREE_CLAIMS_PER_HOUR",
+                    format!(
+                        "not a count from 0 to {}: {quota}",
+                        crate::claims::MAX_FREE_CLAIMS_PER_HOUR
+                    ),
+                )
+            })?;
         let public_url = optional("LEASEKIT_PUBLIC_URL")
             .map(|url| PublicUrl::parse(&url))
             .transpose()
@@ -298,6 +308,24 @@ mod tests {
             err.to_string(),
             "missing or empty environment variable REQUESTS_TABLE"
         );
+    }
+
+    /// The quota keeps a slot per claim in one item: past the cap it would outgrow what one
+    /// DynamoDB item holds, so a deployment cannot set it.
+    #[test]
+    fn the_free_quota_is_capped() {
+        let quota = |value: &'static str| {
+            Config::from_lookup(move |n| match n {
+                "FREE_CLAIMS_PER_HOUR" => Some(value.to_owned()),
+                other => tables(other),
+            })
+        };
+        assert_eq!(quota("0").unwrap().free_claims_per_hour, 0);
+        assert_eq!(quota("1000").unwrap().free_claims_per_hour, 1000);
+        for bad in ["1001", "100000", "-1", "sixty"] {
+            let err = quota(bad).unwrap_err().to_string();
+            assert!(err.contains("FREE_CLAIMS_PER_HOUR"), "{bad}: {err}");
+        }
     }
 
     #[test]

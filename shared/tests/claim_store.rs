@@ -137,3 +137,35 @@ async fn the_free_quota_is_a_rolling_hour() {
         "the second slot frees at t0 + 1 min + 1 h"
     );
 }
+
+/// Concurrent free claims far below the limit are all counted: each takes a free slot under a
+/// guard on that slot alone (a guard on the whole item made racers lose round after round, and
+/// the 33rd loss was a 502 with the quota nearly empty).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_free_claims_under_the_limit_are_all_counted() {
+    let claims = Arc::new(store().await);
+    let now = now_ms();
+    let tasks: Vec<_> = (0..120)
+        .map(|_| {
+            let claims = Arc::clone(&claims);
+            tokio::spawn(async move { claims.count_free("key:crowd", 200, now).await })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), None, "under the limit: counted");
+    }
+    // Exactly 120 were counted: 80 more fit, the 81st does not.
+    for _ in 0..80 {
+        assert_eq!(
+            claims.count_free("key:crowd", 200, now).await.unwrap(),
+            None
+        );
+    }
+    assert!(
+        claims
+            .count_free("key:crowd", 200, now)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

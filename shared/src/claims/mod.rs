@@ -77,6 +77,12 @@ impl Outcome {
 /// Byte limits of key and holder (UTF-8 bytes, not characters).
 pub const MAX_BYTES: usize = 256;
 
+/// The largest free-claim quota a deployment may set (claims per wallet or account in any
+/// rolling hour). The quota keeps one slot per claim in one item, and a write is billed by the
+/// item's size: at this limit some 12 KB, 12 write units a claim; far above it the item would
+/// pass DynamoDB's 400 KB.
+pub const MAX_FREE_CLAIMS_PER_HOUR: u32 = 1000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,16 +3,16 @@
 //! A hold is one item, `pk = <scope>|<key>` (the scope has no `|`; the key may), never deleted:
 //! `tok` is its fencing counter. Acquiring is one conditional UpdateItem (`exp` absent or past),
 //! which also adds 1 to `tok`; a failed condition returns the live hold (ALL_OLD).
-//! The free quota is one item per scope, `pk = quota|free|<scope>`: the times of the last claims
-//! counted in a rolling hour (see [`ClaimStore::count_free`]), written under a guard on the count
-//! it read, so concurrent instances cannot exceed it; it carries a TTL attribute (clean-up only).
+//! The free quota is one item per scope, `pk = quota|free|<scope>`: one slot per claim allowed in
+//! a rolling hour, each written under a guard on its own value (see [`ClaimStore::count_free`]),
+//! so concurrent instances cannot exceed it; it carries a TTL attribute (clean-up only).
 
 use super::expr::Expr;
-use super::{FirstAttempt, Item, StoreError, Written, call_id, get_s, guarded, n, req_n, req_s, s};
+use super::{FirstAttempt, Item, StoreError, Written, get_n, guarded, n, req_n, req_s, s};
 use crate::claims::{Claim, Outcome, Plan};
 use crate::clock::Millis;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
 
 #[derive(Clone)]
 pub struct ClaimStore {
@@ -110,64 +110,52 @@ impl ClaimStore {
     /// around its turn). `Ok(None)` counted; `Ok(Some(seconds))` at the limit, retry after that
     /// many seconds.
     ///
-    /// The item keeps the times of the last `limit` counted claims in a ring (`t`, indexed by the
-    /// count `c` modulo `limit`): the slot the next claim would take holds the claim `limit`
-    /// before it, and the next is allowed only if that one is an hour old. A read, then a write
-    /// guarded by the count it read (DynamoDB cannot compare against the oldest of a list): one
-    /// more round trip than a counter, on a path that is free; a write refused by a concurrent
-    /// count brings the ring back with it, so contention costs no further reads. `last` names the call that wrote,
-    /// so a retry refused by its own first attempt is a count, not a loss (it used to count
-    /// twice).
+    /// The item has `limit` slots (`q0`, `q1`, ...), each holding the time of the last claim
+    /// counted in it. A claim takes a slot that is free (empty, or an hour old) under a guard on
+    /// that slot's value alone, so each slot's claims are at least an hour apart and no hour
+    /// holds more than `limit`; and while fewer than `limit` were counted in the last hour, some
+    /// slot is free. Claims racing each other pick free slots at random and so rarely meet; a
+    /// write refused by a racer brings the slots back with it (no further read). A read, then
+    /// the write: one more round trip than a counter, on a path that is free.
+    ///
+    /// A slot's value is the time in ms times 1000 plus a random 0..999, so that a retry
+    /// refused by its own first attempt's write knows it (it used to count twice).
     pub async fn count_free(
         &self,
         scope: &str,
         limit: u32,
         now: Millis,
     ) -> Result<Option<u64>, StoreError> {
-        const HOUR_MS: Millis = 3_600_000;
         if limit == 0 {
             return Ok(Some(3600));
         }
         let pk = format!("quota|free|{scope}");
-        let call = call_id()?;
-        // The ring a refused write came back with: decided on without another read.
-        let mut seen = None;
+        let mine = now * 1000 + Millis::from(random_u16()? % 1000);
+        let mut item = None;
         for _ in 0..QUOTA_ROUNDS {
-            let ring = match seen.take() {
-                Some(ring) => ring,
-                None => Ring::from_item(self.quota_item(&pk).await?.as_ref())?,
+            let slots = match item.take() {
+                Some(back) => Some(back),
+                None => self.quota_item(&pk).await?,
             };
-            let slot = ring.count % u64::from(limit);
-            let slot = usize::try_from(slot).unwrap_or(usize::MAX);
-            if let Some(&oldest) = ring.times.get(slot)
-                && oldest > now - HOUR_MS
-            {
-                // A concurrent call's `now` may be a little later than this one's: never more
-                // than the hour.
-                let wait = u64::try_from(oldest + HOUR_MS - now).unwrap_or(0);
-                return Ok(Some(wait.div_ceil(1000).clamp(1, 3600)));
+            let slots = Slots::read(slots.as_ref(), limit)?;
+            let free = slots.free(now);
+            if free.is_empty() {
+                return Ok(Some(slots.retry_after(now)));
             }
+            let slot = free[usize::from(random_u16()?) % free.len()];
             let mut e = Expr::default();
-            let (c, times, last) = (e.name("c"), e.name("t"), e.name("last"));
-            let set_time = if slot < ring.times.len() {
-                format!("{times}[{slot}] = {}", e.value("now", n(now)))
-            } else {
-                let empty = e.value("empty", AttributeValue::L(Vec::new()));
-                let one = e.value("at", AttributeValue::L(vec![n(now)]));
-                format!("{times} = list_append(if_not_exists({times}, {empty}), {one})")
+            let q = e.name(&format!("q{slot}"));
+            let condition = match slots.at(slot) {
+                None => format!("attribute_not_exists({q})"),
+                Some(seen) => format!("{q} = {}", e.value("seen", n(seen))),
             };
             let update = format!(
-                "SET {c} = {next}, {set_time}, {last} = {call}, {ttl} = {expiry}",
-                next = e.value("next", n(ring.count + 1)),
-                call = e.value("call", s(&call)),
+                "SET {q} = {mine}, {ttl} = {expiry}",
+                mine = e.value("mine", n(mine)),
                 ttl = e.name("ttl"),
                 // Clean-up only: an item idle for an hour holds nothing that still counts.
                 expiry = e.value("expiry", n(now.div_euclid(1000) + 2 * 3600)),
             );
-            let condition = match ring.count {
-                0 => format!("attribute_not_exists({c})"),
-                count => format!("{c} = {}", e.value("count", n(count))),
-            };
             let send = self
                 .client
                 .update_item()
@@ -182,27 +170,23 @@ impl ClaimStore {
                 )
                 .send();
             let ours = |old: Option<&Item>| {
-                Ok(match old.map(|i| get_s(i, "last")).transpose()?.flatten() {
-                    Some(last) if last == call => FirstAttempt::Committed,
-                    _ => FirstAttempt::NotCommitted,
+                let at = old.map(|i| get_n::<Millis>(i, &format!("q{slot}")));
+                Ok(match at.transpose()?.flatten() == Some(mine) {
+                    true => FirstAttempt::Committed,
+                    false => FirstAttempt::NotCommitted,
                 })
             };
             match guarded(send, ours).await? {
                 Written::Now(_) | Written::Before(_) => return Ok(None),
-                // Another claim was counted meanwhile: decide again on the ring as it came back
-                // (none back: the item was cleaned up, or an emulator omitted it; read it).
-                Written::Refused(old) => {
-                    seen = old.map(|i| Ring::from_item(Some(&i))).transpose()?
-                }
+                // Another claim took that slot: decide again on the slots as they came back.
+                Written::Refused(old) => item = old,
             }
         }
         Err(StoreError::Unavailable(
             "the free quota kept changing under concurrent claims".into(),
         ))
     }
-}
 
-impl ClaimStore {
     /// The free quota's item `pk`, read consistently.
     async fn quota_item(&self, pk: &str) -> Result<Option<Item>, StoreError> {
         let out = self
@@ -218,42 +202,64 @@ impl ClaimStore {
     }
 }
 
-/// Rounds of read and guarded write before the quota gives up: each lost round is another
-/// claim counted, so more than `limit` losses end in the limit anyway.
-const QUOTA_ROUNDS: usize = 32;
+/// Rounds of read and guarded write before the quota gives up. Each lost round is another claim
+/// counted in the slot this one picked at random among the free ones, so losing many is unlikely
+/// unless the quota is nearly full, where the next round finds it full.
+const QUOTA_ROUNDS: usize = 64;
 
-/// The free quota's item: how many claims were ever counted, and the times of the last ones.
-struct Ring {
-    count: u64,
-    times: Vec<Millis>,
+const HOUR_MS: Millis = 3_600_000;
+
+/// The free quota's slots: for each, the time (ms) of the last claim counted in it, if any.
+struct Slots(Vec<Option<Millis>>);
+
+impl Slots {
+    fn read(item: Option<&Item>, limit: u32) -> Result<Self, StoreError> {
+        let mut slots = Vec::new();
+        for slot in 0..limit {
+            let value = match item {
+                Some(item) => get_n::<Millis>(item, &format!("q{slot}"))?,
+                None => None,
+            };
+            slots.push(value);
+        }
+        Ok(Self(slots))
+    }
+
+    /// The exact stored value of `slot` (what its guard compares).
+    fn at(&self, slot: usize) -> Option<Millis> {
+        self.0.get(slot).copied().flatten()
+    }
+
+    /// When `value`'s claim was counted (ms).
+    fn time(value: Millis) -> Millis {
+        value.div_euclid(1000)
+    }
+
+    /// The slots a claim at `now` may take: empty, or last counted an hour ago or more.
+    fn free(&self, now: Millis) -> Vec<usize> {
+        (0..self.0.len())
+            .filter(|&i| self.at(i).is_none_or(|v| Self::time(v) <= now - HOUR_MS))
+            .collect()
+    }
+
+    /// Seconds until the first slot frees (1..=3600: a racing call's `now` may be a little
+    /// later than this one's).
+    fn retry_after(&self, now: Millis) -> u64 {
+        let first = self.0.iter().flatten().map(|&v| Self::time(v)).min();
+        let wait = first.map_or(0, |t| t + HOUR_MS - now);
+        u64::try_from(wait)
+            .unwrap_or(0)
+            .div_ceil(1000)
+            .clamp(1, 3600)
+    }
 }
 
-impl Ring {
-    fn from_item(item: Option<&Item>) -> Result<Self, StoreError> {
-        let Some(item) = item.filter(|i| !i.is_empty()) else {
-            return Ok(Self {
-                count: 0,
-                times: Vec::new(),
-            });
-        };
-        let times = match item.get("t") {
-            None => Vec::new(),
-            Some(AttributeValue::L(list)) => list
-                .iter()
-                .map(|v| match v {
-                    AttributeValue::N(n) => n
-                        .parse()
-                        .map_err(|_| StoreError::Corrupt(format!("quota time {n}"))),
-                    other => Err(StoreError::Corrupt(format!("quota time {other:?}"))),
-                })
-                .collect::<Result<_, _>>()?,
-            Some(other) => return Err(StoreError::Corrupt(format!("quota times {other:?}"))),
-        };
-        Ok(Self {
-            count: req_n(item, "c")?,
-            times,
-        })
-    }
+/// A random number, for the quota's slot choice and values.
+fn random_u16() -> Result<u16, StoreError> {
+    let mut bytes = [0u8; 2];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Internal(format!("no randomness for the free quota: {e}")))?;
+    Ok(u16::from_le_bytes(bytes))
 }
 
 /// The claims table's key of `key` in `scope`.

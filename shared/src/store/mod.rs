@@ -8,12 +8,12 @@
 //! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
 //! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `service::lease`); `exp` N (ms); `ttl` N (s) |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
-//! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `c` N count, `t` L times of the last claims (ms), `last` S call id, `ttl` N (s) |
+//! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `q0`..`q<limit-1>` N one slot per claim allowed (ms × 1000 + a random 0..999), `ttl` N (s) |
 //! | payments | `auth\|<network>\|<payer>\|<nonce>`; `payid\|<network>\|<payer>\|<id>`; `siwx\|<address>\|<nonce>` | authorizations: `status` S (accepted, settled, settlement_failed, void, expired); `call` S; `route`, `amount`, `payTo`, `transaction`, `payment` S; `accepted`, `settledAt`, `validBefore` N; evidence (see `payment_store`); identifiers: `authorization`, `fp` S, kept `answer`; sign-ins: `accepted` N, `call` S |
 //!
 //! Every conditional single-item write goes through [`guarded`], which tells a retry refused by its
 //! own committed first attempt from a real refusal; items a retry could not otherwise recognise carry
-//! the writing call's random id (`call`, `last`).
+//! the writing call's random id (`call`; the quota's slot values).
 //!
 //! Lease items are never deleted: `tok` is the fencing counter. Request records carry a TTL
 //! attribute for clean-up only; whether a record is live is decided by comparing `exp` with now.
