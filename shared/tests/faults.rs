@@ -19,7 +19,7 @@ use leasekit_core::store::payment_store::{
 };
 use leasekit_core::store::usage::measured;
 use leasekit_core::store::{
-    ClaimStore, LeaseKey, LeaseStore, PaymentLedger, Tables, ensure_tables, local_client,
+    ClaimStore, LeaseKey, LeaseStore, PaymentLedger, ensure_tables, local_client,
 };
 use leasekit_core::tenant::Tenant;
 use serde_json::json;
@@ -149,14 +149,11 @@ struct Fixture {
     tenant: Tenant,
 }
 
-/// dynoxide behind the fault proxy; the service's client talks to the proxy.
+/// The test store (dynoxide, or moto in CI) behind the fault proxy; the service's client talks
+/// to the proxy. On both, because they differ where it matters here: dynoxide honours a
+/// transaction's client token on a retry, as DynamoDB does, and moto does not.
 async fn fixture() -> Fixture {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(dynoxide::server::serve_on(
-        listener,
-        dynoxide::Database::memory().unwrap(),
-    ));
+    let upstream = common::test_endpoint().await;
     let proxy = Proxy {
         upstream,
         faults: Arc::default(),
@@ -169,7 +166,7 @@ async fn fixture() -> Fixture {
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     let client = local_client(&url);
-    let tables = Tables::with_prefix("faults-");
+    let tables = common::fresh_tables();
     ensure_tables(&client, &tables).await.unwrap();
     let claims = ClaimStore::new(client.clone(), &tables.claims);
     let ledger = PaymentLedger::new(client.clone(), &tables);
@@ -524,4 +521,25 @@ async fn a_key_whose_insert_answer_was_lost_is_still_stored() {
     let mut other = record.clone();
     other.hash = [7; 32];
     assert!(!keys.insert(&other).await.unwrap());
+}
+
+/// A lease write with its record whose transaction's answer was lost: the SDK's retry is
+/// cancelled by the record its own first attempt wrote, and that record is this answer, not a
+/// replay (it came back `replayed: true`, which voids a paid call's payment for a first answer).
+/// DynamoDB itself would take the retry's client token as the same request; an emulator may not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_answer_was_lost_is_the_first_answer() {
+    let f = fixture().await;
+    f.proxy.inject("TransactWriteItems", lost(), 1);
+    let body = json!({"op": "acquire", "resource": "txn", "holder": "a", "requestId": "txn-1"});
+    let (first, _, _) = f.run(body.clone()).await;
+    let first = first.unwrap();
+    assert!(first.granted && !first.replayed, "{first:?}");
+    assert_eq!(first.fencing_token, Some(1));
+    let (again, _, _) = f.run(body).await;
+    assert!(
+        again.unwrap().replayed,
+        "the caller's own retry is the replay"
+    );
+    assert_eq!(f.counter("txn").await, 1, "applied once");
 }

@@ -4,6 +4,7 @@
 //! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
 
 use super::expr::Expr;
+use super::usage::{add as add_usage, measured};
 use super::{
     Cancelled, FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, req_n, req_s, s,
     transaction,
@@ -209,20 +210,28 @@ impl LeaseStore {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .map_err(StoreError::built)?;
-        let result = self
+        let send = self
             .client
             .transact_write_items()
             .transact_items(TransactWriteItem::builder().update(update).build())
             .transact_items(TransactWriteItem::builder().put(put).build())
-            .send()
-            .await;
+            .send();
+        // Measured apart to learn whether the SDK retried (see `guarded`).
+        let (result, usage) = measured(Box::pin(send)).await;
+        add_usage(usage);
         let reasons = match transaction(result)? {
             Ok(_) => return Ok(Committed::Yes),
             Err(reasons) => reasons,
         };
-        // The record first: if it exists, its answer stands whatever the lease did since.
+        // The record first: if it exists, its answer stands whatever the lease did since. If the
+        // SDK retried and it is this very record (its answer signed at this call's time, for
+        // this payment), the retry was cancelled by its own first attempt: committed. DynamoDB
+        // takes the retry's client token as the same request; an emulator may not.
         if let Some(Cancelled::Condition(Some(item))) = reasons.get(1) {
-            return Ok(Committed::RecordExists(record_from_item(item)?));
+            return Ok(match record_from_item(item)? {
+                found if usage.unsure_retries() > 0 && found == *record => Committed::Yes,
+                found => Committed::RecordExists(found),
+            });
         }
         // The lease as its guard was checked, when it came back. No item: the lease does not
         // exist, or an emulator omitted it; a conflict: it was being written. Read it again.

@@ -16,18 +16,27 @@ pub struct TestStore {
 
 /// A fresh set of tables on the test store.
 pub async fn test_store() -> TestStore {
-    let endpoint = match std::env::var(ENDPOINT_VAR) {
-        Ok(url) if !url.is_empty() => url,
-        _ => start_dynoxide().await,
-    };
-    let client = leasekit_core::store::local_client(&endpoint);
-    let mut suffix = [0u8; 6];
-    getrandom::fill(&mut suffix).expect("randomness");
-    let tables = Tables::with_prefix(&format!("t{}-", hex::encode(suffix)));
+    let client = leasekit_core::store::local_client(&test_endpoint().await);
+    let tables = fresh_tables();
     ensure_tables(&client, &tables)
         .await
         .expect("create tables");
     TestStore { client, tables }
+}
+
+/// The test store's endpoint: `LEASEKIT_TEST_DYNAMODB_ENDPOINT`, or a new embedded dynoxide.
+pub async fn test_endpoint() -> String {
+    match std::env::var(ENDPOINT_VAR) {
+        Ok(url) if !url.is_empty() => url,
+        _ => start_dynoxide().await,
+    }
+}
+
+/// Table names no other test uses.
+pub fn fresh_tables() -> Tables {
+    let mut suffix = [0u8; 6];
+    getrandom::fill(&mut suffix).expect("randomness");
+    Tables::with_prefix(&format!("t{}-", hex::encode(suffix)))
 }
 
 async fn start_dynoxide() -> String {
