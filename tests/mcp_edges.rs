@@ -345,7 +345,6 @@ async fn a_mistyped_tool_call_is_invalid_params() {
         json!({"name": 5}),
         json!({"name": "lease", "arguments": "not an object"}),
         json!({}),
-        json!("x"),
     ] {
         let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
         let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
@@ -354,8 +353,47 @@ async fn a_mistyped_tool_call_is_invalid_params() {
         assert_eq!(answer["error"]["code"], -32602, "{params}: {text}");
         assert_eq!(answer["id"], 7, "{text}");
     }
+    // Params that are not even an object make a message rmcp cannot read: its 400.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "x"});
+    let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
+    assert_eq!(status, 400, "{text}");
     let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "nope", "arguments": {}}});
-    let (status, _, text) = mcp(&server, post, call.to_string(), &[]).await;
+    let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("no tool named nope"), "{text}");
+    // Every check before the params still stands: a mistyped call is refused as a well-typed
+    // one is, for an id JSON-RPC does not allow, another version, a bad key or an Accept that
+    // takes no JSON (the attack found each answered 200 -32602).
+    let message = |id: Value, version: &str, params: Value| {
+        json!({"jsonrpc": version, "id": id, "method": "tools/call", "params": params}).to_string()
+    };
+    let good =
+        json!({"name": "lease", "arguments": {"op": "get", "tenantId": "t", "resource": "r"}});
+    let bad = json!({"name": 5});
+    let bad_key = [("x-api-key", "not-a-real-key-0123")];
+    let html = [("accept", "text/html")];
+    for (label, id, version, headers) in [
+        ("fractional id", json!(1.5), "2.0", &[][..]),
+        ("huge id", json!(18446744073709551616.0), "2.0", &[][..]),
+        ("version 1.0", json!(1), "1.0", &[][..]),
+        ("bad key", json!(1), "2.0", &bad_key[..]),
+        ("accept html", json!(1), "2.0", &html[..]),
+    ] {
+        let (want, _, _) = mcp(
+            &server,
+            post.clone(),
+            message(id.clone(), version, good.clone()),
+            headers,
+        )
+        .await;
+        let (got, _, text) = mcp(
+            &server,
+            post.clone(),
+            message(id, version, bad.clone()),
+            headers,
+        )
+        .await;
+        assert_ne!(want, 200, "{label}: a well-typed call is refused");
+        assert_eq!(got, want, "{label}: {text}");
+    }
 }

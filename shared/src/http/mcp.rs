@@ -367,10 +367,10 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             read_limited(body)
                 .await
                 .and_then(|bytes| match crate::strict_json::parse(&bytes) {
-                    Ok(Value::Object(message)) => Ok(match mistyped_call(&message) {
-                        Some(answer) => Err(answer),
-                        None => Ok(bytes),
-                    }),
+                    Ok(Value::Object(message)) => {
+                        let mistyped = mistyped_call(&message);
+                        Ok((bytes, mistyped))
+                    }
                     Ok(Value::Array(_)) => Err(ApiError::BatchNotSupported),
                     Ok(_) => Err(ApiError::InvalidJson(
                         "a JSON-RPC message is a JSON object".into(),
@@ -380,9 +380,8 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         }
         Err(err) => Err(err),
     };
-    let bytes = match bytes {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(answer)) => return axum::Json(answer).into_response(),
+    let (bytes, mistyped) = match bytes {
+        Ok(read) => read,
         Err(ApiError::MethodNotAllowed) => {
             let mut response = ApiError::MethodNotAllowed.into_response();
             response
@@ -395,33 +394,56 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let response = next
         .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await;
-    as_json_error(response).await
+    let response = as_json_error(response).await;
+    match mistyped {
+        Some(reason) => invalid_params(response, reason).await,
+        None => response,
+    }
 }
 
-/// A `tools/call` whose params are not a tool call's (a name that is not a string, arguments
-/// that are not an object): JSON-RPC's invalid params (-32602), answered here because rmcp
-/// takes an unreadable known method for an unknown one (-32601, "method not found").
-fn mistyped_call(message: &serde_json::Map<String, Value>) -> Option<Value> {
+/// Why a `tools/call`'s params are not a tool call's (a name that is not a string, arguments
+/// that are not an object), if they are not. A `_meta` of the wrong type is left out: rmcp
+/// cannot read that message at all, and its refusal is a 400.
+fn mistyped_call(message: &serde_json::Map<String, Value>) -> Option<String> {
     if message.get("method").and_then(Value::as_str) != Some("tools/call") {
         return None;
     }
-    // An id JSON-RPC does not allow, or a `_meta` of the wrong type, is a message that cannot
-    // be read at all: left to rmcp, whose refusal becomes a 400.
-    let id = message
-        .get("id")
-        .filter(|id| id.is_string() || id.is_number())?
-        .clone();
     let params = message.get("params").unwrap_or(&Value::Null);
     if params.get("_meta").is_some_and(|meta| !meta.is_object()) {
         return None;
     }
     // Read in place, not cloned: a tool call's arguments may be most of 64 KiB.
     let error = CallToolRequestParams::deserialize(params).err()?;
-    Some(json!({
-        "jsonrpc": "2.0",
-        "id": id,
-        "error": {"code": -32602, "message": format!("invalid tools/call params: {error}")},
-    }))
+    Some(format!("invalid tools/call params: {error}"))
+}
+
+/// rmcp answers a known method with unreadable params as an unknown one (-32601, "method not
+/// found"); for a mistyped `tools/call` that answer becomes JSON-RPC's invalid params (-32602).
+/// Only rmcp's own answer is changed, so every check before it (the key, the id, the version,
+/// Accept) still stands.
+async fn invalid_params(response: Response, reason: String) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if response.status() != StatusCode::OK || !is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let mut answer: Value = match serde_json::from_slice(&bytes) {
+        Ok(answer) => answer,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    if answer["error"]["code"] == -32601 {
+        answer["error"] = json!({"code": -32602, "message": reason});
+    }
+    let body = answer.to_string();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
 }
 
 /// Method, Host, Origin and content type, in that order.
