@@ -449,3 +449,52 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
         .collect();
     assert_eq!(got, ["settled", "void", "settled", "void"]);
 }
+
+/// A paid read under a payment identifier whose call died while settling: nothing but the answer
+/// it kept for its resends shows that it answered, and that answer is what was sold. The sweeper
+/// settles it (it used to void it, while the facilitator had settled it, and the resend was then
+/// told to pay again). Without a kept answer it is still void.
+#[tokio::test]
+async fn a_kept_answer_is_evidence_that_a_paid_read_answered() {
+    use leasekit_core::store::payment_store::IdentifierKey;
+    let w = world().await;
+    let t = now_ms();
+    let requirements = w.payments.settings.requirements(PRICE);
+    let sale = Sale {
+        route: "POST /api/v1/lease",
+        price: PRICE,
+        request_sha256: [0; 32],
+    };
+    for (nonce, id, kept) in [
+        (41u8, "pay_kept_read_000041", true),
+        (42, "pay_lost_read_000042", false),
+    ] {
+        let mut payment = pay(&w.wallet, &requirements, (t / 1000) as u64, [nonce; 32]).unwrap();
+        payment.extensions = Some(
+            serde_json::json!({"payment-identifier": {"info": {"id": id}}})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let paid = w
+            .payments
+            .accept(Some(Ok(payment)), &sale, t, |_| Evidence::None)
+            .await
+            .expect("accepted");
+        let identifier = IdentifierKey::new(BASE_SEPOLIA, &address_of(&w.wallet).lower(), id);
+        assert_eq!(paid.identifier.as_ref(), Some(&identifier));
+        if kept {
+            w.ledger
+                .keep_answer(&identifier, 200, r#"{"data":{}}"#)
+                .await
+                .unwrap();
+        }
+    }
+    let swept = w.payments.sweep(t + 1_000, now_ms(), 100).await.unwrap();
+    assert_eq!((swept.settled, swept.voided), (1, 1), "{swept:?}");
+    let statuses = w.statuses().await;
+    assert_eq!(
+        (statuses[&41].as_str(), statuses[&42].as_str()),
+        ("settled", "void")
+    );
+}

@@ -157,7 +157,8 @@ pub fn kept_answer(has_answer: bool, accepted: Millis, now: Millis, grace: Durat
 pub struct Open {
     /// Its call answered (the work was done) but did not learn how settlement went.
     pub answered: bool,
-    /// The answer it paid for is in the store (its evidence).
+    /// The answer it paid for is in the store: what its evidence points to, or the answer it
+    /// kept for a resend under its payment identifier.
     pub committed: bool,
     /// The authorization is valid until this Unix time (s).
     pub valid_before: u64,

@@ -389,8 +389,14 @@ impl Payments {
     ) -> Result<Swept, StoreError> {
         let mut swept = Swept::default();
         for item in self.ledger.pending(cutoff, limit).await? {
-            let committed =
-                item.answered || self.ledger.committed(&item.evidence, &item.key).await?;
+            // What the call left: its noted answer, the answer it committed, or the answer it
+            // kept for a resend (reads and held claims leave nothing else).
+            let committed = item.answered
+                || self.ledger.committed(&item.evidence, &item.key).await?
+                || self
+                    .ledger
+                    .answer_kept(&item.key, item.identifier.as_ref())
+                    .await?;
             let settleable: Option<Settleable> = serde_json::from_str(&item.payment).ok();
             let open = Open {
                 answered: item.answered,

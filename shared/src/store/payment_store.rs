@@ -59,7 +59,8 @@ impl AuthorizationKey {
 /// Where the committed answer of a paid call is, if it committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Evidence {
-    /// Nothing durable is written (a lease `get`): if the call's outcome is unknown, it is void.
+    /// Nothing durable is written (a lease `get`): if the call's outcome is unknown, it is void,
+    /// unless it kept its answer under a payment identifier ([`PaymentLedger::answer_kept`]).
     None,
     /// A lease mutation's request record (`pk` in the requests table); it is this call's record
     /// when its replay window ends at `exp`, which is fixed by the call's own time.
@@ -218,6 +219,9 @@ pub struct Pending {
     /// settle it, whatever the evidence says (a read, or a claim that found the key held,
     /// leaves none).
     pub answered: bool,
+    /// The payment identifier it came under, whose item keeps the answer its call gave (see
+    /// [`PaymentLedger::answer_kept`]).
+    pub identifier: Option<IdentifierKey>,
 }
 
 /// The sparse index over accepted items, and the value of its key attribute.
@@ -250,7 +254,11 @@ impl PaymentLedger {
         identified: Option<&Identified>,
     ) -> Result<Consumed, StoreError> {
         let call = call_id()?;
-        let item = accepted_item(key, accepted, &call);
+        let mut item = accepted_item(key, accepted, &call);
+        if let Some(identified) = identified {
+            // Where the answer a resend gets is kept: evidence for the sweeper too.
+            item.insert("identifier".to_owned(), s(&identified.key.0));
+        }
         let Some(identified) = identified else {
             let put = self
                 .client
@@ -575,6 +583,24 @@ impl PaymentLedger {
         })
     }
 
+    /// Whether the call paid by `key` under `identifier` kept its answer there: it answered (a
+    /// read, or a claim that found the key held, leaves no other trace), so what it sold is owed.
+    /// An answer is kept before settlement, so a call that died while settling is found here.
+    pub async fn answer_kept(
+        &self,
+        key: &AuthorizationKey,
+        identifier: Option<&IdentifierKey>,
+    ) -> Result<bool, StoreError> {
+        let Some(identifier) = identifier else {
+            return Ok(false);
+        };
+        let Some(item) = self.get(&identifier.0).await? else {
+            return Ok(false);
+        };
+        Ok(get_s(&item, "authorization")? == Some(key.as_str())
+            && get_s(&item, "answer")?.is_some())
+    }
+
     /// Every payment authorization in the ledger, for operators' reconciliation (`leasekit
     /// payments`): a full scan, not for a request path.
     pub async fn all(&self) -> Result<Vec<LedgerRow>, StoreError> {
@@ -653,6 +679,7 @@ fn pending_from_item(item: &Item) -> Result<Pending, StoreError> {
         payment: req_s(item, "payment")?.to_owned(),
         evidence,
         answered: get_n::<u8>(item, "answered")? == Some(1),
+        identifier: get_s(item, "identifier")?.map(|pk| IdentifierKey(pk.to_owned())),
     })
 }
 
