@@ -478,3 +478,45 @@ async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() 
         assert!(report.verified, "{report:?}");
     }
 }
+
+/// A lease item this code cannot read is our data's fault, whatever the op: a read finds it
+/// unparseable, and a write's guard compares a number with the string and fails (DynamoDB's
+/// comparisons across types are false), handing back the item, which does not parse. Both are
+/// ours (a 500), not the store's to retry. moto crashes on that comparison (an HTTP 500 with a
+/// Python TypeError: a store failure, rightly a 502 here), so the writes are checked on dynoxide.
+#[tokio::test]
+async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
+    use leasekit_core::store::StoreError;
+    let f = fixture().await;
+    let key = format!("{}|broken", f.tenant);
+    f.store
+        .client
+        .put_item()
+        .table_name(&f.store.tables.leases)
+        .item("pk", AttributeValue::S(key))
+        .item("tok", AttributeValue::S("not a number".into()))
+        .send()
+        .await
+        .unwrap();
+    let mut bodies = vec![json!({"op": "get", "resource": "broken"})];
+    if std::env::var(common::ENDPOINT_VAR).is_err() {
+        bodies.push(json!({"op": "acquire", "resource": "broken", "holder": "a"}));
+        bodies.push(
+            json!({"op": "acquire", "resource": "broken", "holder": "a", "requestId": "b-1"}),
+        );
+    }
+    for body in bodies {
+        let err = f
+            .service
+            .execute(&f.tenant, &req(body.clone()), [0; 32], now_ms())
+            .await
+            .expect_err("unreadable");
+        assert!(
+            matches!(
+                err,
+                LeaseError::Store(StoreError::Corrupt(_) | StoreError::Internal(_))
+            ),
+            "{body}: {err:?}"
+        );
+    }
+}
