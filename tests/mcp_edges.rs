@@ -397,3 +397,53 @@ async fn a_mistyped_tool_call_is_invalid_params() {
         assert_eq!(got, want, "{label}: {text}");
     }
 }
+
+/// A paid tool call's settlement is logged from inside rmcp's task, yet in its request's span:
+/// the settlement's line and the request's carry the same `request{id=…}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_calls_settlement_is_logged_in_its_requests_span() {
+    use leasekit_core::x402::client::pay;
+    use leasekit_core::x402::types::PaymentRequirements;
+    let (url, _seen) = support::facilitator::start(support::facilitator::Mode::FailsSettle).await;
+    let dir = TempDir::new().unwrap();
+    let log_path = dir.path().join("server.log");
+    let server = Server::start_logged_with(
+        dir.path(),
+        &["--facilitator-url", &url],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let call = |meta: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "lease", "arguments": {"op": "acquire", "resource": "r", "holder": "w"},
+            "_meta": meta}})
+        .to_string()
+    };
+    let (_, _, text) = mcp_without_key(&server, call(json!({}))).await;
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    let offer: PaymentRequirements =
+        serde_json::from_value(answer["result"]["structuredContent"]["accepts"][0].clone())
+            .unwrap_or_else(|e| panic!("{e}: {text}"));
+    let payment = pay(&wallet(3), &offer, now_secs(), [3; 32]).unwrap();
+    let (status, _, text) = mcp_without_key(&server, call(json!({"x402/payment": payment}))).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"granted\":true"), "{text}");
+    server.stop();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let ids = |needle: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains(needle))
+            .map(|l| {
+                let (_, rest) = l
+                    .split_once("request{id=")
+                    .unwrap_or_else(|| panic!("no span: {l}"));
+                rest.split('}').next().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let settled = ids("settlement refused");
+    assert_eq!(settled.len(), 1, "{log}");
+    let requests = ids("route=\"/mcp\"");
+    assert_eq!(requests.len(), 2, "{log}");
+    assert_eq!(requests[1], settled[0], "{log}");
+    assert_ne!(requests[0], settled[0], "{log}");
+}

@@ -401,6 +401,45 @@ async fn a_failed_settlement_still_answers_and_is_recorded() {
     );
 }
 
+/// Every line a request causes is in its span, `request{id=…}`: the settlement's error and the
+/// request's own line carry the same id, and another request's line another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_log_lines_share_its_id() {
+    let (url, _seen) = facilitator::start(facilitator::Mode::FailsSettle).await;
+    let dir = TempDir::new().unwrap();
+    let log_path = dir.path().join("server.log");
+    let server = Server::start_logged_with(
+        dir.path(),
+        &["--facilitator-url", &url],
+        std::fs::File::create(&log_path).unwrap(),
+    );
+    let offer = offer(&server.url).await;
+    assert_eq!(acquire_paid(&server.url, &offer).await.status, 200);
+    server.stop();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let id_of = |needle: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains(needle))
+            .map(|l| {
+                let (_, rest) = l
+                    .split_once("request{id=")
+                    .unwrap_or_else(|| panic!("no span: {l}"));
+                rest.split('}').next().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let settled = id_of("settlement refused");
+    assert_eq!(settled.len(), 1, "{log}");
+    let paid = id_of("status=200");
+    assert_eq!(
+        paid, settled,
+        "the settlement's line and its request's: {log}"
+    );
+    let offered = id_of("status=402");
+    assert_eq!(offered.len(), 1, "{log}");
+    assert_ne!(offered, paid, "each request its own id: {log}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_facilitator_is_a_502_before_any_work() {
     let dir = TempDir::new().unwrap();

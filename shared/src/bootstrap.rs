@@ -32,7 +32,9 @@ pub async fn lambda() -> Result<Boot, BootError> {
     tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
-        .with_current_span(false)
+        // The request's span (`span.id`) on every line it causes, and not the list of them all.
+        .with_current_span(true)
+        .with_span_list(false)
         .with_target(false)
         .init();
     crate::metrics::enable();

@@ -19,7 +19,7 @@ async fn a_lapsed_hold_frees_the_key_with_a_larger_token() {
     let claims = store().await;
     let t0 = now_ms();
     let Outcome::Acquired(first) = claims
-        .claim("wallet:0xa", "job-1", "w1", Plan::Free, t0)
+        .claim("wallet:0xa", "job-1", "w1", Plan::Free, t0, None)
         .await
         .unwrap()
     else {
@@ -32,7 +32,7 @@ async fn a_lapsed_hold_frees_the_key_with_a_larger_token() {
     // One millisecond before expiry it is still held (by someone else: mine false; by w1: mine true).
     for (holder, at, mine) in [("w2", t0 + 299_999, false), ("w1", t0 + 1, true)] {
         let held = claims
-            .claim("wallet:0xa", "job-1", holder, Plan::Hour, at)
+            .claim("wallet:0xa", "job-1", holder, Plan::Hour, at, None)
             .await
             .unwrap();
         let claim = first.clone();
@@ -40,7 +40,7 @@ async fn a_lapsed_hold_frees_the_key_with_a_larger_token() {
     }
     // At expiry the server clock says it is free: a new acquisition, a larger token.
     let Outcome::Acquired(second) = claims
-        .claim("wallet:0xa", "job-1", "w2", Plan::Day, t0 + 300_000)
+        .claim("wallet:0xa", "job-1", "w2", Plan::Day, t0 + 300_000, None)
         .await
         .unwrap()
     else {
@@ -60,7 +60,7 @@ async fn scopes_are_separate_and_keys_may_contain_the_separator() {
     for scope in ["wallet:0xa", "wallet:0xb", "key:acme"] {
         assert!(matches!(
             claims
-                .claim(scope, "a|b", "w", Plan::Hour, t0)
+                .claim(scope, "a|b", "w", Plan::Hour, t0, None)
                 .await
                 .unwrap(),
             Outcome::Acquired(_)
@@ -68,7 +68,7 @@ async fn scopes_are_separate_and_keys_may_contain_the_separator() {
     }
     assert!(matches!(
         claims
-            .claim("wallet:0xa", "a", "w", Plan::Hour, t0)
+            .claim("wallet:0xa", "a", "w", Plan::Hour, t0, None)
             .await
             .unwrap(),
         Outcome::Acquired(_)

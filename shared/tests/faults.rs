@@ -340,7 +340,7 @@ async fn a_claim_whose_answer_was_lost_is_still_won() {
     f.proxy.inject("UpdateItem", lost, 1);
     let outcome = f
         .claims
-        .claim("acct:acme", "job-1", "worker-1", Plan::Hour, now_ms())
+        .claim("acct:acme", "job-1", "worker-1", Plan::Hour, now_ms(), None)
         .await
         .unwrap();
     let Outcome::Acquired(claim) = outcome else {
@@ -350,7 +350,7 @@ async fn a_claim_whose_answer_was_lost_is_still_won() {
     // A later claim by the same holder is the crash-resume signal: held, mine.
     let again = f
         .claims
-        .claim("acct:acme", "job-1", "worker-1", Plan::Hour, now_ms())
+        .claim("acct:acme", "job-1", "worker-1", Plan::Hour, now_ms(), None)
         .await
         .unwrap();
     assert!(

@@ -154,7 +154,7 @@ async fn the_sweeper_settles_what_committed_and_closes_the_rest() {
     .await;
     // 4: a claim won by the payer's holder at the call's time; 5: the key was held by another.
     w.claims
-        .claim(scope.as_str(), "k4", "me", Plan::Hour, t)
+        .claim(scope.as_str(), "k4", "me", Plan::Hour, t, None)
         .await
         .unwrap();
     let pk4 = claim_pk(scope.as_str(), "k4");
@@ -169,7 +169,7 @@ async fn the_sweeper_settles_what_committed_and_closes_the_rest() {
     )
     .await;
     w.claims
-        .claim(scope.as_str(), "k5", "other", Plan::Hour, t - 1000)
+        .claim(scope.as_str(), "k5", "other", Plan::Hour, t - 1000, None)
         .await
         .unwrap();
     let pk5 = claim_pk(scope.as_str(), "k5");
@@ -422,7 +422,7 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
     }
     // A claim: won under payment 33, tried again by the same holder at the same time under 34.
     w.claims
-        .claim_paid(
+        .claim(
             scope.as_str(),
             "twin",
             "me",

@@ -107,7 +107,7 @@ pub async fn paid(State(state): State<AppState>, request: Request) -> Result<Res
     let work = async {
         let outcome = state
             .claims
-            .claim_paid(
+            .claim(
                 scope.as_str(),
                 &claim.key,
                 &claim.holder,
@@ -190,7 +190,14 @@ pub(crate) async fn free_claim(
     }
     Ok(state
         .claims
-        .claim(scope.as_str(), &claim.key, &claim.holder, Plan::Free, now)
+        .claim(
+            scope.as_str(),
+            &claim.key,
+            &claim.holder,
+            Plan::Free,
+            now,
+            None,
+        )
         .await?)
 }
 

@@ -62,6 +62,16 @@ pub enum ApiError {
     UnsupportedMediaType(&'static str),
     #[error("JSON-RPC batches are not accepted: send one message per request")]
     BatchNotSupported,
+    /// A request the MCP transport could not read as a JSON-RPC message (its reason).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The caller does not accept what the route answers (its reason).
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// The MCP transport refused the request with a status this vocabulary has no other name
+    /// for (its reason).
+    #[error("{1}")]
+    Refused(StatusCode, String),
     #[error("no such route")]
     NotFound,
     #[error("method not allowed on this route")]
@@ -93,9 +103,12 @@ fn pointer(path: &str) -> &str {
 impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::InvalidJson(_) | Self::InvalidInput(_) | Self::BatchNotSupported => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::InvalidJson(_)
+            | Self::InvalidInput(_)
+            | Self::InvalidRequest(_)
+            | Self::BatchNotSupported => StatusCode::BAD_REQUEST,
+            Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            Self::Refused(status, _) => *status,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -132,6 +145,9 @@ impl ApiError {
             Self::Forbidden(_) => "FORBIDDEN",
             Self::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
             Self::BatchNotSupported => "BATCH_NOT_SUPPORTED",
+            Self::InvalidRequest(_) => "INVALID_REQUEST",
+            Self::NotAcceptable(_) => "NOT_ACCEPTABLE",
+            Self::Refused(..) => "MCP_REQUEST_REFUSED",
             Self::NotFound => "NOT_FOUND",
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::Internal(_) => "INTERNAL_ERROR",
@@ -150,6 +166,19 @@ impl ApiError {
             body["error"] = json!(self.to_string());
         }
         Some(body)
+    }
+
+    /// The JSON body of this error, the same over HTTP and as an MCP tool result: `{error, code}`,
+    /// with `witnesses` for invalid input; a 402's is [`Self::payment_body`].
+    pub fn body(&self) -> serde_json::Value {
+        if let Some(offer) = self.payment_body() {
+            return offer;
+        }
+        let mut body = json!({"error": self.to_string(), "code": self.code()});
+        if let Self::InvalidInput(witnesses) = self {
+            body["witnesses"] = json!(witnesses);
+        }
+        body
     }
 
     /// What went wrong on our side or the store's, for the request's log line; `None` for the
@@ -211,9 +240,8 @@ impl IntoResponse for ApiError {
 
 impl ApiError {
     fn answer(self) -> Response {
-        let mut body = json!({"error": self.to_string(), "code": self.code()});
+        let body = self.body();
         match &self {
-            Self::InvalidInput(witnesses) => body["witnesses"] = json!(witnesses),
             Self::RateLimited(seconds) => {
                 let retry_after = [("retry-after", seconds.to_string())];
                 return (self.status(), retry_after, Json(body)).into_response();
@@ -221,7 +249,6 @@ impl ApiError {
             Self::Payment { required, .. } => {
                 // The x402 PaymentRequired, in the body (with our code) and base64 in the header.
                 let required_json = serde_json::to_value(required.as_ref()).unwrap_or_default();
-                let body = self.payment_body().unwrap_or_default();
                 let header = BASE64.encode(required_json.to_string());
                 return (
                     self.status(),
@@ -249,50 +276,90 @@ mod tests {
         (status, serde_json::from_slice(&bytes).unwrap())
     }
 
+    /// What each variant answers, as an exhaustive `match` (no `_` arm): a new variant does not
+    /// compile until it is given its status and code here, and a sample in [`samples`].
+    fn expected(err: &ApiError) -> (u16, &'static str) {
+        match err {
+            ApiError::InvalidJson(_) => (400, "INVALID_JSON"),
+            ApiError::InvalidInput(_) => (400, "INVALID_INPUT"),
+            ApiError::InvalidRequest(_) => (400, "INVALID_REQUEST"),
+            ApiError::BatchNotSupported => (400, "BATCH_NOT_SUPPORTED"),
+            ApiError::Unauthorized(_) => (401, "UNAUTHORIZED"),
+            ApiError::Payment { .. } => (402, "PAYMENT_INVALID"),
+            ApiError::Forbidden(_) => (403, "FORBIDDEN"),
+            ApiError::NotFound => (404, "NOT_FOUND"),
+            ApiError::MethodNotAllowed => (405, "METHOD_NOT_ALLOWED"),
+            ApiError::NotAcceptable(_) => (406, "NOT_ACCEPTABLE"),
+            ApiError::RequestTimeout(_) => (408, "REQUEST_TIMEOUT"),
+            ApiError::IdempotencyConflict => (409, "IDEMPOTENCY_CONFLICT"),
+            ApiError::PaymentIdentifierConflict => (409, "PAYMENT_IDENTIFIER_CONFLICT"),
+            ApiError::PaymentInProgress => (409, "PAYMENT_IN_PROGRESS"),
+            ApiError::PaymentAnswerUnknown => (409, "PAYMENT_ANSWER_UNKNOWN"),
+            ApiError::PayloadTooLarge(_) => (413, "PAYLOAD_TOO_LARGE"),
+            ApiError::UnsupportedMediaType(_) => (415, "UNSUPPORTED_MEDIA_TYPE"),
+            ApiError::Refused(..) => (409, "MCP_REQUEST_REFUSED"),
+            ApiError::RateLimited(_) => (429, "RATE_LIMITED"),
+            ApiError::Internal(_) => (500, "INTERNAL_ERROR"),
+            ApiError::StoreUnavailable(_) => (502, "STORE_UNAVAILABLE"),
+            ApiError::FacilitatorUnavailable(_) => (502, "FACILITATOR_UNAVAILABLE"),
+        }
+    }
+
+    /// One value of every variant.
+    fn samples() -> Vec<ApiError> {
+        let required = crate::x402::types::PaymentRequired {
+            x402_version: 2,
+            error: None,
+            resource: crate::x402::types::ResourceInfo {
+                url: "http://h/api/v1/lease".into(),
+                description: None,
+                mime_type: None,
+            },
+            accepts: vec![],
+            extensions: None,
+        };
+        vec![
+            ApiError::InvalidJson("x".into()),
+            ApiError::InvalidInput(vec![Witness::new(
+                "REQUIRED",
+                "/holder",
+                "holder is required",
+            )]),
+            ApiError::InvalidRequest("x".into()),
+            ApiError::BatchNotSupported,
+            ApiError::Unauthorized("unknown API key"),
+            ApiError::Payment {
+                required: Box::new(required),
+                code: "PAYMENT_INVALID",
+            },
+            ApiError::Forbidden("no"),
+            ApiError::NotFound,
+            ApiError::MethodNotAllowed,
+            ApiError::NotAcceptable("x".into()),
+            ApiError::RequestTimeout(10),
+            ApiError::IdempotencyConflict,
+            ApiError::PaymentIdentifierConflict,
+            ApiError::PaymentInProgress,
+            ApiError::PaymentAnswerUnknown,
+            ApiError::PayloadTooLarge(65536),
+            ApiError::UnsupportedMediaType("json"),
+            ApiError::Refused(StatusCode::CONFLICT, "x".into()),
+            ApiError::RateLimited(30),
+            ApiError::Internal("x".into()),
+            ApiError::StoreUnavailable("x".into()),
+            ApiError::FacilitatorUnavailable("x".into()),
+        ]
+    }
+
     #[tokio::test]
     async fn every_variant_has_its_status_and_code() {
-        let cases = [
-            (ApiError::InvalidJson("x".into()), 400, "INVALID_JSON"),
-            (
-                ApiError::InvalidInput(vec![Witness::new(
-                    "REQUIRED",
-                    "/holder",
-                    "holder is required",
-                )]),
-                400,
-                "INVALID_INPUT",
-            ),
-            (ApiError::PayloadTooLarge(65536), 413, "PAYLOAD_TOO_LARGE"),
-            (ApiError::RequestTimeout(10), 408, "REQUEST_TIMEOUT"),
-            (
-                ApiError::Unauthorized("unknown API key"),
-                401,
-                "UNAUTHORIZED",
-            ),
-            (ApiError::IdempotencyConflict, 409, "IDEMPOTENCY_CONFLICT"),
-            (
-                ApiError::StoreUnavailable("x".into()),
-                502,
-                "STORE_UNAVAILABLE",
-            ),
-            (ApiError::Internal("x".into()), 500, "INTERNAL_ERROR"),
-            (ApiError::NotFound, 404, "NOT_FOUND"),
-            (ApiError::Forbidden("no"), 403, "FORBIDDEN"),
-            (
-                ApiError::UnsupportedMediaType("json"),
-                415,
-                "UNSUPPORTED_MEDIA_TYPE",
-            ),
-            (ApiError::BatchNotSupported, 400, "BATCH_NOT_SUPPORTED"),
-            (ApiError::MethodNotAllowed, 405, "METHOD_NOT_ALLOWED"),
-            (
-                ApiError::FacilitatorUnavailable("x".into()),
-                502,
-                "FACILITATOR_UNAVAILABLE",
-            ),
-            (ApiError::RateLimited(30), 429, "RATE_LIMITED"),
-        ];
-        for (err, status, code) in cases {
+        let samples = samples();
+        let kinds: std::collections::HashSet<_> =
+            samples.iter().map(std::mem::discriminant).collect();
+        assert_eq!(kinds.len(), samples.len(), "one sample per variant");
+        for err in samples {
+            let (status, code) = expected(&err);
+            assert_eq!((err.status().as_u16(), err.code()), (status, code));
             let (s, body) = parts(err).await;
             assert_eq!(s.as_u16(), status);
             assert_eq!(body["code"], code);

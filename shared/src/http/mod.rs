@@ -189,15 +189,18 @@ pub fn router(state: AppState, routes: Routes) -> Router {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
-/// Run the request in a task of its own. A server drops a request's future when its caller hangs
-/// up; in its own task the request goes on: once a request is read, it is carried out whole,
-/// its store writes, its settlement and its log line included, whenever the caller leaves.
+/// Run the request in a task of its own, inside its span ([`observe::span_for`]). A server drops
+/// a request's future when its caller hangs up; in its own task the request goes on: once a
+/// request is read, it is carried out whole, its store writes, its settlement and its log line
+/// included, whenever the caller leaves.
 pub async fn detached(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    match tokio::spawn(next.run(request)).await {
+    use tracing::Instrument;
+    let span = observe::span_for(&request);
+    match tokio::spawn(next.run(request).instrument(span)).await {
         Ok(response) => response,
         Err(e) => ApiError::Internal(format!("request task failed: {e}")).into_response(),
     }

@@ -1,7 +1,10 @@
-//! One structured log line per request (request id, method, route, status, latency, and what the
-//! handler noted: op, outcome, a hash of the tenant; and a failure's cause), plus status-class
-//! metrics. Never a key, a
-//! signature or a payment: the tenant is hashed, bodies and headers are not logged.
+//! One structured log line per request (method, route, status, latency, and what the handler
+//! noted: op, outcome, a hash of the tenant; and a failure's cause), plus status-class metrics.
+//! Never a key, a signature or a payment: the tenant is hashed, bodies and headers are not logged.
+//!
+//! Every line a request causes is logged inside its span, `request{id=…}` (see [`span_for`]): the
+//! request line, a settlement's, an MCP tool call's (rmcp's tasks take the span they were started
+//! in), so an operator can join them by the id.
 
 use super::error::Failure;
 use crate::metrics;
@@ -29,6 +32,22 @@ impl Note {
     }
 }
 
+/// The span of `request`: named by API Gateway's request id where there is one (what its access
+/// log and the caller's `x-amzn-RequestId` say), else by a random one.
+pub fn span_for(request: &Request) -> tracing::Span {
+    let id = match request.extensions().get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV1(context)) => context.request_id.clone(),
+        _ => None,
+    };
+    let id = id.unwrap_or_else(|| {
+        let mut bytes = [0u8; 8];
+        // Only a name for log lines: a failed draw leaves zeros, never a failed request.
+        let _ = getrandom::fill(&mut bytes);
+        hex::encode(bytes)
+    });
+    tracing::info_span!("request", id)
+}
+
 pub async fn log_request(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
@@ -36,10 +55,6 @@ pub async fn log_request(request: Request, next: Next) -> Response {
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned());
-    let request_id = match request.extensions().get::<RequestContext>() {
-        Some(RequestContext::ApiGatewayV1(context)) => context.request_id.clone(),
-        _ => None,
-    };
     let (response, usage) = measured(next.run(request)).await;
     let status = response.status().as_u16();
     let note = response
@@ -50,7 +65,6 @@ pub async fn log_request(request: Request, next: Next) -> Response {
     // A failure's cause is logged here, once, with its request (never in the answer).
     let failure = response.extensions().get::<Failure>().map(|f| f.0.as_str());
     tracing::info!(
-        request_id = request_id.as_deref().unwrap_or("-"),
         method,
         route = route.as_deref().unwrap_or("-"),
         status,

@@ -28,22 +28,10 @@ impl ClaimStore {
         }
     }
 
-    /// Claim `key` in `scope` for `holder` on `plan`, at server time `now`.
+    /// Claim `key` in `scope` for `holder` on `plan`, at server time `now`; a paid claim names the
+    /// authorization that paid (`paid_by`, its mark): a hold won keeps it (`paidBy`), so that the
+    /// sweeper tells this call's win from another payment's attempt in the same millisecond.
     pub async fn claim(
-        &self,
-        scope: &str,
-        key: &str,
-        holder: &str,
-        plan: Plan,
-        now: Millis,
-    ) -> Result<Outcome, StoreError> {
-        self.claim_paid(scope, key, holder, plan, now, None).await
-    }
-
-    /// [`Self::claim`] paid for by the authorization whose mark is `paid_by`: a hold won
-    /// keeps it (`paidBy`), so that the sweeper tells this call's win from another payment's
-    /// attempt in the same millisecond.
-    pub async fn claim_paid(
         &self,
         scope: &str,
         key: &str,

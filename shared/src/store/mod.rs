@@ -9,7 +9,7 @@
 //! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `service::lease`); `exp` N (ms); `ttl` N (s) |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
 //! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `q0`..`q<limit-1>` N one slot per claim allowed (ms × 1000 + a random 0..999), `ttl` N (s) |
-//! | payments | `auth\|<network>\|<payer>\|<nonce>`; `payid\|<network>\|<payer>\|<id>`; `siwx\|<address>\|<nonce>` | authorizations: `status` S (accepted, settled, settlement_failed, void, expired); `call` S; `route`, `amount`, `payTo`, `transaction`, `payment` S; `accepted`, `settledAt`, `validBefore` N; evidence (see `payment_store`); identifiers: `authorization`, `fp` S, kept `answer`; sign-ins: `accepted` N, `call` S |
+//! | payments | `auth\|<network>\|<payer>\|<nonce>`; `payid\|<network>\|<payer>\|<id>`; `siwx\|<address>\|<nonce>` | authorizations: `status` S (accepted, settled, settlement_failed, void, expired); `call` S; `route`, `amount`, `payTo`, `transaction`, `payment` S; `accepted`, `settledAt`, `validBefore` N; evidence (see `payment_store::evidence`); identifiers: `authorization`, `fp` S, kept `answer`; sign-ins: `accepted` N, `call` S |
 //!
 //! Every conditional single-item write goes through [`guarded`], which tells a retry refused by its
 //! own committed first attempt from a real refusal; items a retry could not otherwise recognise carry
