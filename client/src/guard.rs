@@ -31,6 +31,37 @@ pub fn safety_margin(ttl: Duration) -> Duration {
     ttl / 100 + Duration::from_millis(250)
 }
 
+/// A held lease's times, from the send time of its last grant (see the module's notes): the
+/// local deadline, and when to renew, a third of the way to `deadline - lead`, which leaves two
+/// more thirds for retries. The same rule as the Python client's; `clients/deadlines.json` pins
+/// both.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    /// What the guard counts on of a TTL: the TTL minus [`safety_margin`].
+    pub usable: Duration,
+    /// From the send time to the renewal.
+    plan: Duration,
+}
+
+impl Timing {
+    /// `None` where `lead` leaves nothing of the usable time.
+    pub(crate) fn new(ttl: Duration, lead: Duration) -> Option<Self> {
+        let usable = ttl.checked_sub(safety_margin(ttl))?;
+        let plan = usable.checked_sub(lead).filter(|left| !left.is_zero())? / 3;
+        Some(Self { usable, plan })
+    }
+
+    /// The local deadline of a grant whose request was sent at `sent`.
+    pub(crate) fn deadline<T: std::ops::Add<Duration, Output = T>>(&self, sent: T) -> T {
+        sent + self.usable
+    }
+
+    /// When to renew the grant whose local deadline is `deadline`.
+    pub(crate) fn renew_at<T: std::ops::Sub<Duration, Output = T>>(&self, deadline: T) -> T {
+        deadline - (self.usable - self.plan)
+    }
+}
+
 /// Pause before trying a renewal again after a call that failed (its own retries spent).
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
@@ -51,8 +82,8 @@ pub(crate) struct Held {
     pub token: u64,
     /// As sent (whole seconds).
     pub ttl: Duration,
-    /// Renewals are planned to land this long before the deadline.
-    pub lead: Duration,
+    /// Its deadline and renewals (planned to land a lead before the deadline).
+    pub timing: Timing,
 }
 
 /// Shared by the guard and its renewer; changed only under the channel's lock, so a loss, once
@@ -221,14 +252,12 @@ async fn renew(
     state: Arc<watch::Sender<State>>,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let usable = held.ttl - safety_margin(held.ttl);
-    // A third of the way to `deadline - lead`: two more thirds for retries before then.
-    let plan = (usable - held.lead) / 3;
+    let timing = held.timing;
     let mut deadline = state.borrow().deadline;
     loop {
         tokio::select! {
             _ = &mut stopped => return release(&client, &held, deadline).await,
-            () = sleep_until(deadline - usable + plan) => {}
+            () = sleep_until(timing.renew_at(deadline)) => {}
         }
         let sent = loop {
             let sent = Instant::now();
@@ -272,14 +301,14 @@ async fn renew(
             if s.judge(Instant::now()) || s.lost.is_some() {
                 return true;
             }
-            s.deadline = sent + usable;
+            s.deadline = timing.deadline(sent);
             renewed = true;
             true
         });
         if !renewed {
             return;
         }
-        deadline = sent + usable;
+        deadline = timing.deadline(sent);
     }
 }
 
@@ -288,5 +317,49 @@ async fn release(client: &Client, held: &Held, deadline: Instant) {
     let body = release_body(&held.resource, &held.holder, held.token);
     if let Err(e) = client.call(body, Some(deadline)).await {
         tracing::warn!(error = %e, "release failed; the lease lapses by itself");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table both clients' tests read: the same TTL and send time give the same deadline
+    /// and first renewal in Rust and in Python (`clients/python/tests/test_core.py`).
+    #[test]
+    fn the_deadlines_are_the_shared_tables() {
+        let table: serde_json::Value =
+            serde_json::from_str(include_str!("../../clients/deadlines.json")).unwrap();
+        let cases = table["cases"].as_array().unwrap();
+        assert!(cases.len() >= 8, "{table}");
+        let ms = |case: &serde_json::Value, name: &str| {
+            Duration::from_millis(case[name].as_u64().unwrap_or_else(|| panic!("{name}")))
+        };
+        for case in cases {
+            let ttl = Duration::from_secs(case["ttlSeconds"].as_u64().unwrap());
+            let timing = Timing::new(ttl, Duration::ZERO).unwrap();
+            let sent = ms(case, "sentMs");
+            // Whole milliseconds, as the table keeps them (floored).
+            let floor = |d: Duration| Duration::from_millis(d.as_millis() as u64);
+            let deadline = timing.deadline(sent);
+            assert_eq!(floor(deadline), ms(case, "deadlineMs"), "{case}");
+            assert_eq!(
+                floor(timing.renew_at(deadline)),
+                ms(case, "renewAtMs"),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lead_must_leave_some_of_the_usable_time() {
+        let ttl = Duration::from_secs(30);
+        let usable = ttl - safety_margin(ttl);
+        assert!(Timing::new(ttl, usable - Duration::from_millis(1)).is_some());
+        assert!(Timing::new(ttl, usable).is_none());
+        let timing = Timing::new(ttl, Duration::from_secs(3)).unwrap();
+        // A third of the way to three seconds before the deadline.
+        let renew = timing.renew_at(timing.deadline(Duration::ZERO));
+        assert_eq!(renew, (usable - Duration::from_secs(3)) / 3);
     }
 }

@@ -188,15 +188,18 @@ impl Client {
         lead: Duration,
     ) -> Result<Guard, Error> {
         let ttl = wire_ttl(ttl);
-        let usable = ttl - safety_margin(ttl);
-        if lead >= usable {
+        let Some(timing) = guard::Timing::new(ttl, lead) else {
+            let usable = ttl.saturating_sub(safety_margin(ttl));
             return Err(Error::Invalid(format!(
                 "a lead of {lead:?} leaves nothing of a {ttl:?} lease ({usable:?} usable after the safety margin)"
             )));
-        }
+        };
         let sent = Instant::now();
         let lease = self
-            .call(acquire_body(resource, holder, ttl), Some(sent + usable))
+            .call(
+                acquire_body(resource, holder, ttl),
+                Some(timing.deadline(sent)),
+            )
             .await?;
         match (lease.granted, lease.fencing_token) {
             // Whichever attempt the server applied, it handled it after `sent`.
@@ -207,9 +210,9 @@ impl Client {
                     holder: holder.to_owned(),
                     token,
                     ttl,
-                    lead,
+                    timing,
                 },
-                sent + usable,
+                timing.deadline(sent),
             )),
             _ => Err(Error::Held {
                 holder: lease.holder.unwrap_or_default(),
