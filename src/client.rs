@@ -5,6 +5,8 @@
 use anyhow::Result;
 use clap::Args;
 use leasekit_client::Client;
+use leasekit_core::lease::Op;
+use leasekit_core::lease::ops::Field;
 use serde_json::json;
 
 pub const EXIT_GRANTED: u8 = 0;
@@ -72,10 +74,10 @@ pub fn default_holder() -> String {
 }
 
 /// Run one of acquire, renew, release, get; print the answer; the exit code.
-pub async fn run(op: &str, call: Call) -> Result<u8> {
+pub async fn run(op: Op, call: Call) -> Result<u8> {
     let client = call.connection.client()?;
-    let mut body = json!({"op": op, "resource": call.resource});
-    if op != "get" {
+    let mut body = json!({"op": op.as_str(), "resource": call.resource});
+    if op.spec().holder != Field::Unused {
         body["holder"] = json!(call.connection.holder());
     }
     for (field, value) in [
@@ -92,7 +94,8 @@ pub async fn run(op: &str, call: Call) -> Result<u8> {
     let answer = client.send(body).await?;
     println!("{answer}");
     let granted = answer["data"]["granted"].as_bool().unwrap_or(false);
-    Ok(if granted || op == "get" {
+    // A read's answer is what was asked: it succeeded whoever holds the lease.
+    Ok(if granted || !op.writes() {
         EXIT_GRANTED
     } else {
         EXIT_NOT_GRANTED

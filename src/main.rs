@@ -19,6 +19,7 @@ mod serve;
 mod watchdog;
 
 use clap::{Parser, Subcommand};
+use leasekit_core::lease::Op;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -86,10 +87,10 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::run(args).await.map(|()| 0),
             Command::Keys(command) => keys::run(command).await.map(|()| 0),
-            Command::Acquire(call) => client::run("acquire", call).await,
-            Command::Renew(call) => client::run("renew", call).await,
-            Command::Release(call) => client::run("release", call).await,
-            Command::Get(call) => client::run("get", call).await,
+            Command::Acquire(call) => client::run(Op::Acquire, call).await,
+            Command::Renew(call) => client::run(Op::Renew, call).await,
+            Command::Release(call) => client::run(Op::Release, call).await,
+            Command::Get(call) => client::run(Op::Get, call).await,
             Command::LocalAws(args) => local_aws::run(args).await.map(|()| 0),
             Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,

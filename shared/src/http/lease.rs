@@ -5,7 +5,7 @@ use super::observe::Note;
 use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
 use crate::clock::{Millis, now_ms};
-use crate::lease::{LeaseRequest, Op};
+use crate::lease::LeaseRequest;
 use crate::metrics;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
@@ -98,11 +98,11 @@ pub(crate) async fn paid_for(
     // A read writes nothing a resend could be answered from, and reading afresh would sell
     // every later read for the price of one: a read resent under its payment identifier gets the
     // answer kept for it.
-    let is_read = request.op == Op::Get;
+    let is_read = !request.op.writes();
     if is_read && let Some(first) = &paid.retry {
         let (_, body, settlement) = paid::kept(state, &paid, first, now)?;
         let note = Note {
-            op: Some(Op::Get.as_str()),
+            op: Some(request.op.as_str()),
             outcome: Some("replayed"),
             tenant: Some(Note::tenant_hash(tenant.as_str())),
         };
@@ -150,7 +150,7 @@ async fn carry_out(
         .leases()?
         .execute_paid(tenant, request, request_sha256, now, paid_by)
         .await?;
-    if !answer.data.replayed && answer.data.op != Op::Get {
+    if !answer.data.replayed && answer.data.op.writes() {
         metrics::count(if answer.data.granted {
             "LeaseGranted"
         } else {
@@ -174,7 +174,7 @@ pub(crate) fn outcome(answer: &SignedAnswer) -> &'static str {
 /// which is used once, so that record is never replayed. The record is what lets a sweeper tell
 /// a committed paid mutation from one that never happened. A `get` writes nothing.
 fn paid_evidence(request: &mut LeaseRequest, verified: &Verified, now: Millis) -> Evidence {
-    if request.op == Op::Get {
+    if !request.op.writes() {
         return Evidence::None;
     }
     let tenant = Tenant::for_wallet(&verified.payer);

@@ -9,6 +9,7 @@
 pub mod answer;
 pub mod decide;
 pub mod model;
+pub mod ops;
 pub mod request;
 
 pub use answer::LeaseAnswer;

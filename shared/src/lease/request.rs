@@ -102,7 +102,7 @@ impl LeaseRequest {
             ttl_seconds: Option<u32>,
             token: Option<u64>,
         }
-        let ttl_matters = matches!(self.op, Op::Acquire | Op::Renew);
+        let ttl_matters = self.op.spec().ttl;
         let canonical = Canonical {
             op: self.op.as_str(),
             resource: &self.resource,

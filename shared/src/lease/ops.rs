@@ -1,0 +1,124 @@
+//! The lease ops, once: what each takes, whether it writes, and what its identity includes.
+//! Request parsing, the fingerprint, the service and the edges ask this table, never `op ==`.
+//! `shared/schemas/lease-input.json` says the same for callers; the test below holds the two
+//! together.
+
+use super::request::Op;
+
+/// Whether an op takes a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Required,
+    /// Not the op's: the schema allows it (one body shape for every op) and the op ignores it.
+    Unused,
+}
+
+/// What an op needs and does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    pub op: Op,
+    /// It may change the lease: a mutation. A requestId names it (its answer is recorded and
+    /// replayed), a payment is settled only once it committed, and it counts as granted or denied.
+    /// An op that does not write is a read: nothing to record, a paid read is kept under its
+    /// payment identifier instead.
+    pub writes: bool,
+    pub holder: Field,
+    pub token: Field,
+    /// `ttlSeconds` is part of what it asks (and so of its requestId's fingerprint).
+    pub ttl: bool,
+}
+
+/// Every op, in the order the schema lists them.
+pub const OPS: [Spec; 4] = [
+    Spec {
+        op: Op::Acquire,
+        writes: true,
+        holder: Field::Required,
+        token: Field::Unused,
+        ttl: true,
+    },
+    Spec {
+        op: Op::Renew,
+        writes: true,
+        holder: Field::Required,
+        token: Field::Required,
+        ttl: true,
+    },
+    Spec {
+        op: Op::Release,
+        writes: true,
+        holder: Field::Required,
+        token: Field::Required,
+        ttl: false,
+    },
+    Spec {
+        op: Op::Get,
+        writes: false,
+        holder: Field::Unused,
+        token: Field::Unused,
+        ttl: false,
+    },
+];
+
+impl Op {
+    /// This op's row of [`OPS`].
+    pub fn spec(self) -> &'static Spec {
+        // Exhaustive: a new op does not compile until it has its row.
+        let row = match self {
+            Op::Acquire => 0,
+            Op::Renew => 1,
+            Op::Release => 2,
+            Op::Get => 3,
+        };
+        &OPS[row]
+    }
+
+    /// A mutation (see [`Spec::writes`]).
+    pub fn writes(self) -> bool {
+        self.spec().writes
+    }
+
+    /// The op named `name` on the wire, if there is one.
+    pub fn parse(name: &str) -> Option<Op> {
+        OPS.iter().map(|s| s.op).find(|op| op.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    #[test]
+    fn each_row_is_its_op() {
+        for spec in &OPS {
+            assert_eq!(spec.op.spec(), spec);
+            assert_eq!(Op::parse(spec.op.as_str()), Some(spec.op));
+        }
+        assert_eq!(Op::parse("lock"), None);
+    }
+
+    /// The published schema requires exactly what the table says each op requires, and takes
+    /// the rest, and names exactly the table's ops.
+    #[test]
+    fn the_input_schema_agrees_with_the_table() {
+        let schema: Value = serde_json::from_str(crate::schema::LEASE_INPUT_JSON).unwrap();
+        let names: Vec<&str> = OPS.iter().map(|s| s.op.as_str()).collect();
+        assert_eq!(schema["properties"]["op"]["enum"], json!(names));
+        let valid = |body: &Value| crate::schema::lease_input().check(body).is_ok();
+        for spec in &OPS {
+            let full = json!({"op": spec.op.as_str(), "resource": "r", "holder": "h", "token": 1, "ttlSeconds": 30});
+            assert!(valid(&full), "{full}");
+            for (name, field) in [("holder", spec.holder), ("token", spec.token)] {
+                let mut without = full.clone();
+                without.as_object_mut().unwrap().remove(name);
+                assert_eq!(
+                    valid(&without),
+                    field != Field::Required,
+                    "{} without {name}",
+                    spec.op.as_str()
+                );
+            }
+        }
+    }
+}
