@@ -429,20 +429,9 @@ async fn a_tool_calls_settlement_is_logged_in_its_requests_span() {
     assert!(text.contains("\"granted\":true"), "{text}");
     server.stop();
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let ids = |needle: &str| -> Vec<String> {
-        log.lines()
-            .filter(|l| l.contains(needle))
-            .map(|l| {
-                let (_, rest) = l
-                    .split_once("request{id=")
-                    .unwrap_or_else(|| panic!("no span: {l}"));
-                rest.split('}').next().unwrap().to_owned()
-            })
-            .collect()
-    };
-    let settled = ids("settlement refused");
+    let settled = span_ids(&log, "settlement refused");
     assert_eq!(settled.len(), 1, "{log}");
-    let requests = ids("route=\"/mcp\"");
+    let requests = span_ids(&log, "route=\"/mcp\"");
     assert_eq!(requests.len(), 2, "{log}");
     assert_eq!(requests[1], settled[0], "{log}");
     assert_ne!(requests[0], settled[0], "{log}");

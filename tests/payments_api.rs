@@ -417,25 +417,14 @@ async fn a_requests_log_lines_share_its_id() {
     assert_eq!(acquire_paid(&server.url, &offer).await.status, 200);
     server.stop();
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let id_of = |needle: &str| -> Vec<String> {
-        log.lines()
-            .filter(|l| l.contains(needle))
-            .map(|l| {
-                let (_, rest) = l
-                    .split_once("request{id=")
-                    .unwrap_or_else(|| panic!("no span: {l}"));
-                rest.split('}').next().unwrap().to_owned()
-            })
-            .collect()
-    };
-    let settled = id_of("settlement refused");
+    let settled = span_ids(&log, "settlement refused");
     assert_eq!(settled.len(), 1, "{log}");
-    let paid = id_of("status=200");
+    let paid = span_ids(&log, "status=200");
     assert_eq!(
         paid, settled,
         "the settlement's line and its request's: {log}"
     );
-    let offered = id_of("status=402");
+    let offered = span_ids(&log, "status=402");
     assert_eq!(offered.len(), 1, "{log}");
     assert_ne!(offered, paid, "each request its own id: {log}");
 }

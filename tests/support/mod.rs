@@ -293,3 +293,17 @@ pub fn now_secs() -> u64 {
 pub fn wallet(seed: u8) -> k256::ecdsa::SigningKey {
     k256::ecdsa::SigningKey::from_slice(&[seed; 32]).expect("a valid secp256k1 key")
 }
+
+/// The ids of the request spans (`request{id=…}`) of the log lines that contain `needle`, in
+/// order; panics on such a line outside a request's span.
+pub fn span_ids(log: &str, needle: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains(needle))
+        .map(|l| {
+            let (_, rest) = l
+                .split_once("request{id=")
+                .unwrap_or_else(|| panic!("no span: {l}"));
+            rest.split('}').next().unwrap_or_default().to_owned()
+        })
+        .collect()
+}

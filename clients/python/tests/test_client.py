@@ -1,4 +1,5 @@
-"""The Python client against a real `leasekit serve`: calls, errors, retries, held leases."""
+"""The Python client against a real `leasekit serve`: calls, errors, retries, held leases. Every
+case runs with the blocking client and with the asyncio one (`make`, parametrized)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import base64
 import json
 import secrets
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 import httpx
 import pytest
 
 import leasekit
-from leasekit import AsyncClient, Client
+from leasekit import AsyncClient, Client, HeldLease, Lease
 
 from conftest import API_KEY, SilentProxy
 
@@ -22,225 +25,345 @@ def name(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(4)}"
 
 
-@pytest.fixture
-def client(server: str) -> Client:
-    return Client(server, api_key=API_KEY, tenant=name("t"))
+class Tap:
+    """What a client sent to the server, for a transport of either kind: `lose(n)` loses the
+    server's answer to the n-th request (after the server acted on it), `answer(n, request)` may
+    answer it instead of the server."""
+
+    def __init__(self, lose: Callable[[int], bool] = lambda n: False,
+                 answer: Callable[[int, httpx.Request], httpx.Response | None] = lambda n, request: None) -> None:
+        self.sent: list[httpx.Request] = []
+        self._lose, self._answer = lose, answer
+
+    def before(self, request: httpx.Request) -> httpx.Response | None:
+        self.sent.append(request)
+        return self._answer(len(self.sent), request)
+
+    def lost(self) -> bool:
+        return self._lose(len(self.sent))
 
 
-def test_acquire_get_renew_release(client: Client) -> None:
-    r = name("r")
-    first = client.acquire(r, holder="a", ttl=30)
-    assert first.granted and first.token is not None and first.holder == "a"
-    assert first.expires_at is not None and first.expires_at > datetime.now(timezone.utc)
-    assert first.rules == () and not first.replayed
-    assert client.get(r).holder == "a"
-    renewed = client.renew(r, holder="a", token=first.token, ttl=60)
-    assert renewed.granted and renewed.token == first.token
-    assert renewed.expires_at is not None and renewed.expires_at > first.expires_at
-    assert client.release(r, holder="a", token=first.token).granted
-    free = client.get(r)
-    assert (free.granted, free.holder, free.token) == (False, None, None)
-    # The next holder's token is larger: what fences the last one's late writes.
-    second = client.acquire(r, holder="b")
-    assert second.token is not None and second.token > first.token
+class Tapped(httpx.HTTPTransport):
+    def __init__(self, tap: Tap) -> None:
+        super().__init__()
+        self.tap = tap
 
-
-def test_refusals_are_answers_with_their_rule(client: Client) -> None:
-    r = name("r")
-    held = client.acquire(r, holder="a")
-    assert held.token is not None
-    other = client.acquire(r, holder="b")
-    assert (other.granted, other.holder, other.rules) == (False, "a", ("LEASE_HELD",))
-    wrong = client.renew(r, holder="a", token=held.token + 1)
-    assert not wrong.granted and "TOKEN_MISMATCH" in wrong.rules
-
-
-def test_errors_are_typed(server: str, client: Client) -> None:
-    with pytest.raises(leasekit.Unauthorized) as unauthorized:
-        Client(server, api_key="unknown-key-0123456789", tenant="t").get("r")
-    assert (unauthorized.value.status, unauthorized.value.code) == (401, "UNAUTHORIZED")
-    with pytest.raises(leasekit.InvalidInput) as invalid:
-        client.acquire("not a valid name", holder="a")
-    assert invalid.value.status == 400 and "resource" in invalid.value.message
-    r = name("r")
-    client.acquire(r, holder="a", request_id="same-id-1")
-    with pytest.raises(leasekit.IdempotencyConflict):
-        client.acquire(r, holder="b", request_id="same-id-1")
-    with pytest.raises(leasekit.Unavailable):
-        Client("http://127.0.0.1:9", api_key=API_KEY, retries=1, timeout=1).get("r")
-
-
-def test_a_retried_mutation_keeps_its_request_id_and_applies_once(server: str) -> None:
-    """The first answer is lost on the way back (the transport raises after the server
-    answered); the retry carries the same request id and gets the stored answer."""
-    sent: list[bytes] = []
-
-    class LoseFirstAnswer(httpx.HTTPTransport):
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.tap.before(request)
+        if response is None:
             response = super().handle_request(request)
-            sent.append(request.read())
-            if len(sent) == 1:
-                response.read()
-                raise httpx.ReadError("connection reset after the commit")
-            return response
-
-    client = Client(server, api_key=API_KEY, tenant=name("t"), transport=LoseFirstAnswer())
-    r = name("r")
-    lease = client.acquire(r, holder="a")
-    assert lease.granted and lease.replayed, "the retry got the stored answer"
-    assert len(sent) == 2 and sent[0] == sent[1], "the same request, request id included"
-    assert client.get(r).token == lease.token == 1
+        if self.tap.lost():
+            response.read()
+            raise httpx.ReadError("connection reset after the commit")
+        return response
 
 
-def test_a_held_lease_renews_and_is_released_on_exit(client: Client) -> None:
-    r = name("r")
-    with client.lease(r, holder="a", ttl=2) as lease:
-        token = lease.token
-        first_deadline = lease.deadline
-        time.sleep(3)  # past the TTL: only renewals keep it
-        assert not lease.lost
-        assert lease.deadline > first_deadline
-        now = client.get(r)
-        assert (now.holder, now.token) == ("a", token)
-    assert client.get(r).holder is None
+class AsyncTapped(httpx.AsyncHTTPTransport):
+    def __init__(self, tap: Tap) -> None:
+        super().__init__()
+        self.tap = tap
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.tap.before(request)
+        if response is None:
+            response = await super().handle_async_request(request)
+        if self.tap.lost():
+            await response.aread()
+            raise httpx.ReadError("connection reset after the commit")
+        return response
 
 
-def test_not_acquired_within_wait(client: Client) -> None:
-    r = name("r")
-    client.acquire(r, holder="other", ttl=30)
-    began = time.monotonic()
-    with pytest.raises(leasekit.NotAcquired) as failed:
-        with client.lease(r, holder="a", wait=0.5):
-            pytest.fail("entered a lease held by another")
-    assert failed.value.holder == "other"
-    assert 0.5 <= time.monotonic() - began < 5
+class Blocking:
+    """`Client` in the shape of `AsyncClient` (each call awaitable), so that one test body checks
+    both: the calls are the blocking client's own, made on the test's thread."""
+
+    def __init__(self, url: str, *, tap: Tap | None = None, **options: Any) -> None:
+        self.client = Client(url, transport=Tapped(tap) if tap else None, **options)
+
+    async def acquire(self, resource: str, **options: Any) -> Lease:
+        return self.client.acquire(resource, **options)
+
+    async def renew(self, resource: str, **options: Any) -> Lease:
+        return self.client.renew(resource, **options)
+
+    async def release(self, resource: str, **options: Any) -> Lease:
+        return self.client.release(resource, **options)
+
+    async def get(self, resource: str, **options: Any) -> Lease:
+        return self.client.get(resource, **options)
+
+    def lease(self, resource: str, **options: Any) -> BlockingHeld:
+        return BlockingHeld(self.client.lease(resource, **options))
 
 
-def test_waiting_gets_the_lease_when_it_frees(client: Client) -> None:
-    r = name("r")
-    client.acquire(r, holder="other", ttl=1)
-    with client.lease(r, holder="a", wait=5) as lease:
-        assert client.get(r).holder == "a" and lease.token == 2
+class BlockingHeld:
+    """`HeldLease` in the shape of `AsyncHeldLease`."""
+
+    def __init__(self, held: HeldLease) -> None:
+        self.held = held
+
+    async def __aenter__(self) -> BlockingHeld:
+        self.held.__enter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.held.__exit__(*exc)
+
+    @property
+    def token(self) -> int:
+        return self.held.token
+
+    @property
+    def deadline(self) -> float:
+        return self.held.deadline
+
+    @property
+    def lost(self) -> bool:
+        return self.held.lost
+
+    def check(self) -> None:
+        self.held.check()
+
+    async def wait_lost(self, timeout: float | None = None) -> bool:
+        return self.held.wait_lost(timeout)
 
 
-def test_a_refused_renewal_is_a_loss_with_its_rule(client: Client) -> None:
-    r = name("r")
-    with client.lease(r, holder="a", ttl=2) as lease:
-        client.release(r, holder="a", token=lease.token)  # taken away behind its back
-        assert lease.wait_lost(timeout=3)
-        with pytest.raises(leasekit.LeaseLost) as lost:
-            lease.check()
-        assert lost.value.rule == "NO_HOLD"
+AnyClient = Blocking | AsyncClient
+#: Makes a client of the test's kind: `make(url, tap=None, **Client's options)`.
+Make = Callable[..., AnyClient]
 
 
-def test_a_silent_service_loses_the_lease_before_the_server_expires_it(server: str, proxy: SilentProxy) -> None:
-    tenant = name("t")
-    through_proxy = Client(proxy.url, api_key=API_KEY, tenant=tenant, timeout=5)
-    direct = Client(server, api_key=API_KEY, tenant=tenant)
-    r = name("r")
-    with through_proxy.lease(r, holder="a", ttl=3) as lease:
-        proxy.silent.set()
-        assert lease.wait_lost(timeout=6), "never judged lost"
-        # Judged lost while the server still counts it as ours: the work stopped in time.
-        still = direct.get(r)
-        assert still.holder == "a", "the server had expired it before the client knew"
-        assert still.expires_at is not None and still.expires_at > datetime.now(timezone.utc)
-        time.sleep(1)
-        successor = direct.acquire(r, holder="b")
-        assert successor.granted and successor.token is not None and successor.token > lease.token
+def make_async(url: str, *, tap: Tap | None = None, **options: Any) -> AsyncClient:
+    return AsyncClient(url, transport=AsyncTapped(tap) if tap else None, **options)
 
 
-def test_async_client_and_held_lease(server: str) -> None:
+@pytest.fixture(params=[Blocking, make_async], ids=["sync", "async"])
+def make(request: pytest.FixtureRequest) -> Make:
+    maker: Make = request.param
+    return maker
+
+
+def test_acquire_get_renew_release(server: str, make: Make) -> None:
     async def main() -> None:
-        async with AsyncClient(server, api_key=API_KEY, tenant=name("t")) as client:
-            r = name("r")
-            first = await client.acquire(r, holder="a")
-            assert first.granted and first.token == 1
-            assert (await client.acquire(r, holder="b")).rules == ("LEASE_HELD",)
-            assert (await client.release(r, holder="a", token=1)).granted
-            async with client.lease(r, holder="a", ttl=2) as lease:
-                await asyncio.sleep(3)
-                assert not lease.lost and (await client.get(r)).token == lease.token == 2
-                await client.release(r, holder="a", token=lease.token)
-                assert await lease.wait_lost(timeout=3)
-                with pytest.raises(leasekit.LeaseLost):
-                    lease.check()
-            with pytest.raises(leasekit.NotAcquired):
-                await client.acquire(r, holder="c", ttl=30)
-                async with client.lease(r, holder="a", wait=0.3):
-                    pass
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        first = await client.acquire(r, holder="a", ttl=30)
+        assert first.granted and first.token is not None and first.holder == "a"
+        assert first.expires_at is not None and first.expires_at > datetime.now(timezone.utc)
+        assert first.rules == () and not first.replayed
+        assert (await client.get(r)).holder == "a"
+        renewed = await client.renew(r, holder="a", token=first.token, ttl=60)
+        assert renewed.granted and renewed.token == first.token
+        assert renewed.expires_at is not None and renewed.expires_at > first.expires_at
+        assert (await client.release(r, holder="a", token=first.token)).granted
+        free = await client.get(r)
+        assert (free.granted, free.holder, free.token) == (False, None, None)
+        # The next holder's token is larger: what fences the last one's late writes.
+        second = await client.acquire(r, holder="b")
+        assert second.token is not None and second.token > first.token
 
     asyncio.run(main())
 
 
-def test_a_wallet_pays_per_call_and_a_lost_paid_answer_is_charged_once(server: str) -> None:
+def test_refusals_are_answers_with_their_rule(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        held = await client.acquire(r, holder="a")
+        assert held.token is not None
+        other = await client.acquire(r, holder="b")
+        assert (other.granted, other.holder, other.rules) == (False, "a", ("LEASE_HELD",))
+        wrong = await client.renew(r, holder="a", token=held.token + 1)
+        assert not wrong.granted and "TOKEN_MISMATCH" in wrong.rules
+
+    asyncio.run(main())
+
+
+def test_errors_are_typed(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        with pytest.raises(leasekit.Unauthorized) as unauthorized:
+            await make(server, api_key="unknown-key-0123456789", tenant="t").get("r")
+        assert (unauthorized.value.status, unauthorized.value.code) == (401, "UNAUTHORIZED")
+        with pytest.raises(leasekit.InvalidInput) as invalid:
+            await client.acquire("not a valid name", holder="a")
+        assert invalid.value.status == 400 and "resource" in invalid.value.message
+        r = name("r")
+        await client.acquire(r, holder="a", request_id="same-id-1")
+        with pytest.raises(leasekit.IdempotencyConflict):
+            await client.acquire(r, holder="b", request_id="same-id-1")
+        with pytest.raises(leasekit.Unavailable):
+            await make("http://127.0.0.1:9", api_key=API_KEY, retries=1, timeout=1).get("r")
+
+    asyncio.run(main())
+
+
+def test_a_retried_mutation_keeps_its_request_id_and_applies_once(server: str, make: Make) -> None:
+    """The first answer is lost on the way back (the transport raises after the server
+    answered); the retry carries the same request id and gets the stored answer."""
+    async def main() -> None:
+        tap = Tap(lose=lambda n: n == 1)
+        client = make(server, tap=tap, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        lease = await client.acquire(r, holder="a")
+        assert lease.granted and lease.replayed, "the retry got the stored answer"
+        assert len(tap.sent) == 2, "one retry"
+        assert tap.sent[0].content == tap.sent[1].content, "the same request, request id included"
+        assert (await client.get(r)).token == lease.token == 1
+
+    asyncio.run(main())
+
+
+def test_a_held_lease_renews_and_is_released_on_exit(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        async with client.lease(r, holder="a", ttl=2) as lease:
+            token = lease.token
+            first_deadline = lease.deadline
+            await asyncio.sleep(3)  # past the TTL: only renewals keep it
+            assert not lease.lost
+            assert lease.deadline > first_deadline
+            now = await client.get(r)
+            assert (now.holder, now.token) == ("a", token)
+        assert (await client.get(r)).holder is None
+
+    asyncio.run(main())
+
+
+def test_not_acquired_within_wait(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        await client.acquire(r, holder="other", ttl=30)
+        began = time.monotonic()
+        with pytest.raises(leasekit.NotAcquired) as failed:
+            async with client.lease(r, holder="a", wait=0.5):
+                pytest.fail("entered a lease held by another")
+        assert failed.value.holder == "other"
+        assert 0.5 <= time.monotonic() - began < 5
+
+    asyncio.run(main())
+
+
+def test_waiting_gets_the_lease_when_it_frees(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        await client.acquire(r, holder="other", ttl=1)
+        async with client.lease(r, holder="a", wait=5) as lease:
+            assert (await client.get(r)).holder == "a" and lease.token == 2
+
+    asyncio.run(main())
+
+
+def test_a_refused_renewal_is_a_loss_with_its_rule(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        async with client.lease(r, holder="a", ttl=2) as lease:
+            await client.release(r, holder="a", token=lease.token)  # taken away behind its back
+            assert await lease.wait_lost(timeout=3)
+            with pytest.raises(leasekit.LeaseLost) as lost:
+                lease.check()
+            assert lost.value.rule == "NO_HOLD"
+
+    asyncio.run(main())
+
+
+def test_a_held_lease_is_read_only_inside_its_block(server: str, make: Make) -> None:
+    async def main() -> None:
+        lease = make(server, api_key=API_KEY, tenant=name("t")).lease(name("r"), holder="a")
+        with pytest.raises(RuntimeError, match="inside its"):
+            lease.check()
+        assert lease.token == 0
+
+    asyncio.run(main())
+
+
+def test_a_silent_service_loses_the_lease_before_the_server_expires_it(server: str, proxy: SilentProxy,
+                                                                       make: Make) -> None:
+    async def main() -> None:
+        tenant = name("t")
+        through_proxy = make(proxy.url, api_key=API_KEY, tenant=tenant, timeout=5)
+        direct = make(server, api_key=API_KEY, tenant=tenant)
+        r = name("r")
+        async with through_proxy.lease(r, holder="a", ttl=3) as lease:
+            proxy.silent.set()
+            assert await lease.wait_lost(timeout=6), "never judged lost"
+            # Judged lost while the server still counts it as ours: the work stopped in time.
+            still = await direct.get(r)
+            assert still.holder == "a", "the server had expired it before the client knew"
+            assert still.expires_at is not None and still.expires_at > datetime.now(timezone.utc)
+            await asyncio.sleep(1)
+            successor = await direct.acquire(r, holder="b")
+            assert successor.granted and successor.token is not None and successor.token > lease.token
+
+    asyncio.run(main())
+
+
+def test_a_wallet_pays_per_call_and_a_lost_paid_answer_is_charged_once(server: str, make: Make) -> None:
     """No API key: the client answers the 402 with a payment from the wallet (the official x402
     SDK), named with a payment identifier. The paid answer is lost on the way back; the retry
     resends the same payment and gets the answer it bought."""
     from eth_account import Account
 
-    sent: list[httpx.Request] = []
+    async def main() -> None:
+        tap = Tap(lose=lambda n: n == 2)
+        wallet = Account.create()
+        client = make(server, tap=tap, account=wallet)
+        r = name("r")
+        lease = await client.acquire(r, holder="a")
+        assert lease.granted and lease.replayed and lease.token == 1
+        offer, paid, resent = tap.sent
+        assert "payment-signature" not in offer.headers
+        assert paid.headers["payment-signature"] == resent.headers["payment-signature"], "one payment, sent twice"
+        payload = json.loads(base64.b64decode(paid.headers["payment-signature"]))
+        assert len(payload["extensions"]["payment-identifier"]["info"]["id"]) >= 16
+        assert payload["payload"]["authorization"]["from"].lower() == wallet.address.lower()
+        # The wallet is the tenant: an API key's tenant of any name does not see it.
+        assert (await client.get(r)).holder == "a"
+        assert (await make(server, api_key=API_KEY, tenant=wallet.address.lower()).get(r)).holder is None
+        with pytest.raises(ValueError):
+            make(server, api_key=API_KEY, account=wallet)
 
-    class LoseFirstPaidAnswer(httpx.HTTPTransport):
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            response = super().handle_request(request)
-            sent.append(request)
-            if len(sent) == 2:
-                response.read()
-                raise httpx.ReadError("connection reset after the commit")
-            return response
-
-    wallet = Account.create()
-    client = Client(server, account=wallet, transport=LoseFirstPaidAnswer())
-    r = name("r")
-    lease = client.acquire(r, holder="a")
-    assert lease.granted and lease.replayed and lease.token == 1
-    offer, paid, resent = sent
-    assert "payment-signature" not in offer.headers
-    assert paid.headers["payment-signature"] == resent.headers["payment-signature"], "one payment, sent twice"
-    payload = json.loads(base64.b64decode(paid.headers["payment-signature"]))
-    assert len(payload["extensions"]["payment-identifier"]["info"]["id"]) >= 16
-    assert payload["payload"]["authorization"]["from"].lower() == wallet.address.lower()
-    # The wallet is the tenant: an API key's tenant of any name does not see it.
-    assert client.get(r).holder == "a"
-    assert Client(server, api_key=API_KEY, tenant=wallet.address.lower()).get(r).holder is None
-    with pytest.raises(ValueError):
-        Client(server, api_key=API_KEY, account=wallet)
+    asyncio.run(main())
 
 
-def test_a_wallet_holds_a_lease_with_the_async_client(server: str) -> None:
+def test_a_wallet_holds_a_lease(server: str, make: Make) -> None:
     from eth_account import Account
 
-    async def hold() -> tuple[int, bool, str | None]:
-        async with AsyncClient(server, account=Account.create()) as client:
-            r = name("r")
-            async with client.lease(r, holder="a", ttl=2) as lease:
-                await asyncio.sleep(2.5)  # past the TTL: renewals, each one paid
-                token, lost = lease.token, lease.lost
-            return token, lost, (await client.get(r)).holder
+    async def main() -> None:
+        client = make(server, account=Account.create())
+        r = name("r")
+        async with client.lease(r, holder="a", ttl=2) as lease:
+            await asyncio.sleep(2.5)  # past the TTL: renewals, each one paid
+            token, lost = lease.token, lease.lost
+        assert (token, lost, (await client.get(r)).holder) == (1, False, None)
 
-    token, lost, holder_after = asyncio.run(hold())
-    assert (token, lost, holder_after) == (1, False, None)
+    asyncio.run(main())
 
 
-def test_a_paid_call_waits_while_its_first_attempt_is_in_progress(server: str) -> None:
+def test_a_paid_call_waits_while_its_first_attempt_is_in_progress(server: str, make: Make) -> None:
     """After a crash the service answers a resent payment 409 PAYMENT_IN_PROGRESS until its
     sweeper closes the first attempt (within a minute). The client waits for it with the same
     payment, rather than giving up after its few quick retries and paying again."""
     from eth_account import Account
 
-    sent: list[httpx.Request] = []
+    def in_progress_for_5(n: int, request: httpx.Request) -> httpx.Response | None:
+        if "payment-signature" in request.headers and 2 <= n <= 6:
+            return httpx.Response(409, json={"error": "the first call with this payment has not finished",
+                                             "code": "PAYMENT_IN_PROGRESS"})
+        return None
 
-    class InProgressFor5(httpx.HTTPTransport):
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            sent.append(request)
-            if "payment-signature" in request.headers and 2 <= len(sent) <= 6:
-                return httpx.Response(409, json={"error": "the first call with this payment has not finished",
-                                                 "code": "PAYMENT_IN_PROGRESS"})
-            return super().handle_request(request)
+    async def main() -> None:
+        tap = Tap(answer=in_progress_for_5)
+        began = time.monotonic()
+        lease = await make(server, tap=tap, account=Account.create(), retries=1).acquire(name("r"), holder="a")
+        assert lease.granted and lease.token == 1
+        assert time.monotonic() - began >= 4.9, "five answers in progress, waited on a second apart"
+        paid = [r.headers["payment-signature"] for r in tap.sent if "payment-signature" in r.headers]
+        assert len(paid) == 6 and len(set(paid)) == 1, "one payment, waited on, then answered"
 
-    client = Client(server, account=Account.create(), retries=1, transport=InProgressFor5())
-    lease = client.acquire(name("r"), holder="a")
-    assert lease.granted and lease.token == 1
-    paid = [r.headers["payment-signature"] for r in sent if "payment-signature" in r.headers]
-    assert len(paid) == 6 and len(set(paid)) == 1, "one payment, waited on, then answered"
+    asyncio.run(main())
+

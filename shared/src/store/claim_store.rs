@@ -8,7 +8,9 @@
 //! so concurrent instances cannot exceed it; it carries a TTL attribute (clean-up only).
 
 use super::expr::Expr;
-use super::{FirstAttempt, Item, StoreError, Written, get_n, guarded, n, req_n, req_s, s};
+use super::{
+    FirstAttempt, Item, StoreError, Written, get_n, guarded, n, read_item, req_n, req_s, s,
+};
 use crate::claims::{Claim, Outcome, Plan};
 use crate::clock::Millis;
 use aws_sdk_dynamodb::Client;
@@ -177,16 +179,7 @@ impl ClaimStore {
 
     /// The free quota's item `pk`, read consistently.
     async fn quota_item(&self, pk: &str) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(StoreError::sdk)?;
-        Ok(out.item)
+        read_item(&self.client, &self.table, pk).await
     }
 }
 

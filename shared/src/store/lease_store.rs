@@ -6,8 +6,8 @@
 use super::expr::Expr;
 use super::usage::{add as add_usage, measured};
 use super::{
-    Cancelled, FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, req_n, req_s, s,
-    transaction,
+    Cancelled, FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, read_item, req_n,
+    req_s, s, transaction,
 };
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
@@ -102,16 +102,8 @@ impl LeaseStore {
 
     /// The lease as stored (strongly consistent).
     pub async fn get(&self, key: &LeaseKey) -> Result<LeaseState, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.leases)
-            .key("pk", s(&key.0))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(StoreError::sdk)?;
-        lease_from_item(out.item())
+        let item = read_item(&self.client, &self.leases, &key.0).await?;
+        lease_from_item(item.as_ref())
     }
 
     /// One conditional UpdateItem: commit `write` if its guard holds at `now`. A retry refused

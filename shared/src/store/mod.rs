@@ -70,6 +70,23 @@ pub fn local_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
 /// A DynamoDB item.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
+/// The item `pk` of `table`, read consistently (`None` if there is none): every single-item read.
+pub(crate) async fn read_item(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+) -> Result<Option<Item>, StoreError> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .key("pk", s(pk))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(StoreError::sdk)?;
+    Ok(out.item)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The request failed or its outcome is unknown (network, throttling, service error).

@@ -1,32 +1,42 @@
-"""The asyncio client, and a lease held by a background task."""
+"""The asyncio client, and a lease held by a background task: the I/O that the machines in
+`_core` ask for, done with httpx.AsyncClient and asyncio."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+from contextlib import nullcontext
 from types import TracebackType
 from typing import Any
 
 import httpx
 
-from ._client import (PATH, RETRY_PAUSE, answer_of, attempt_timeout, credentials, must_pay, pause_before_retry,
-                      payment_header)
-from ._x402 import PAYMENT_REQUIRED, AsyncPayer
-from ._errors import LeasekitError, LeaseLost, NotAcquired, Unavailable
-from ._model import Clock, Lease, body, new_request_id
+from ._core import (PATH, Acquire, Acquisition, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
+                    Settings, Wait, unanswered)
+from ._errors import LeasekitError
+from ._model import Lease, body, new_request_id
+from ._x402 import AsyncPayer
 
 
-class AsyncClient:
+async def set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds` (at once if it is set already: `wait_for` with no
+    time left would time out first)."""
+    if event.is_set():
+        return True
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
+class AsyncClient(Settings):
     """`Client` for asyncio: the same calls, awaited (see `Client` for the retry rules)."""
 
     def __init__(self, url: str, *, api_key: str | None = None, account: Any = None, tenant: str = "default",
                  timeout: float = 10.0, retries: int = 3, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.tenant = tenant
-        self.retries = retries
-        self.timeout = timeout
-        headers = credentials(api_key, account)
+        super().__init__(url, api_key=api_key, account=account, tenant=tenant, timeout=timeout, retries=retries)
         self._payer = AsyncPayer(account) if account is not None else None
-        self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=timeout,
+        self._http = httpx.AsyncClient(base_url=self._url, headers=self._headers, timeout=timeout,
                                        transport=transport)
 
     async def aclose(self) -> None:
@@ -61,55 +71,43 @@ class AsyncClient:
         return AsyncHeldLease(self, resource, holder=holder, ttl=ttl, wait=wait)
 
     async def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
-        attempt, payments = 0, 0
-        payment: str | None = None
-        while True:
-            timeout = attempt_timeout(self.timeout, deadline)
-            try:
-                response = await self._http.post(PATH, json=request, timeout=timeout,
-                                                 headers=payment_header(payment))
-                if must_pay(response, self._payer is not None, payments, self.retries):
-                    assert self._payer is not None
-                    payment, payments = await self._payer.pay(response.headers.get(PAYMENT_REQUIRED)), payments + 1
-                    continue
-                return answer_of(response)
-            except httpx.HTTPError as e:
-                error: LeasekitError = Unavailable(f"the service did not answer: {e}")
-            except LeasekitError as e:
-                error = e
-            await asyncio.sleep(pause_before_retry(attempt, self.retries, error, deadline))
-            attempt += 1
+        call = self._new_call(request, deadline)
+        outcome: httpx.Response | str | LeasekitError | None = None
+        while not isinstance(step := call.next(outcome), Lease):
+            outcome = await self._do(step)
+        return step
+
+    async def _do(self, step: Send | Pay | Pause) -> httpx.Response | str | LeasekitError | None:
+        if isinstance(step, Pause):
+            await asyncio.sleep(step.seconds)
+            return None
+        try:
+            if isinstance(step, Pay):
+                assert self._payer is not None, "only a paying call pays"
+                return await self._payer.pay(step.offer)
+            return await self._http.post(PATH, json=step.body, timeout=step.timeout, headers=step.headers)
+        except httpx.HTTPError as e:
+            return unanswered(e)
 
 
-class AsyncHeldLease:
+class AsyncHeldLease(Hold[AsyncClient]):
     """`HeldLease` for asyncio: `async with client.lease(...) as lease:`; `await lease.wait_lost()`."""
 
+    _block = "`async with` block"
+
     def __init__(self, client: AsyncClient, resource: str, *, holder: str, ttl: int, wait: float) -> None:
-        self._client, self.resource, self.holder, self.ttl, self._wait = client, resource, holder, ttl, wait
-        self.token = 0
-        self._clock: Clock | None = None
+        super().__init__(client, resource, holder=holder, ttl=ttl, wait=wait, guard=nullcontext())
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> AsyncHeldLease:
-        give_up = time.monotonic() + self._wait
-        request_id = new_request_id()
-        while True:
-            sent = time.monotonic()
-            lease = await self._client.acquire(self.resource, holder=self.holder, ttl=self.ttl,
-                                               request_id=request_id)
-            if lease.granted and lease.token is not None:
-                break
-            if time.monotonic() >= give_up:
-                raise NotAcquired(f"{self.resource} is held by {lease.holder}", holder=lease.holder)
-            request_id = new_request_id()
-            await asyncio.sleep(min(0.2, max(0.0, give_up - time.monotonic())))
-        self.token = lease.token
-        clock = Clock(ttl=self.ttl, deadline=0.0)
-        clock.deadline = sent + clock.usable
-        self._clock = clock
-        self._task = asyncio.create_task(self._renew())
+        acquisition = Acquisition(self.resource, self.ttl, self._wait)
+        outcome: Outcome = None
+        while not isinstance(step := acquisition.next(outcome), Renewal):
+            outcome = await self._do(step)
+        self.token, self._renewal = step.token, step
+        self._task = asyncio.create_task(self._renew(step))
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
@@ -118,79 +116,34 @@ class AsyncHeldLease:
         if self._task is not None:
             await self._task
 
-    @property
-    def deadline(self) -> float:
-        return self._require().deadline
-
-    @property
-    def lost(self) -> bool:
-        return self._require().judge(time.monotonic())
-
-    def check(self) -> None:
-        clock = self._require()
-        if clock.judge(time.monotonic()):
-            raise LeaseLost(clock.lost_reason or "lost", rule=clock.lost_rule)
-
     async def wait_lost(self, timeout: float | None = None) -> bool:
-        end = None if timeout is None else time.monotonic() + timeout
-        clock = self._require()
-        while not clock.judge(time.monotonic()):
-            now = time.monotonic()
-            if end is not None and now >= end:
-                return False
-            until = clock.deadline if end is None else min(end, clock.deadline)
+        renewal = self._require()
+        for seconds in renewal.waits(timeout):
             self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), max(0.0, until - now))
-            except asyncio.TimeoutError:
-                pass
-        return True
+            await set_within(self._changed, seconds)
+        return renewal.lost
 
-    def _require(self) -> Clock:
-        if self._clock is None:
-            raise RuntimeError("the lease is held only inside its `async with` block")
-        return self._clock
+    async def _renew(self, renewal: Renewal) -> None:
+        outcome: Outcome = None
+        while (step := renewal.next(outcome)) is not None:
+            self._changed.set()
+            outcome = await self._do(step)
+        self._changed.set()
 
-    async def _stopped_within(self, seconds: float) -> bool:
+    async def _do(self, step: Acquire | Pause | Wait | Renew | Release) -> Outcome:
+        if isinstance(step, Pause):
+            await asyncio.sleep(step.seconds)
+            return None
+        if isinstance(step, Wait):
+            return await set_within(self._stop, step.seconds)
+        if isinstance(step, Acquire):
+            return await self._client.acquire(self.resource, holder=self.holder, ttl=self.ttl,
+                                              request_id=step.request_id)
         try:
-            await asyncio.wait_for(self._stop.wait(), max(0.0, seconds))
-            return True
-        except asyncio.TimeoutError:
-            return False
-
-    async def _renew(self) -> None:
-        clock = self._require()
-        while True:
-            deadline = clock.deadline
-            if await self._stopped_within(clock.next_renewal() - time.monotonic()):
-                return await self._release(deadline)
-            while True:
-                sent = time.monotonic()
-                if clock.judge(sent):
-                    self._changed.set()
-                    return
-                try:
-                    lease = await self._client.renew(self.resource, holder=self.holder, token=self.token,
-                                                     ttl=self.ttl, deadline=deadline)
-                except LeasekitError:
-                    if await self._stopped_within(RETRY_PAUSE):
-                        return await self._release(deadline)
-                    continue
-                if lease.granted:
-                    clock.granted(sent)
-                else:
-                    clock.refused(lease.rules[0] if lease.rules else "refused")
-                self._changed.set()
-                if not lease.granted:
-                    return
-                break
-            if self._stop.is_set():
-                return await self._release(clock.deadline)
-
-    async def _release(self, deadline: float) -> None:
-        if self._require().judge(time.monotonic()):
-            return
-        try:
-            await self._client.release(self.resource, holder=self.holder, token=self.token, deadline=deadline)
-        except LeasekitError:
-            pass  # it lapses by itself at its expiry
+            if isinstance(step, Renew):
+                return await self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl,
+                                                deadline=step.deadline)
+            return await self._client.release(self.resource, holder=self.holder, token=self.token,
+                                              deadline=step.deadline)
+        except LeasekitError as e:
+            return e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,10 +79,11 @@ def safety_margin(ttl: float) -> float:
 
 @dataclass
 class Clock:
-    """A held lease's time: its local deadline, and whether (and why) it was lost."""
+    """A held lease's time: its local deadline, and whether (and why) it was lost. A new clock
+    starts at its first grant: `clock.granted(sent)`."""
 
     ttl: int
-    deadline: float
+    deadline: float = -math.inf
     lost_rule: str | None = None
     lost_reason: str | None = None
 
@@ -90,7 +92,7 @@ class Clock:
         return self.ttl - safety_margin(self.ttl)
 
     def granted(self, sent: float) -> None:
-        """A renewal sent at `sent` was granted (a loss already judged stays final)."""
+        """An acquire or renewal sent at `sent` was granted (a loss already judged stays final)."""
         if self.lost_reason is None:
             self.deadline = max(self.deadline, sent + self.usable)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._errors import ServiceError
+
 #: The payment's header; the 402 offer's header.
 PAYMENT_SIGNATURE = "payment-signature"
 PAYMENT_REQUIRED = "payment-required"
@@ -30,11 +32,16 @@ def _missing() -> RuntimeError:
 
 
 def _offer(header: str | None) -> PaymentRequired:
+    """The offer of a 402. One that cannot be read is the service's error, a `ServiceError`, like
+    any answer the client cannot read (a `ValueError` used to end a held lease's renewer)."""
     if not header:
-        raise ValueError("a 402 without the PAYMENT-REQUIRED header")
-    required = decode_payment_required_header(header)
+        raise ServiceError("a 402 without the PAYMENT-REQUIRED header", status=402)
+    try:
+        required = decode_payment_required_header(header)
+    except Exception as e:  # the SDK's decoding raises what base64, JSON and pydantic raise
+        raise ServiceError(f"a 402 offer that cannot be read: {e}", status=402) from e
     if not isinstance(required, PaymentRequired):
-        raise ValueError("a 402 offer of another x402 version")
+        raise ServiceError("a 402 offer of another x402 version", status=402)
     return required
 
 

@@ -3,7 +3,7 @@
 
 use super::{AuthorizationKey, PaymentLedger};
 use crate::clock::Millis;
-use crate::store::{Item, StoreError, get_n, get_s, n, req_n, req_s, s};
+use crate::store::{Item, StoreError, get_n, get_s, n, read_item, req_n, req_s, s};
 
 /// Where the committed answer of a paid call is, if it committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,18 +81,10 @@ impl PaymentLedger {
             Evidence::Record { pk, .. } => (&self.requests, pk),
             Evidence::Claim { pk, .. } => (&self.claims, pk),
         };
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .key("pk", s(pk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(StoreError::sdk)?;
-        let Some(item) = out.item() else {
+        let Some(item) = read_item(&self.client, table, pk).await? else {
             return Ok(false);
         };
+        let item = &item;
         if get_s(item, "paidBy")?.is_some_and(|by| by != paid_by.mark()) {
             return Ok(false);
         }

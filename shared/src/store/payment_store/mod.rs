@@ -32,7 +32,7 @@ pub use report::LedgerRow;
 pub use sweep::{PENDING_INDEX, Pending};
 
 use super::expr::Expr;
-use super::{FirstAttempt, Item, StoreError, Tables, Written, get_s, guarded, req_s, s};
+use super::{FirstAttempt, Item, StoreError, Tables, Written, get_s, guarded, read_item, req_s, s};
 use crate::payment::Status;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
@@ -88,16 +88,7 @@ impl PaymentLedger {
 
     /// A ledger item, read consistently.
     async fn get(&self, pk: &str) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(StoreError::sdk)?;
-        Ok(out.item)
+        read_item(&self.client, &self.table, pk).await
     }
 }
 

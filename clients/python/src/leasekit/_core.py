@@ -1,0 +1,355 @@
+"""The decisions of a call and of a held lease, without I/O: the state machines that the blocking
+client (`_client`) and the asyncio one (`_aio`) drive.
+
+A machine's `next(outcome)` takes the outcome of the step it asked for last and answers what to
+do now: a step (send this request, pay this 402, sleep, renew, ...), or the result, or it raises
+the error that ends the call. The clients do the I/O a step names and nothing else, so the two
+cannot drift apart: every rule is here once. Time is read from `now` (`time.monotonic`, or a
+test's clock); nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Generic, TypeAlias, TypeVar
+
+import httpx
+
+from ._errors import (LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited, ServiceError,
+                      StoreUnavailable, Unavailable, from_answer)
+from ._model import Clock, Lease, lease_from, new_request_id
+from ._x402 import PAYMENT_REQUIRED, PAYMENT_SIGNATURE
+
+PATH = "/api/v1/lease"
+#: While the first call with a payment is still open (409 PAYMENT_IN_PROGRESS), wait for it
+#: rather than pay again: at worst until the service's sweeper closes it, within a minute of a
+#: crash. So many more attempts, a second apart, on top of `retries`.
+IN_PROGRESS_TRIES = 75
+IN_PROGRESS_PAUSE = 1.0
+#: Pause between a held lease's tries to acquire while it may wait.
+ACQUIRE_PAUSE = 0.2
+#: Pause before trying a renewal again after a call that failed (its own retries spent).
+RETRY_PAUSE = 0.2
+
+
+@dataclass(frozen=True)
+class Send:
+    """POST `body` to `PATH` with these extra headers, the attempt given `timeout` seconds.
+    Outcome: the `httpx.Response`, or `unanswered(error)` when none came."""
+
+    body: dict[str, Any]
+    timeout: float
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Pay:
+    """Pay the 402 whose PAYMENT-REQUIRED header is `offer` (see `_x402`). Outcome: the payment."""
+
+    offer: str | None
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Sleep `seconds`. Outcome: None."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Acquire:
+    """Acquire the held lease's resource with this request id. Outcome: the `Lease` answered (an
+    error ends the acquire: let it propagate)."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait `seconds`, or less if the lease is being stopped (its block ended). Outcome: whether
+    it is being stopped."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Renew:
+    """Renew the held lease, the call bounded by `deadline`. Outcome: the `Lease` answered, or
+    the `LeasekitError` raised."""
+
+    deadline: float
+
+
+@dataclass(frozen=True)
+class Release:
+    """Release the held lease, the call bounded by `deadline`. Outcome: its answer or error (it
+    lapses by itself if the release fails); no step follows."""
+
+    deadline: float
+
+
+#: What a held lease's step came to (see each step).
+Outcome: TypeAlias = Lease | LeasekitError | bool | None
+
+
+def unanswered(error: httpx.HTTPError) -> Unavailable:
+    """The outcome of a `Send` (or `Pay`) that got no answer."""
+    return Unavailable(f"the service did not answer: {error}")
+
+
+def retryable(error: LeasekitError) -> bool:
+    """Whether the same call may be sent again: no answer, a store failure, a 5xx, a 429."""
+    return isinstance(error, (Unavailable, StoreUnavailable, RateLimited, PaymentInProgress)) or (
+        isinstance(error, ServiceError) and error.status >= 500
+    )
+
+
+def backoff(failures: int, error: LeasekitError) -> float:
+    """The pause after the `failures + 1`-th failure: what a 429 asks, a second while a payment
+    is in progress, else doubling from 0.1 s up to 2 s."""
+    if isinstance(error, RateLimited):
+        return float(error.retry_after)
+    if isinstance(error, PaymentInProgress):
+        return IN_PROGRESS_PAUSE
+    return float(min(0.1 * 2**failures, 2.0))
+
+
+def answer_of(response: httpx.Response) -> Lease:
+    """The lease a 200 answers; raises the typed error of any other answer."""
+    try:
+        parsed: object = response.json()
+    except ValueError:
+        parsed = None
+    if response.status_code == 200:
+        return lease_from(parsed)
+    raise from_answer(response.status_code, parsed, response.headers.get("retry-after"))
+
+
+class Settings:
+    """What both clients keep: the service's URL, the tenant, a call's timeout and retries, and
+    how a call is paid for, with an API key (`_headers`) or by `account` (exactly one is given)."""
+
+    def __init__(self, url: str, *, api_key: str | None, account: Any, tenant: str, timeout: float,
+                 retries: int) -> None:
+        if (api_key is None) == (account is None):
+            raise ValueError("give exactly one of api_key and account")
+        self._url = url.rstrip("/")
+        self.tenant = tenant
+        self.retries = retries
+        self.timeout = timeout
+        self._headers = {"x-api-key": api_key} if api_key is not None else {}
+        self._paying = account is not None
+
+    def _new_call(self, request: dict[str, Any], deadline: float | None) -> Call:
+        return Call(request, timeout=self.timeout, retries=self.retries, paying=self._paying, deadline=deadline)
+
+
+class Call:
+    """One call to the service: each attempt's timeout, paying a 402, retrying, giving up.
+
+    Every attempt sends the same `body` (a mutation's request id included), so a retry whose
+    first answer was lost gets the stored answer. A payment is made once and resent unchanged on
+    the retries; a new one only when the service answers 402 again (the last bought nothing), at
+    most `retries + 1` in all. A failure is retried `retries` times if `retryable` (a payment in
+    progress `IN_PROGRESS_TRIES` more), after `backoff`; `deadline` (a `now()` instant) bounds
+    the call and its retries.
+
+    `next(outcome)`: None to start and after a `Pause`; then a `Send`'s response or error, a
+    `Pay`'s payment. It answers the next step or the `Lease`, or raises the call's error.
+    """
+
+    def __init__(self, body: dict[str, Any], *, timeout: float, retries: int, paying: bool,
+                 deadline: float | None, now: Callable[[], float] = time.monotonic) -> None:
+        self.body, self.timeout, self.retries, self.paying, self.deadline = body, timeout, retries, paying, deadline
+        self._now = now
+        self.failures = 0
+        self.payments = 0
+        self.payment: str | None = None
+
+    def next(self, outcome: httpx.Response | str | LeasekitError | None = None) -> Send | Pay | Pause | Lease:
+        if isinstance(outcome, httpx.Response):
+            if outcome.status_code == 402 and self.paying and self.payments <= self.retries:
+                return Pay(outcome.headers.get(PAYMENT_REQUIRED))
+            try:
+                return answer_of(outcome)
+            except LeasekitError as error:
+                outcome = error
+        if isinstance(outcome, LeasekitError):
+            return self._retry(outcome)
+        if isinstance(outcome, str):
+            self.payment, self.payments = outcome, self.payments + 1
+        return Send(self.body, self._attempt_timeout(), {PAYMENT_SIGNATURE: self.payment} if self.payment else {})
+
+    def _attempt_timeout(self) -> float:
+        """`timeout`, cut to what is left before the deadline."""
+        if self.deadline is None:
+            return self.timeout
+        left = self.deadline - self._now()
+        if left <= 0:
+            raise Unavailable("no answer before the deadline")
+        return min(self.timeout, left)
+
+    def _retry(self, error: LeasekitError) -> Pause:
+        """The pause before sending again after `error`; raises it when there is no next try."""
+        pause = backoff(self.failures, error)
+        allowed = self.retries + IN_PROGRESS_TRIES if isinstance(error, PaymentInProgress) else self.retries
+        if not retryable(error) or self.failures >= allowed or (
+                self.deadline is not None and self._now() + pause >= self.deadline):
+            raise error
+        self.failures += 1
+        return Pause(pause)
+
+
+class Acquisition:
+    """A held lease's acquire: tried again `ACQUIRE_PAUSE` apart until `wait` seconds have
+    passed, then `NotAcquired`. A refused acquire changes nothing, so each try has a new request
+    id (a call's own retries keep theirs). The lease's clock starts at the granted try's send.
+
+    `next(outcome)`: None to start and after a `Pause`; an `Acquire`'s `Lease`. It answers the
+    next step, or the `Renewal` of the lease once granted, or raises `NotAcquired`.
+    """
+
+    def __init__(self, resource: str, ttl: int, wait: float, now: Callable[[], float] = time.monotonic) -> None:
+        self.resource, self.ttl, self._now = resource, ttl, now
+        self.give_up = now() + wait
+        self._sent = 0.0
+
+    def next(self, outcome: Outcome = None) -> Acquire | Pause | Renewal:
+        if not isinstance(outcome, Lease):
+            self._sent = self._now()
+            return Acquire(new_request_id())
+        if outcome.granted and outcome.token is not None:
+            clock = Clock(self.ttl)
+            clock.granted(self._sent)
+            return Renewal(outcome.token, clock, self._now)
+        now = self._now()
+        if now >= self.give_up:
+            raise NotAcquired(f"{self.resource} is held by {outcome.holder}", holder=outcome.holder)
+        return Pause(min(ACQUIRE_PAUSE, self.give_up - now))
+
+
+class Renewal:
+    """A held lease from its grant on: when to renew (`Clock.next_renewal`), what a renewal's
+    answer means, when to release, and whether the lease is lost.
+
+    A granted renewal moves the deadline (unless a loss was judged meanwhile: that is final); a
+    refused one is a loss with its rule; a failed one is tried again `RETRY_PAUSE` later while
+    time is left. Stopping releases the lease, unless it is lost already. The clock changes only
+    here (a read judges the loss too): a client that reads on another thread than it steps takes
+    one lock around both.
+
+    `next(outcome)`: None to start; then a `Wait`'s or `Renew`'s outcome. It answers the next
+    step, or None when there is none (the lease is lost or released).
+    """
+
+    def __init__(self, token: int, clock: Clock, now: Callable[[], float] = time.monotonic) -> None:
+        self.token, self.clock, self._now = token, clock, now
+        self._asked: Wait | Renew | Release | None = None
+        self._over = False
+        self._sent = 0.0
+
+    def next(self, outcome: Outcome = None) -> Wait | Renew | Release | None:
+        asked = self._asked
+        if self._over or isinstance(asked, Release):
+            step: Wait | Renew | Release | None = None
+        elif asked is None:
+            step = self._wait_to_renew()
+        elif isinstance(asked, Wait):
+            step = self._release() if outcome is True else self._renew()
+        elif isinstance(outcome, Lease):  # a Renew's answer
+            step = self._renewed(outcome)
+        else:  # a Renew's error: its own retries are spent, but time may be left
+            step = Wait(RETRY_PAUSE)
+        self._asked, self._over = step, step is None
+        return step
+
+    def _wait_to_renew(self) -> Wait:
+        return Wait(max(0.0, self.clock.next_renewal() - self._now()))
+
+    def _renew(self) -> Renew | None:
+        sent = self._now()
+        if self.clock.judge(sent):
+            return None
+        self._sent = sent
+        return Renew(self.clock.deadline)
+
+    def _renewed(self, answer: Lease) -> Wait | None:
+        if not answer.granted:
+            self.clock.refused(answer.rules[0] if answer.rules else "refused")
+            return None
+        # A grant that lands at or past the deadline comes too late: the lease may have been
+        # someone else's meanwhile, so the loss stands, as in the Rust guard (it used to count
+        # as renewed when nobody had read `lost` in between).
+        if self.clock.judge(self._now()):
+            return None
+        self.clock.granted(self._sent)
+        return self._wait_to_renew()
+
+    def _release(self) -> Release | None:
+        # A lost lease may be someone else's by now; past its deadline a release has no time left.
+        if self.clock.judge(self._now()):
+            return None
+        return Release(self.clock.deadline)
+
+    @property
+    def lost(self) -> bool:
+        return self.clock.judge(self._now())
+
+    def check(self) -> None:
+        """Raise `LeaseLost` if the lease is lost."""
+        if self.lost:
+            raise LeaseLost(self.clock.lost_reason or "lost", rule=self.clock.lost_rule)
+
+    def waits(self, timeout: float | None) -> Iterator[float]:
+        """The waits of `wait_lost(timeout)`: each until the deadline or the timeout, whichever is
+        first, or until the machine changes (a client wakes early then); over when the lease is
+        lost or the timeout has passed. `lost` says which."""
+        end = None if timeout is None else self._now() + timeout
+        while not self.lost:
+            now = self._now()
+            if end is not None and now >= end:
+                return
+            yield max(0.0, (self.clock.deadline if end is None else min(end, self.clock.deadline)) - now)
+
+
+C = TypeVar("C")
+
+
+class Hold(Generic[C]):
+    """What both held leases keep: their client (`C`), the lease asked for, its token and, once
+    granted, its `Renewal`; and the reads of it, each under `guard` (a blocking holder's lock, as
+    its renewing thread steps the renewal; nothing for asyncio's single thread)."""
+
+    #: Where the lease is held, for the error of a read anywhere else.
+    _block = "`with` block"
+
+    def __init__(self, client: C, resource: str, *, holder: str, ttl: int, wait: float,
+                 guard: AbstractContextManager[Any]) -> None:
+        self._client, self.resource, self.holder, self.ttl, self._wait = client, resource, holder, ttl, wait
+        self.token = 0
+        self._renewal: Renewal | None = None
+        self._guard = guard
+
+    @property
+    def deadline(self) -> float:
+        """The local deadline (`time.monotonic()`): held until then at least, unless renewed."""
+        with self._guard:
+            return self._require().clock.deadline
+
+    @property
+    def lost(self) -> bool:
+        with self._guard:
+            return self._require().lost
+
+    def check(self) -> None:
+        """Raise `LeaseLost` if the lease is lost."""
+        with self._guard:
+            self._require().check()
+
+    def _require(self) -> Renewal:
+        if self._renewal is None:
+            raise RuntimeError(f"the lease is held only inside its {self._block}")
+        return self._renewal
