@@ -34,11 +34,7 @@ fn handler_work(body: &[u8], state: &LeaseState) -> Value {
 
 fn answers(c: &mut Criterion) {
     let issuer = Issuer::from_seed(&[5; 32]);
-    let state = LeaseState {
-        last_token: 41,
-        holder: None,
-        expires_at: None,
-    };
+    let state = LeaseState::vacant(41);
     let mut group = c.benchmark_group("answer");
     for body in [
         json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "tenantId": "t1", "requestId": "w7-claim-INV-1009"}),

@@ -520,3 +520,36 @@ async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
         );
     }
 }
+
+/// A lease's permit is its holder with its expiry: an item with one of them alone is none this
+/// code writes, so reading it is our failure, not a free lease.
+#[tokio::test]
+async fn a_lease_item_with_a_holder_but_no_expiry_is_unreadable() {
+    use leasekit_core::store::StoreError;
+    let f = fixture().await;
+    for (resource, name, value) in [
+        ("no-exp", "holder", AttributeValue::S("a".into())),
+        ("no-holder", "exp", AttributeValue::N(now_ms().to_string())),
+    ] {
+        f.store
+            .client
+            .put_item()
+            .table_name(&f.store.tables.leases)
+            .item("pk", AttributeValue::S(format!("{}|{resource}", f.tenant)))
+            .item("tok", AttributeValue::N("3".into()))
+            .item(name, value)
+            .send()
+            .await
+            .unwrap();
+        let body = json!({"op": "get", "resource": resource});
+        let err = f
+            .service
+            .execute(&f.tenant, &req(body.clone()), [0; 32], now_ms())
+            .await
+            .expect_err("unreadable");
+        assert!(
+            matches!(err, LeaseError::Store(StoreError::Corrupt(_))),
+            "{body}: {err:?}"
+        );
+    }
+}

@@ -68,23 +68,20 @@ impl Guard {
 }
 
 impl Effect {
-    /// The state after this effect is applied to `state`.
+    /// The state after this effect is applied to `state` (a lease: its one permit).
     pub fn apply(&self, state: &LeaseState) -> LeaseState {
         match self {
-            Effect::Take { holder, expires_at } => LeaseState {
-                last_token: state.last_token + 1,
-                holder: Some(holder.clone()),
-                expires_at: Some(*expires_at),
-            },
-            Effect::Extend { expires_at } => LeaseState {
-                expires_at: Some(*expires_at),
-                ..state.clone()
-            },
-            Effect::Clear => LeaseState {
-                last_token: state.last_token,
-                holder: None,
-                expires_at: None,
-            },
+            Effect::Take { holder, expires_at } => {
+                LeaseState::granted(state.last_token + 1, holder, *expires_at)
+            }
+            Effect::Extend { expires_at } => {
+                let mut after = state.clone();
+                if let Some(permit) = after.permits.iter_mut().max_by_key(|p| p.token) {
+                    permit.expires_at = *expires_at;
+                }
+                after
+            }
+            Effect::Clear => LeaseState::vacant(state.last_token),
         }
     }
 }
@@ -130,17 +127,18 @@ impl Write {
     /// a mark no other holder's write can: a take or extend sets this holder and this exact
     /// expiry (ms); a release clears the lease at the very token it held.
     pub fn shows_in(&self, state: &LeaseState) -> bool {
+        let latest = state.latest();
         match (&self.effect, &self.guard) {
             (Effect::Take { holder, expires_at }, _) => {
-                state.holder.as_deref() == Some(holder) && state.expires_at == Some(*expires_at)
+                latest.is_some_and(|p| &p.holder == holder && p.expires_at == *expires_at)
             }
             (Effect::Extend { expires_at }, Guard::HeldBy { holder, token }) => {
-                state.holder.as_deref() == Some(holder)
-                    && state.last_token == *token
-                    && state.expires_at == Some(*expires_at)
+                latest.is_some_and(|p| {
+                    &p.holder == holder && p.token == *token && p.expires_at == *expires_at
+                }) && state.last_token == *token
             }
             (Effect::Clear, Guard::HeldBy { token, .. }) => {
-                state.holder.is_none() && state.expires_at.is_none() && state.last_token == *token
+                state.permits.is_empty() && state.last_token == *token
             }
             // No write extends or clears a lease without naming its holder.
             (Effect::Extend { .. } | Effect::Clear, _) => false,
@@ -153,16 +151,9 @@ impl Write {
     pub fn outcome(&self) -> Option<LeaseState> {
         let pinned = match &self.guard {
             Guard::Vacant => return None,
-            Guard::VacantAt { last_token } => LeaseState {
-                last_token: *last_token,
-                holder: None,
-                expires_at: None,
-            },
-            Guard::HeldBy { holder, token } => LeaseState {
-                last_token: *token,
-                holder: Some(holder.clone()),
-                expires_at: None,
-            },
+            Guard::VacantAt { last_token } => LeaseState::vacant(*last_token),
+            // Its expiry is what the effect sets (extend) or drops (clear).
+            Guard::HeldBy { holder, token } => LeaseState::granted(*token, holder, 0),
         };
         Some(self.effect.apply(&pinned))
     }
@@ -282,17 +273,17 @@ fn holder_mismatches(
     now: Millis,
 ) -> Option<Vec<Witness>> {
     let Some(l) = state.live(now) else {
-        let lapsed_own = state.holder.as_deref() == Some(holder)
-            && state.last_token == token
-            && state.expires_at.is_some();
-        return Some(vec![if lapsed_own {
+        let lapsed = state
+            .latest()
+            .filter(|p| p.holder == holder && p.token == token && state.last_token == token);
+        return Some(vec![if let Some(lapsed) = lapsed {
             Witness::new(
                 "LEASE_EXPIRED",
                 "/token",
                 "your lease lapsed; acquire it again for a new token",
             )
             .expected("a live lease")
-            .actual(json!({"expiredAt": state.expires_at.map(crate::clock::iso8601)}))
+            .actual(json!({"expiredAt": crate::clock::iso8601(lapsed.expires_at)}))
         } else {
             Witness::new("NO_HOLD", "/resource", "nobody holds this lease").expected("a live lease")
         }]);

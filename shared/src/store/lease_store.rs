@@ -359,11 +359,16 @@ fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
     let Some(item) = item.filter(|i| !i.is_empty()) else {
         return Ok(LeaseState::default());
     };
-    Ok(LeaseState {
-        last_token: req_n(item, "tok")?,
-        holder: get_s(item, "holder")?.map(str::to_owned),
-        expires_at: get_n(item, "exp")?,
-    })
+    let last_token = req_n(item, "tok")?;
+    // A lease's one permit is `holder` and `exp`, its token the counter; the store writes both
+    // or neither (a take sets them, a release removes them).
+    match (get_s(item, "holder")?, get_n(item, "exp")?) {
+        (Some(holder), Some(expires_at)) => Ok(LeaseState::granted(last_token, holder, expires_at)),
+        (None, None) => Ok(LeaseState::vacant(last_token)),
+        _ => Err(StoreError::Corrupt(
+            "a lease item with only one of holder and exp".into(),
+        )),
+    }
 }
 
 fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {

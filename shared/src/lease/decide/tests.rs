@@ -4,11 +4,12 @@ use super::*;
 
 const NOW: Millis = 1_000_000;
 
+/// A lease at `last_token`, its latest grant to `holder` until `expires_at` (both or neither).
 fn state(last_token: u64, holder: Option<&str>, expires_at: Option<Millis>) -> LeaseState {
-    LeaseState {
-        last_token,
-        holder: holder.map(str::to_owned),
-        expires_at,
+    match (holder, expires_at) {
+        (Some(holder), Some(expires_at)) => LeaseState::granted(last_token, holder, expires_at),
+        (None, None) => LeaseState::vacant(last_token),
+        _ => panic!("a lease keeps a holder with its expiry"),
     }
 }
 
