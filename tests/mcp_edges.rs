@@ -404,14 +404,8 @@ async fn a_mistyped_tool_call_is_invalid_params() {
 async fn a_tool_calls_settlement_is_logged_in_its_requests_span() {
     use leasekit_core::x402::client::pay;
     use leasekit_core::x402::types::PaymentRequirements;
-    let (url, _seen) = support::facilitator::start(support::facilitator::Mode::FailsSettle).await;
-    let dir = TempDir::new().unwrap();
-    let log_path = dir.path().join("server.log");
-    let server = Server::start_logged_with(
-        dir.path(),
-        &["--facilitator-url", &url],
-        std::fs::File::create(&log_path).unwrap(),
-    );
+    let (server, _dir, log_path) =
+        logged_with_facilitator(support::facilitator::Mode::FailsSettle).await;
     let call = |meta: Value| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "lease", "arguments": {"op": "acquire", "resource": "r", "holder": "w"},

@@ -405,14 +405,7 @@ async fn a_failed_settlement_still_answers_and_is_recorded() {
 /// request's own line carry the same id, and another request's line another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_requests_log_lines_share_its_id() {
-    let (url, _seen) = facilitator::start(facilitator::Mode::FailsSettle).await;
-    let dir = TempDir::new().unwrap();
-    let log_path = dir.path().join("server.log");
-    let server = Server::start_logged_with(
-        dir.path(),
-        &["--facilitator-url", &url],
-        std::fs::File::create(&log_path).unwrap(),
-    );
+    let (server, _dir, log_path) = logged_with_facilitator(facilitator::Mode::FailsSettle).await;
     let offer = offer(&server.url).await;
     assert_eq!(acquire_paid(&server.url, &offer).await.status, 200);
     server.stop();

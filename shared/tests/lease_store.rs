@@ -35,6 +35,27 @@ async fn fixture() -> Fixture {
     }
 }
 
+impl Fixture {
+    /// Store the lease item of `resource` as given (`pk` added): items this code would not write.
+    async fn put_raw(&self, resource: &str, attributes: &[(&str, AttributeValue)]) {
+        let mut item = std::collections::HashMap::from([(
+            "pk".to_owned(),
+            AttributeValue::S(format!("{}|{resource}", self.tenant)),
+        )]);
+        for (name, value) in attributes {
+            item.insert((*name).to_owned(), value.clone());
+        }
+        self.store
+            .client
+            .put_item()
+            .table_name(&self.store.tables.leases)
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
 fn req(v: serde_json::Value) -> LeaseRequest {
     serde_json::from_value(v).expect("valid request")
 }
@@ -191,17 +212,9 @@ async fn renew_and_release_need_the_live_holder_and_token() {
 #[tokio::test]
 async fn the_token_ceiling_holds() {
     let f = fixture().await;
-    // The item layout is `<tenant>|<resource>` (see leasekit_core::store): seed the counter at the ceiling.
-    let pk = format!("{}|r", f.tenant);
-    f.store
-        .client
-        .put_item()
-        .table_name(&f.store.tables.leases)
-        .item("pk", AttributeValue::S(pk))
-        .item("tok", AttributeValue::N(MAX_TOKEN.to_string()))
-        .send()
-        .await
-        .unwrap();
+    // Seed the counter at the ceiling.
+    f.put_raw("r", &[("tok", AttributeValue::N(MAX_TOKEN.to_string()))])
+        .await;
     let t0 = now_ms();
     assert_eq!(
         rules(&f.run(&acquire("r", "a", 10), t0).await),
@@ -488,16 +501,11 @@ async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() 
 async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
     use leasekit_core::store::StoreError;
     let f = fixture().await;
-    let key = format!("{}|broken", f.tenant);
-    f.store
-        .client
-        .put_item()
-        .table_name(&f.store.tables.leases)
-        .item("pk", AttributeValue::S(key))
-        .item("tok", AttributeValue::S("not a number".into()))
-        .send()
-        .await
-        .unwrap();
+    f.put_raw(
+        "broken",
+        &[("tok", AttributeValue::S("not a number".into()))],
+    )
+    .await;
     let mut bodies = vec![json!({"op": "get", "resource": "broken"})];
     if std::env::var(common::ENDPOINT_VAR).is_err() {
         bodies.push(json!({"op": "acquire", "resource": "broken", "holder": "a"}));
@@ -531,16 +539,11 @@ async fn a_lease_item_with_a_holder_but_no_expiry_is_unreadable() {
         ("no-exp", "holder", AttributeValue::S("a".into())),
         ("no-holder", "exp", AttributeValue::N(now_ms().to_string())),
     ] {
-        f.store
-            .client
-            .put_item()
-            .table_name(&f.store.tables.leases)
-            .item("pk", AttributeValue::S(format!("{}|{resource}", f.tenant)))
-            .item("tok", AttributeValue::N("3".into()))
-            .item(name, value)
-            .send()
-            .await
-            .unwrap();
+        f.put_raw(
+            resource,
+            &[("tok", AttributeValue::N("3".into())), (name, value)],
+        )
+        .await;
         let body = json!({"op": "get", "resource": resource});
         let err = f
             .service

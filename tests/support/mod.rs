@@ -294,6 +294,22 @@ pub fn wallet(seed: u8) -> k256::ecdsa::SigningKey {
     k256::ecdsa::SigningKey::from_slice(&[seed; 32]).expect("a valid secp256k1 key")
 }
 
+/// A server with INFO logs in `<its dir>/server.log`, settling with a facilitator in `mode`:
+/// the server, its directory and the log's path.
+pub async fn logged_with_facilitator(
+    mode: facilitator::Mode,
+) -> (Server, tempfile::TempDir, PathBuf) {
+    let (url, _seen) = facilitator::start(mode).await;
+    let dir = tempfile::TempDir::new().expect("a temporary directory");
+    let log = dir.path().join("server.log");
+    let server = Server::start_logged_with(
+        dir.path(),
+        &["--facilitator-url", &url],
+        std::fs::File::create(&log).expect("the log file"),
+    );
+    (server, dir, log)
+}
+
 /// The ids of the request spans (`request{id=…}`) of the log lines that contain `needle`, in
 /// order; panics on such a line outside a request's span.
 pub fn span_ids(log: &str, needle: &str) -> Vec<String> {
