@@ -174,13 +174,34 @@ def test_retries_back_off_doubling_up_to_two_seconds() -> None:
 
 
 def test_a_429_waits_what_retry_after_says() -> None:
-    for header, pause in (("3", 3.0), ("0.5", 0.5), ("soon", 1.0)):
+    for header, pause in (("3", 3.0), ("0.5", 0.5), ("soon", 1.0), ("-5", 1.0), ("nan", 1.0), ("inf", 1.0),
+                          ("Wed, 21 Oct 2026 07:28:00 GMT", 1.0), ("30", 30.0)):
         c = call(Now())
         c.next()
         assert c.next(answer(429, headers={"retry-after": header})) == Pause(pause)
     c = call(Now())
     c.next()
     assert c.next(answer(429)) == Pause(1.0), "no Retry-After: a second"
+
+
+def test_a_429_asking_more_than_the_longest_wait_is_the_calls_error() -> None:
+    for header in ("30.5", "3600", "1e9"):
+        c = call(Now())
+        c.next()
+        with pytest.raises(leasekit.RateLimited) as raised:
+            c.next(answer(429, headers={"retry-after": header}))
+        assert raised.value.retry_after == float(header)
+
+
+def test_an_offer_no_scheme_can_pay_is_the_services_error() -> None:
+    from eth_account import Account
+    from x402.http.utils import encode_payment_required_header
+    from x402.schemas import PaymentRequired, ResourceInfo
+    from leasekit._x402 import Payer
+    offer = PaymentRequired(x402_version=2, accepts=[], resource=ResourceInfo(url="http://h/api/v1/lease"))
+    with pytest.raises(leasekit.ServiceError) as raised:
+        Payer(Account.create()).pay(encode_payment_required_header(offer))
+    assert raised.value.status == 402 and "cannot be paid" in raised.value.message
 
 
 @pytest.mark.parametrize("retries", [0, 1, 3])

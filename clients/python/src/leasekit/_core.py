@@ -29,6 +29,9 @@ PATH = "/api/v1/lease"
 #: crash. So many more attempts, a second apart, on top of `retries`.
 IN_PROGRESS_TRIES = 75
 IN_PROGRESS_PAUSE = 1.0
+#: The longest a 429's Retry-After is waited out; a longer one is the call's error at once (the
+#: caller knows better than to block for it: it used to sleep as long as asked, an hour or more).
+MAX_RETRY_AFTER = 30.0
 #: Pause between a held lease's tries to acquire while it may wait.
 ACQUIRE_PAUSE = 0.2
 #: Pause before trying a renewal again after a call that failed (its own retries spent).
@@ -154,7 +157,8 @@ class Call:
     first answer was lost gets the stored answer. A payment is made once and resent unchanged on
     the retries; a new one only when the service answers 402 again (the last bought nothing), at
     most `retries + 1` in all. A failure is retried `retries` times if `retryable` (a payment in
-    progress `IN_PROGRESS_TRIES` more), after `backoff`; `deadline` (a `now()` instant) bounds
+    progress `IN_PROGRESS_TRIES` more), after `backoff` (a 429 asking more than `MAX_RETRY_AFTER`
+    is not retried); `deadline` (a `now()` instant) bounds
     the call and its retries.
 
     `next(outcome)`: None to start and after a `Pause`; then a `Send`'s response or error, a
@@ -196,7 +200,7 @@ class Call:
         """The pause before sending again after `error`; raises it when there is no next try."""
         pause = backoff(self.failures, error)
         allowed = self.retries + IN_PROGRESS_TRIES if isinstance(error, PaymentInProgress) else self.retries
-        if not retryable(error) or self.failures >= allowed or (
+        if not retryable(error) or self.failures >= allowed or pause > MAX_RETRY_AFTER or (
                 self.deadline is not None and self._now() + pause >= self.deadline):
             raise error
         self.failures += 1

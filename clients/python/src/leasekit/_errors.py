@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class LeasekitError(Exception):
     """Any error of this client. `status` and `code` are the API's (0 and "" when none came)."""
@@ -105,9 +107,13 @@ def from_answer(status: int, body: object, retry_after: str | None) -> LeasekitE
         message = str(body.get("error", message))
         code = str(body.get("code", ""))
     if status == 429:
+        # Seconds, a number that means one (not negative, not nan or inf); anything else, such
+        # as an HTTP date, is read as a second (it used to reach sleep() as is, and crash it).
         try:
             wait = float(retry_after) if retry_after else 1.0
         except ValueError:
+            wait = 1.0
+        if not math.isfinite(wait) or wait < 0:
             wait = 1.0
         return RateLimited(message, code=code, retry_after=wait)
     kind = _BY_CODE.get(code) or _BY_STATUS.get(status, ServiceError)

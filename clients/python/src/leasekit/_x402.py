@@ -45,6 +45,13 @@ def _offer(header: str | None) -> PaymentRequired:
     return required
 
 
+def _unpayable(error: Exception) -> ServiceError:
+    """An offer the SDK cannot pay (no scheme it knows, say): the service's answer the client
+    cannot use, like an unreadable one (the SDK's own exception used to end a held lease's
+    renewer, and escape an `async with`)."""
+    return ServiceError(f"the 402 offer cannot be paid: {error}", status=402)
+
+
 def _named(payload: Any, required: PaymentRequired) -> str:
     """The header for `payload`, named with a new payment identifier if the service declared the
     extension (the SDK's helper adds it only then)."""
@@ -66,7 +73,11 @@ class Payer:
     def pay(self, offer_header: str | None) -> str:
         """The `PAYMENT-SIGNATURE` value answering the 402 whose offer header is `offer_header`."""
         required = _offer(offer_header)
-        return _named(self._client.create_payment_payload(required), required)
+        try:
+            payload = self._client.create_payment_payload(required)
+        except Exception as e:  # the SDK's errors have no common base
+            raise _unpayable(e) from e
+        return _named(payload, required)
 
 
 class AsyncPayer:
@@ -80,4 +91,8 @@ class AsyncPayer:
 
     async def pay(self, offer_header: str | None) -> str:
         required = _offer(offer_header)
-        return _named(await self._client.create_payment_payload(required), required)
+        try:
+            payload = await self._client.create_payment_payload(required)
+        except Exception as e:  # the SDK's errors have no common base
+            raise _unpayable(e) from e
+        return _named(payload, required)
