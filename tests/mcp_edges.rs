@@ -341,10 +341,15 @@ async fn a_mistyped_tool_call_is_invalid_params() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
     let post = reqwest::Method::POST;
+    // Params that are not even an object too (rmcp alone answers those 400, without the id).
     for params in [
         json!({"name": 5}),
         json!({"name": "lease", "arguments": "not an object"}),
         json!({}),
+        json!("x"),
+        json!(5),
+        json!([1]),
+        json!(null),
     ] {
         let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
         let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
@@ -353,10 +358,6 @@ async fn a_mistyped_tool_call_is_invalid_params() {
         assert_eq!(answer["error"]["code"], -32602, "{params}: {text}");
         assert_eq!(answer["id"], 7, "{text}");
     }
-    // Params that are not even an object make a message rmcp cannot read: its 400.
-    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": "x"});
-    let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
-    assert_eq!(status, 400, "{text}");
     let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "nope", "arguments": {}}});
     let (status, _, text) = mcp(&server, post.clone(), call.to_string(), &[]).await;
     assert_eq!(status, 200, "{text}");
@@ -369,33 +370,73 @@ async fn a_mistyped_tool_call_is_invalid_params() {
     };
     let good =
         json!({"name": "lease", "arguments": {"op": "get", "tenantId": "t", "resource": "r"}});
-    let bad = json!({"name": 5});
-    let bad_key = [("x-api-key", "not-a-real-key-0123")];
-    let html = [("accept", "text/html")];
-    for (label, id, version, headers) in [
-        ("fractional id", json!(1.5), "2.0", &[][..]),
-        ("huge id", json!(18446744073709551616.0), "2.0", &[][..]),
-        ("version 1.0", json!(1), "1.0", &[][..]),
-        ("bad key", json!(1), "2.0", &bad_key[..]),
-        ("accept html", json!(1), "2.0", &html[..]),
-    ] {
-        let (want, _, _) = mcp(
-            &server,
-            post.clone(),
-            message(id.clone(), version, good.clone()),
-            headers,
-        )
-        .await;
-        let (got, _, text) = mcp(
-            &server,
-            post.clone(),
-            message(id, version, bad.clone()),
-            headers,
-        )
-        .await;
-        assert_ne!(want, 200, "{label}: a well-typed call is refused");
-        assert_eq!(got, want, "{label}: {text}");
+    for bad in [json!({"name": 5}), json!("x")] {
+        let bad_key = [("x-api-key", "not-a-real-key-0123")];
+        let html = [("accept", "text/html")];
+        for (label, id, version, headers) in [
+            ("fractional id", json!(1.5), "2.0", &[][..]),
+            ("huge id", json!(18446744073709551616.0), "2.0", &[][..]),
+            ("version 1.0", json!(1), "1.0", &[][..]),
+            ("bad key", json!(1), "2.0", &bad_key[..]),
+            ("accept html", json!(1), "2.0", &html[..]),
+        ] {
+            let (want, _, _) = mcp(
+                &server,
+                post.clone(),
+                message(id.clone(), version, good.clone()),
+                headers,
+            )
+            .await;
+            let (got, _, text) = mcp(
+                &server,
+                post.clone(),
+                message(id, version, bad.clone()),
+                headers,
+            )
+            .await;
+            assert_ne!(want, 200, "{label}: a well-typed call is refused");
+            assert_eq!(got, want, "{label} {bad}: {text}");
+        }
     }
+}
+
+/// What rmcp refuses with a bare JSON-RPC error (a JSON-RPC response sent to the server) is the
+/// contract's `{error, code}` too; and every Origin header is checked, not the first alone.
+#[tokio::test]
+async fn json_rpc_refusals_are_contract_json_and_every_origin_is_checked() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 3, "result": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "error": {"code": 1, "message": "x"}}),
+    ] {
+        let (status, headers, text) =
+            mcp(&server, reqwest::Method::POST, message.to_string(), &[]).await;
+        assert_eq!(
+            (status, code_of(status, &headers, &text).as_str()),
+            (400, "INVALID_REQUEST"),
+            "{message}: {text}"
+        );
+    }
+    let response = reqwest::Client::new()
+        .post(format!("{}/mcp", server.url))
+        .header("x-api-key", ACME_KEY)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("origin", &server.url)
+        .header("origin", "http://evil.example")
+        .body(LIST)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.unwrap();
+    assert_eq!(
+        (status, code_of(status, &headers, &text).as_str()),
+        (403, "FORBIDDEN"),
+        "{text}"
+    );
 }
 
 /// A paid tool call's settlement is logged from inside rmcp's task, yet in its request's span:

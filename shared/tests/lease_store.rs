@@ -529,21 +529,35 @@ async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
     }
 }
 
-/// A lease's permit is its holder with its expiry: an item with one of them alone is none this
-/// code writes, so reading it is our failure, not a free lease.
+/// A lease's permit is its holder with its expiry, its counter at most 2^53 - 1, its holder not
+/// empty: an item that breaks one of these is none this code writes, so reading it is our
+/// failure, not a free lease or a token past what JSON readers take (an attack was served
+/// 9007199254740993 and an empty holder).
 #[tokio::test]
-async fn a_lease_item_with_a_holder_but_no_expiry_is_unreadable() {
+async fn a_lease_item_this_code_would_not_write_is_unreadable() {
     use leasekit_core::store::StoreError;
     let f = fixture().await;
-    for (resource, name, value) in [
-        ("no-exp", "holder", AttributeValue::S("a".into())),
-        ("no-holder", "exp", AttributeValue::N(now_ms().to_string())),
-    ] {
-        f.put_raw(
-            resource,
-            &[("tok", AttributeValue::N("3".into())), (name, value)],
-        )
-        .await;
+    let n = |v: String| AttributeValue::N(v);
+    let holder = |v: &str| AttributeValue::S(v.into());
+    let exp = || n((now_ms() + 60_000).to_string());
+    let cases = [
+        (
+            "no-exp",
+            vec![("tok", n("3".into())), ("holder", holder("a"))],
+        ),
+        ("no-holder", vec![("tok", n("3".into())), ("exp", exp())]),
+        ("past-ceiling", vec![("tok", n("9007199254740993".into()))]),
+        (
+            "empty-holder",
+            vec![
+                ("tok", n("3".into())),
+                ("holder", holder("")),
+                ("exp", exp()),
+            ],
+        ),
+    ];
+    for (resource, attributes) in cases {
+        f.put_raw(resource, &attributes).await;
         let body = json!({"op": "get", "resource": resource});
         let err = f
             .service

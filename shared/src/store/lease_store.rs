@@ -360,9 +360,19 @@ fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
         return Ok(LeaseState::default());
     };
     let last_token = req_n(item, "tok")?;
+    // No write takes the counter past the ceiling: a larger one would be served as a token no
+    // JSON reader takes exactly.
+    if last_token > MAX_TOKEN {
+        return Err(StoreError::Corrupt(format!(
+            "a lease counter {last_token} past 2^53 - 1"
+        )));
+    }
     // A lease's one permit is `holder` and `exp`, its token the counter; the store writes both
-    // or neither (a take sets them, a release removes them).
+    // or neither (a take sets them, a release removes them), and a holder is never empty.
     match (get_s(item, "holder")?, get_n(item, "exp")?) {
+        (Some(""), _) => Err(StoreError::Corrupt(
+            "a lease item with an empty holder".into(),
+        )),
         (Some(holder), Some(expires_at)) => Ok(LeaseState::granted(last_token, holder, expires_at)),
         (None, None) => Ok(LeaseState::vacant(last_token)),
         _ => Err(StoreError::Corrupt(

@@ -27,8 +27,18 @@ pub(super) async fn guard(State(state): State<AppState>, request: Request, next:
             read_limited(body)
                 .await
                 .and_then(|bytes| match crate::strict_json::parse(&bytes) {
-                    Ok(Value::Object(message)) => {
+                    Ok(Value::Object(mut message)) => {
                         let mistyped = mistyped_call(&message);
+                        let unreadable = message.get("params").is_some_and(|p| !p.is_object());
+                        let bytes = if mistyped.is_some() && unreadable {
+                            // rmcp cannot read a message whose params are no object at all (its
+                            // 400 has no id): it gets empty params instead, whose missing name it
+                            // answers as any mistyped call, after every check of its own.
+                            message.insert("params".into(), Value::Object(Default::default()));
+                            Value::Object(message).to_string().into()
+                        } else {
+                            bytes
+                        };
                         Ok((bytes, mistyped))
                     }
                     Ok(Value::Array(_)) => Err(ApiError::BatchNotSupported),
@@ -93,7 +103,12 @@ fn check_request(state: &AppState, parts: &Parts) -> Result<(), ApiError> {
             "the Host header is not this service's host",
         ));
     }
-    if text(header::ORIGIN).is_some_and(|origin| !origin_allowed(state, origin)) {
+    // Every Origin header, not the first only: a second one must not ride along unchecked.
+    let origins = parts.headers.get_all(header::ORIGIN).iter();
+    if origins
+        .map(|v| v.to_str().unwrap_or("\u{0}"))
+        .any(|origin| !origin_allowed(state, origin))
+    {
         return Err(ApiError::Forbidden(
             "requests from this Origin are not allowed",
         ));

@@ -36,20 +36,24 @@ pub(super) async fn invalid_params(response: Response, reason: String) -> Respon
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 
-/// rmcp's own refusals are plain text: give them the error shape of every other route (`shared/schemas/error.json`).
+/// rmcp's own refusals, plain text or a bare JSON-RPC error (a 400 to a JSON-RPC response sent
+/// to the server, say): give them the error shape of every other route
+/// (`shared/schemas/error.json`). Our own refusals (the key check's) already have it.
 pub(super) async fn as_json_error(response: Response) -> Response {
     let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+    if !(status.is_client_error() || status.is_server_error()) {
         return response;
     }
     let (mut parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-    let text = String::from_utf8_lossy(&text).into_owned();
+    let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let json: Option<Value> = serde_json::from_slice(&bytes).ok();
+    if json.as_ref().is_some_and(|b| b["code"].is_string()) {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    let text = match json.as_ref().and_then(|b| b["error"]["message"].as_str()) {
+        Some(message) => message.to_owned(),
+        None => String::from_utf8_lossy(&bytes).into_owned(),
+    };
     let err = match status {
         // The guard let only JSON bodies through, so a 415 from rmcp is a message it could not
         // read as JSON-RPC (a `_meta` or an `id` of the wrong type): the caller's bad request.
