@@ -18,7 +18,8 @@ use serde_json::json;
 pub enum Guard {
     /// Nobody holds a live lease, and the token space is not exhausted. Used without a prior read.
     Vacant,
-    /// Nobody holds a live lease and the counter is exactly `last_token` (the state that was read).
+    /// Nobody holds a live lease and the counter is exactly `last_token` (the state that was read),
+    /// below the ceiling: no guard lets a take issue a token past it.
     VacantAt { last_token: u64 },
     /// `holder` holds a live lease with `token`.
     HeldBy { holder: String, token: u64 },
@@ -58,7 +59,9 @@ impl Guard {
         match self {
             Guard::Vacant => state.live(now).is_none() && state.last_token < MAX_TOKEN,
             Guard::VacantAt { last_token } => {
-                state.live(now).is_none() && state.last_token == *last_token
+                state.live(now).is_none()
+                    && state.last_token == *last_token
+                    && *last_token < MAX_TOKEN
             }
             Guard::HeldBy { holder, token } => state
                 .live(now)

@@ -323,9 +323,10 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
         }
         Guard::VacantAt { last_token } => {
             format!(
-                "{} AND {tok} = {t}",
+                "{} AND {tok} = {t} AND {tok} < {max}",
                 vacant(&mut e),
-                t = e.value("last", n(last_token))
+                t = e.value("last", n(last_token)),
+                max = e.value("max", n(MAX_TOKEN)),
             )
         }
         Guard::HeldBy { holder: h, token } => format!(
