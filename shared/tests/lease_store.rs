@@ -36,6 +36,18 @@ async fn fixture() -> Fixture {
 }
 
 impl Fixture {
+    /// The store error `body` fails with (it must fail so).
+    async fn unreadable(&self, body: &serde_json::Value) -> leasekit_core::store::StoreError {
+        match self
+            .service
+            .execute(&self.tenant, &req(body.clone()), [0; 32], now_ms())
+            .await
+        {
+            Err(LeaseError::Store(err)) => err,
+            other => panic!("{body}: not a store error: {other:?}"),
+        }
+    }
+
     /// Store the lease item of `resource` as given (`pk` added): items this code would not write.
     async fn put_raw(&self, resource: &str, attributes: &[(&str, AttributeValue)]) {
         let mut item = std::collections::HashMap::from([(
@@ -514,16 +526,9 @@ async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
         );
     }
     for body in bodies {
-        let err = f
-            .service
-            .execute(&f.tenant, &req(body.clone()), [0; 32], now_ms())
-            .await
-            .expect_err("unreadable");
+        let err = f.unreadable(&body).await;
         assert!(
-            matches!(
-                err,
-                LeaseError::Store(StoreError::Corrupt(_) | StoreError::Internal(_))
-            ),
+            matches!(err, StoreError::Corrupt(_) | StoreError::Internal(_)),
             "{body}: {err:?}"
         );
     }
@@ -559,14 +564,7 @@ async fn a_lease_item_this_code_would_not_write_is_unreadable() {
     for (resource, attributes) in cases {
         f.put_raw(resource, &attributes).await;
         let body = json!({"op": "get", "resource": resource});
-        let err = f
-            .service
-            .execute(&f.tenant, &req(body.clone()), [0; 32], now_ms())
-            .await
-            .expect_err("unreadable");
-        assert!(
-            matches!(err, LeaseError::Store(StoreError::Corrupt(_))),
-            "{body}: {err:?}"
-        );
+        let err = f.unreadable(&body).await;
+        assert!(matches!(err, StoreError::Corrupt(_)), "{body}: {err:?}");
     }
 }

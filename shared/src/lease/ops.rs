@@ -77,11 +77,6 @@ impl Op {
     pub fn writes(self) -> bool {
         self.spec().writes
     }
-
-    /// The op named `name` on the wire, if there is one.
-    pub fn parse(name: &str) -> Option<Op> {
-        OPS.iter().map(|s| s.op).find(|op| op.as_str() == name)
-    }
 }
 
 #[cfg(test)]
@@ -93,9 +88,7 @@ mod tests {
     fn each_row_is_its_op() {
         for spec in &OPS {
             assert_eq!(spec.op.spec(), spec);
-            assert_eq!(Op::parse(spec.op.as_str()), Some(spec.op));
         }
-        assert_eq!(Op::parse("lock"), None);
     }
 
     /// The published schema requires exactly what the table says each op requires, and takes

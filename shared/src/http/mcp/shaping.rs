@@ -45,7 +45,10 @@ pub(super) async fn as_json_error(response: Response) -> Response {
         return response;
     }
     let (mut parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    // Whole: our own refusals pass here too, and one cut short would lose its shape.
+    let bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .unwrap_or_default();
     let json: Option<Value> = serde_json::from_slice(&bytes).ok();
     if json.as_ref().is_some_and(|b| b["code"].is_string()) {
         return Response::from_parts(parts, axum::body::Body::from(bytes));
