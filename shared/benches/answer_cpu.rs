@@ -23,10 +23,15 @@ fn handler_work(body: &[u8], state: &LeaseState) -> Value {
     let request: LeaseRequest = serde_json::from_value(value).unwrap();
     let command = request.command().unwrap();
     let answer = match decide(state, &command, NOW) {
-        leasekit_core::lease::Decision::Write(w) => {
-            LeaseAnswer::granted(request.op, &w.effect.apply(state), NOW)
+        leasekit_core::lease::Decision::Write(w) => LeaseAnswer::granted(
+            request.op,
+            &w.effect.apply(state),
+            request.holder.as_deref(),
+            NOW,
+        ),
+        leasekit_core::lease::Decision::Deny(w) => {
+            LeaseAnswer::denied(request.op, state, request.holder.as_deref(), NOW, w)
         }
-        leasekit_core::lease::Decision::Deny(w) => LeaseAnswer::denied(request.op, state, NOW, w),
         leasekit_core::lease::Decision::Observe => LeaseAnswer::observed(state, NOW),
     };
     serde_json::to_value(answer).unwrap()

@@ -9,6 +9,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::test_store;
 use leasekit_core::clock::Millis;
+use leasekit_core::lease::model::Permit;
 use leasekit_core::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use leasekit_core::store::{Applied, LeaseKey, LeaseStore};
 use leasekit_core::tenant::Tenant;
@@ -27,7 +28,38 @@ fn states() -> Vec<Option<LeaseState>> {
             }
         }
     }
+    // Semaphores (limit 2): empty, with live and lapsed permits; and a lease that was one.
+    for (version, expiries) in [
+        (1, vec![]),
+        (2, vec![NOW + 1]),
+        (3, vec![NOW, NOW + 1]),
+        (3, vec![NOW - 1, NOW]),
+    ] {
+        states.push(Some(semaphore(2, version, &expiries)));
+    }
+    states.push(Some(LeaseState {
+        version: 3,
+        ..LeaseState::granted(2, "a", NOW + 1)
+    }));
     states
+}
+
+/// A limit-2 semaphore at counter 2 and `version`, a permit expiring at each of `expiries`.
+fn semaphore(limit: u32, version: u64, expiries: &[Millis]) -> LeaseState {
+    LeaseState {
+        last_token: 2,
+        limit,
+        version,
+        permits: expiries
+            .iter()
+            .enumerate()
+            .map(|(i, expires_at)| Permit {
+                holder: ["a", "b"][i].into(),
+                token: i as u64 + 1,
+                expires_at: *expires_at,
+            })
+            .collect(),
+    }
 }
 
 fn guards() -> Vec<Guard> {
@@ -43,6 +75,12 @@ fn guards() -> Vec<Guard> {
         held("b", 2),
         held("a", MAX_TOKEN),
     ]);
+    for (last_token, version) in [(0, 0), (2, 0), (2, 1), (2, 3), (1, 3)] {
+        guards.push(Guard::Version {
+            last_token,
+            version,
+        });
+    }
     guards
 }
 
@@ -60,18 +98,60 @@ fn effects(guard: &Guard) -> Vec<Effect> {
             },
             Effect::Clear,
         ],
+        // A new permit at the next token beside a live one; the last permit released.
+        Guard::Version { version, .. } => vec![
+            Effect::Replace(LeaseState {
+                last_token: 3,
+                version: version + 1,
+                permits: vec![
+                    Permit {
+                        holder: "b".into(),
+                        token: 2,
+                        expires_at: NOW + 1,
+                    },
+                    Permit {
+                        holder: "c".into(),
+                        token: 3,
+                        expires_at: NOW + 5_000,
+                    },
+                ],
+                ..semaphore(2, 0, &[])
+            }),
+            Effect::Replace(semaphore(3, version + 1, &[])),
+        ],
     }
 }
 
-/// The item as the store lays it out (`store/mod.rs`: `pk`, `tok`, `holder`, `exp`).
+/// The item as the store lays it out (docs/adr/0006: `pk`, `tok`, `ver`; a lease's `holder`
+/// and `exp`; a semaphore's `lim`, `pm` and `until`).
 fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, AttributeValue> {
+    let n = |v: u64| AttributeValue::N(v.to_string());
     let mut item = std::collections::HashMap::from([
         ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
-        (
-            "tok".to_owned(),
-            AttributeValue::N(state.last_token.to_string()),
-        ),
+        ("tok".to_owned(), n(state.last_token)),
     ]);
+    if state.version > 0 {
+        item.insert("ver".into(), n(state.version));
+    }
+    if state.is_semaphore() {
+        let pm = state.permits.iter().map(|p| {
+            let permit = [
+                ("t".to_owned(), n(p.token)),
+                ("e".to_owned(), n(p.expires_at as u64)),
+            ];
+            (p.holder.clone(), AttributeValue::M(permit.into()))
+        });
+        let until = state
+            .permits
+            .iter()
+            .map(|p| p.expires_at)
+            .max()
+            .unwrap_or(0);
+        item.insert("lim".into(), n(state.limit.into()));
+        item.insert("pm".into(), AttributeValue::M(pm.collect()));
+        item.insert("until".into(), n(until as u64));
+        return item;
+    }
     if let Some(permit) = state.latest() {
         item.insert("holder".into(), AttributeValue::S(permit.holder.clone()));
         item.insert(
@@ -129,8 +209,9 @@ async fn every_guard_commits_exactly_when_it_holds() {
             }
         }
     }
-    // 22 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries); 5
-    // vacant guards with one effect, 4 held ones with two.
-    assert_eq!(checked, 22 * (5 + 4 * 2));
+    // 27 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
+    // semaphores and a lease that was one); 5 vacant guards with one effect, 4 held ones with
+    // two, 5 version guards with two.
+    assert_eq!(checked, 27 * (5 + 4 * 2 + 5 * 2));
     assert!(wrong.is_empty(), "{} wrong: {wrong:#?}", wrong.len());
 }

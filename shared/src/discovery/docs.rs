@@ -185,8 +185,13 @@ pub fn page_html(base: &str, prices: &Prices) -> String {
 pub fn sample(issuer: &Issuer, now: Millis) -> Value {
     let request = json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "worker-7", "ttlSeconds": 60, "tenantId": "team-a", "requestId": "w7-claim-INV-1009"});
     let after = LeaseState::granted(42, "worker-7", now + 60_000);
-    let data =
-        serde_json::to_value(LeaseAnswer::granted(Op::Acquire, &after, now)).unwrap_or_default();
+    let data = serde_json::to_value(LeaseAnswer::granted(
+        Op::Acquire,
+        &after,
+        Some("worker-7"),
+        now,
+    ))
+    .unwrap_or_default();
     let subject = Subject {
         route: crate::service::lease::ROUTE,
         op: "acquire",

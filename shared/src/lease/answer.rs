@@ -26,6 +26,15 @@ pub struct LeaseAnswer {
     pub holder: Option<String>,
     pub fencing_token: Option<u64>,
     pub expires_at: Option<String>,
+    /// How many holders the resource takes at once (1 = a lease).
+    #[serde(default = "one")]
+    pub limit: u32,
+    /// The live permits, by token.
+    #[serde(default)]
+    pub holders: Vec<Holder>,
+    /// check: whether the token is a live permit's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<bool>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
     pub versions: BTreeMap<String, String>,
@@ -33,6 +42,20 @@ pub struct LeaseAnswer {
     #[serde(default = "limits")]
     pub limits: Vec<String>,
     pub deterministic: bool,
+}
+
+/// One live permit, as answers list them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Holder {
+    pub holder: String,
+    pub fencing_token: u64,
+    pub expires_at: String,
+}
+
+/// Answers recorded before limits carry none: a lease's.
+fn one() -> u32 {
+    1
 }
 
 /// Every semantic dependency of an answer.
@@ -67,23 +90,38 @@ fn limits() -> Vec<String> {
 }
 
 impl LeaseAnswer {
-    /// The answer for `op`, showing the lease as it stands in `state` at `now`.
+    /// The answer for `op`, showing the resource as it stands in `state` at `now`. The top-level
+    /// permit is the caller's own when `caller` has one, else the live one with the largest token.
     fn new(
         op: Op,
         status: Status,
         granted: bool,
         state: &LeaseState,
+        caller: Option<&str>,
         now: Millis,
         witnesses: Vec<Witness>,
     ) -> Self {
-        let live = state.live(now);
+        let live = state.live_permits(now);
+        let shown = caller
+            .and_then(|c| live.iter().find(|p| p.holder == c))
+            .or(live.last());
         Self {
             status,
             op,
             granted,
-            holder: live.as_ref().map(|l| l.holder.to_owned()),
-            fencing_token: live.as_ref().map(|l| l.token),
-            expires_at: live.as_ref().map(|l| iso8601(l.expires_at)),
+            holder: shown.map(|p| p.holder.clone()),
+            fencing_token: shown.map(|p| p.token),
+            expires_at: shown.map(|p| iso8601(p.expires_at)),
+            limit: state.limit,
+            holders: live
+                .iter()
+                .map(|p| Holder {
+                    holder: p.holder.clone(),
+                    fencing_token: p.token,
+                    expires_at: iso8601(p.expires_at),
+                })
+                .collect(),
+            current: None,
             replayed: false,
             witnesses,
             versions: versions(),
@@ -92,25 +130,62 @@ impl LeaseAnswer {
         }
     }
 
-    /// A granted mutation; `after` is the state it left.
-    pub fn granted(op: Op, after: &LeaseState, now: Millis) -> Self {
-        Self::new(op, Status::Pass, true, after, now, Vec::new())
+    /// A granted mutation by `caller`; `after` is the state it left.
+    pub fn granted(op: Op, after: &LeaseState, caller: Option<&str>, now: Millis) -> Self {
+        Self::new(op, Status::Pass, true, after, caller, now, Vec::new())
     }
 
-    /// A mutation a rule stopped; `state` is the lease as it stands.
-    pub fn denied(op: Op, state: &LeaseState, now: Millis, witnesses: Vec<Witness>) -> Self {
-        Self::new(op, Status::Fail, false, state, now, witnesses)
+    /// A mutation by `caller` a rule stopped; `state` is the resource as it stands.
+    pub fn denied(
+        op: Op,
+        state: &LeaseState,
+        caller: Option<&str>,
+        now: Millis,
+        witnesses: Vec<Witness>,
+    ) -> Self {
+        Self::new(op, Status::Fail, false, state, caller, now, witnesses)
     }
 
-    /// A get: always `pass`; `granted` says whether someone holds the lease.
+    /// A get: always `pass`; `granted` says whether someone holds the resource.
     pub fn observed(state: &LeaseState, now: Millis) -> Self {
         Self::new(
             Op::Get,
             Status::Pass,
             state.live(now).is_some(),
             state,
+            None,
             now,
             Vec::new(),
         )
+    }
+
+    /// A check of `token` (of `holder`, when given): `pass` and `current` when a live permit has
+    /// it, else `fail` with `TOKEN_NOT_CURRENT`.
+    pub fn checked(state: &LeaseState, token: u64, holder: Option<&str>, now: Millis) -> Self {
+        let current = state.is_current(token, holder, now);
+        let (status, witnesses) = if current {
+            (Status::Pass, Vec::new())
+        } else {
+            let held: Vec<_> = state
+                .live_permits(now)
+                .iter()
+                .map(|p| serde_json::json!({"holder": p.holder, "fencingToken": p.token}))
+                .collect();
+            let witness = Witness::new(
+                "TOKEN_NOT_CURRENT",
+                "/token",
+                match holder {
+                    Some(_) => "no live permit of this resource has this token and holder",
+                    None => "no live permit of this resource has this token",
+                },
+            )
+            .expected("a live permit's token")
+            .actual(held);
+            (Status::Fail, vec![witness])
+        };
+        Self {
+            current: Some(current),
+            ..Self::new(Op::Check, status, current, state, holder, now, witnesses)
+        }
     }
 }

@@ -23,6 +23,11 @@ pub enum Guard {
     VacantAt { last_token: u64 },
     /// `holder` holds a live lease with `token`.
     HeldBy { holder: String, token: u64 },
+    /// The resource is exactly as read: its counter at `last_token`, its version at `version`,
+    /// and no live single permit (one a renew with an earlier clock could have extended since).
+    /// A semaphore's read-modify-write: DynamoDB cannot count a map's live entries in a
+    /// condition, so the write is guarded on the state it was decided on.
+    Version { last_token: u64, version: u64 },
 }
 
 /// The change a granted write makes.
@@ -34,6 +39,8 @@ pub enum Effect {
     Extend { expires_at: Millis },
     /// Nobody holds it afterwards; the counter stays.
     Clear,
+    /// The semaphore becomes exactly this state (its permits, limit, counter and version).
+    Replace(LeaseState),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,9 +70,21 @@ impl Guard {
                     && state.last_token == *last_token
                     && *last_token < MAX_TOKEN
             }
-            Guard::HeldBy { holder, token } => state
-                .live(now)
-                .is_some_and(|l| l.holder == holder && l.token == *token),
+            // A single permit: a semaphore's permits are not where this guard looks.
+            Guard::HeldBy { holder, token } => {
+                !state.is_semaphore()
+                    && state
+                        .live(now)
+                        .is_some_and(|l| l.holder == holder && l.token == *token)
+            }
+            Guard::Version {
+                last_token,
+                version,
+            } => {
+                state.last_token == *last_token
+                    && state.version == *version
+                    && (state.is_semaphore() || state.live(now).is_none())
+            }
         }
     }
 }
@@ -73,10 +92,17 @@ impl Guard {
 impl Effect {
     /// The state after this effect is applied to `state` (a lease: its one permit).
     pub fn apply(&self, state: &LeaseState) -> LeaseState {
+        // A lease's writes leave the version as it is: it counts a semaphore's writes.
+        let keep_version = |after: LeaseState| LeaseState {
+            version: state.version,
+            ..after
+        };
         match self {
-            Effect::Take { holder, expires_at } => {
-                LeaseState::granted(state.last_token + 1, holder, *expires_at)
-            }
+            Effect::Take { holder, expires_at } => keep_version(LeaseState::granted(
+                state.last_token + 1,
+                holder,
+                *expires_at,
+            )),
             Effect::Extend { expires_at } => {
                 let mut after = state.clone();
                 if let Some(permit) = after.permits.iter_mut().max_by_key(|p| p.token) {
@@ -84,19 +110,26 @@ impl Effect {
                 }
                 after
             }
-            Effect::Clear => LeaseState::vacant(state.last_token),
+            Effect::Clear => keep_version(LeaseState::vacant(state.last_token)),
+            Effect::Replace(after) => after.clone(),
         }
     }
 }
 
 /// The write to try first, without reading: the one that succeeds in the common case (acquire of a
 /// free resource, renew or release by the holder). If its guard fails, the store returns the old
-/// item and `decide` on it says what to do instead.
+/// item and `decide` on it says what to do instead. A semaphore's acquire has none: its write is
+/// guarded on the state it read.
 pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
     match command {
-        Command::Acquire { holder, ttl_ms } => Some(take(Guard::Vacant, holder, now + ttl_ms)),
+        Command::Acquire {
+            holder,
+            ttl_ms,
+            limit: 1,
+        } => Some(take(Guard::Vacant, holder, now + ttl_ms)),
+        Command::Acquire { .. } => None,
         Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
-        Command::Get => None,
+        Command::Get | Command::Check { .. } => None,
     }
 }
 
@@ -106,14 +139,16 @@ pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
 /// failed guard, never a wrong write or answer: the store confirms it. A renew or release needs
 /// no view (its guard pins holder and token); an acquire takes the write `decide` would make on
 /// the view. A denial is never planned: it would rest on a view the store has not confirmed.
+/// A semaphore's acquire is not planned either: its write replaces every permit, and is decided
+/// on a read.
 pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
     match command {
         Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
-        Command::Acquire { .. } => match decide(view, command, now) {
+        Command::Acquire { limit: 1, .. } => match decide(view, command, now) {
             Decision::Write(write) => Some(write),
             Decision::Deny(_) | Decision::Observe => None,
         },
-        Command::Get => None,
+        Command::Acquire { .. } | Command::Get | Command::Check { .. } => None,
     }
 }
 
@@ -128,7 +163,8 @@ impl Write {
     /// Whether `state` is one this write leaves: how a retried write tells its own earlier
     /// attempt, committed with its answer lost, from another writer's change. Each effect leaves
     /// a mark no other holder's write can: a take or extend sets this holder and this exact
-    /// expiry (ms); a release clears the lease at the very token it held.
+    /// expiry (ms); a release clears the lease at the very token it held; a replace leaves its
+    /// version, which only it can have written (versions grow by one a write).
     pub fn shows_in(&self, state: &LeaseState) -> bool {
         let latest = state.latest();
         match (&self.effect, &self.guard) {
@@ -143,6 +179,7 @@ impl Write {
             (Effect::Clear, Guard::HeldBy { token, .. }) => {
                 state.permits.is_empty() && state.last_token == *token
             }
+            (Effect::Replace(after), _) => state == after,
             // No write extends or clears a lease without naming its holder.
             (Effect::Extend { .. } | Effect::Clear, _) => false,
         }
@@ -157,6 +194,11 @@ impl Write {
             Guard::VacantAt { last_token } => LeaseState::vacant(*last_token),
             // Its expiry is what the effect sets (extend) or drops (clear).
             Guard::HeldBy { holder, token } => LeaseState::granted(*token, holder, 0),
+            // A replace says the whole state; a version guard is paired with nothing else.
+            Guard::Version { .. } => match &self.effect {
+                Effect::Replace(after) => return Some(after.clone()),
+                _ => return None,
+            },
         };
         Some(self.effect.apply(&pinned))
     }
@@ -173,8 +215,8 @@ fn take(guard: Guard, holder: &str, expires_at: Millis) -> Write {
     }
 }
 
-/// The write of a renew or release by the live holder: the same whether decided on a read state
-/// or tried optimistically.
+/// The write of a renew or release by the live holder of a lease: the same whether decided on a
+/// read state or tried optimistically.
 fn holder_write(command: &Command, now: Millis) -> Option<Write> {
     let held_by = |holder: &str, token: u64| Guard::HeldBy {
         holder: holder.to_owned(),
@@ -195,23 +237,37 @@ fn holder_write(command: &Command, now: Millis) -> Option<Write> {
             guard: held_by(holder, *token),
             effect: Effect::Clear,
         }),
-        Command::Acquire { .. } | Command::Get => None,
+        Command::Acquire { .. } | Command::Get | Command::Check { .. } => None,
     }
 }
 
 /// Decide `command` against the stored `state` at server time `now`.
 pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
     let (holder, token) = match command {
-        Command::Get => return Decision::Observe,
-        Command::Acquire { holder, ttl_ms } => {
-            return decide_acquire(state, holder, now + ttl_ms, now);
+        Command::Get | Command::Check { .. } => return Decision::Observe,
+        Command::Acquire {
+            holder,
+            ttl_ms,
+            limit,
+        } => {
+            return decide_acquire(state, holder, *limit, now + ttl_ms, now);
         }
         Command::Renew { holder, token, .. } | Command::Release { holder, token } => {
             (holder, *token)
         }
     };
-    let Some(witnesses) = holder_mismatches(state, holder, token, now) else {
-        return holder_write(command, now).map_or(Decision::Observe, Decision::Write);
+    let mismatches = if state.is_semaphore() {
+        semaphore::mismatches(state, holder, token, now)
+    } else {
+        holder_mismatches(state, holder, token, now)
+    };
+    let Some(witnesses) = mismatches else {
+        let write = if state.is_semaphore() {
+            semaphore::holder_write(state, command, now)
+        } else {
+            holder_write(command, now)
+        };
+        return write.map_or(Decision::Observe, Decision::Write);
     };
     match command {
         // Release reports every failure as NO_HOLD, with the reason in the detail.
@@ -231,7 +287,28 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
     }
 }
 
-fn decide_acquire(state: &LeaseState, holder: &str, expires_at: Millis, now: Millis) -> Decision {
+fn decide_acquire(
+    state: &LeaseState,
+    holder: &str,
+    limit: u32,
+    expires_at: Millis,
+    now: Millis,
+) -> Decision {
+    let live = state.live_permits(now);
+    if !live.is_empty() && state.limit != limit {
+        return Decision::Deny(vec![
+            Witness::new(
+                "LIMIT_MISMATCH",
+                "/limit",
+                "the resource's live permits were granted under another limit; state the same one",
+            )
+            .expected(state.limit)
+            .actual(limit),
+        ]);
+    }
+    if limit > 1 {
+        return semaphore::acquire(state, holder, limit, expires_at, now);
+    }
     match state.live(now) {
         // Re-acquire by the live holder: same token, expiry moves to now + ttl.
         Some(l) if l.holder == holder => Decision::Write(Write {
@@ -250,14 +327,7 @@ fn decide_acquire(state: &LeaseState, holder: &str, expires_at: Millis, now: Mil
             .expected("a free or lapsed lease")
             .actual(json!({"holder": l.holder, "fencingToken": l.token})),
         ]),
-        None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![
-            Witness::new(
-                "TOKEN_EXHAUSTED",
-                "/resource",
-                "this resource has issued every fencing token below 2^53; use another name",
-            )
-            .actual(state.last_token),
-        ]),
+        None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![exhausted(state)]),
         None => Decision::Write(take(
             Guard::VacantAt {
                 last_token: state.last_token,
@@ -266,6 +336,16 @@ fn decide_acquire(state: &LeaseState, holder: &str, expires_at: Millis, now: Mil
             expires_at,
         )),
     }
+}
+
+/// Every token below the ceiling has been issued.
+fn exhausted(state: &LeaseState) -> Witness {
+    Witness::new(
+        "TOKEN_EXHAUSTED",
+        "/resource",
+        "this resource has issued every fencing token below 2^53; use another name",
+    )
+    .actual(state.last_token)
 }
 
 /// Why `holder` with `token` does not hold the live lease (`None` when it does).
@@ -279,16 +359,10 @@ fn holder_mismatches(
         let lapsed = state
             .latest()
             .filter(|p| p.holder == holder && p.token == token && state.last_token == token);
-        return Some(vec![if let Some(lapsed) = lapsed {
-            Witness::new(
-                "LEASE_EXPIRED",
-                "/token",
-                "your lease lapsed; acquire it again for a new token",
-            )
-            .expected("a live lease")
-            .actual(json!({"expiredAt": crate::clock::iso8601(lapsed.expires_at)}))
-        } else {
-            Witness::new("NO_HOLD", "/resource", "nobody holds this lease").expected("a live lease")
+        return Some(vec![match lapsed {
+            Some(lapsed) => expired(lapsed),
+            None => Witness::new("NO_HOLD", "/resource", "nobody holds this lease")
+                .expected("a live lease"),
         }]);
     };
     let mut witnesses = Vec::new();
@@ -300,18 +374,34 @@ fn holder_mismatches(
         );
     }
     if l.token != token {
-        witnesses.push(
-            Witness::new(
-                "TOKEN_MISMATCH",
-                "/token",
-                "the token is not the live lease's token",
-            )
-            .expected(l.token)
-            .actual(token),
-        );
+        witnesses.push(token_mismatch(l.token, token));
     }
     (!witnesses.is_empty()).then_some(witnesses)
 }
+
+/// The caller's permit lapsed.
+fn expired(lapsed: &super::model::Permit) -> Witness {
+    Witness::new(
+        "LEASE_EXPIRED",
+        "/token",
+        "your lease lapsed; acquire it again for a new token",
+    )
+    .expected("a live lease")
+    .actual(json!({"expiredAt": crate::clock::iso8601(lapsed.expires_at)}))
+}
+
+/// The caller's live permit has another token.
+fn token_mismatch(live: u64, token: u64) -> Witness {
+    Witness::new(
+        "TOKEN_MISMATCH",
+        "/token",
+        "the token is not the live lease's token",
+    )
+    .expected(live)
+    .actual(token)
+}
+
+mod semaphore;
 
 #[cfg(test)]
 mod tests;

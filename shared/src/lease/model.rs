@@ -13,14 +13,27 @@ pub struct Permit {
     pub expires_at: Millis,
 }
 
+/// The most permits a resource can have at once.
+pub const MAX_LIMIT: u32 = 64;
+
 /// One (tenant, resource) as stored. `last_token` is the counter: the last token ever issued
 /// (0 = never acquired). `permits` are the grants kept, by token: a lease (limit 1) keeps at most
-/// one, its latest grant, which stays after it lapses and is cleared by release. Semaphores
-/// (docs/adr/0006) keep one per holder.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// one, its latest grant, which stays after it lapses and is cleared by release. A semaphore
+/// (`limit` > 1, docs/adr/0006) keeps one per holder, those live when it was last written.
+/// `version` counts a semaphore's writes: what its read-modify-write is guarded on.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseState {
     pub last_token: u64,
+    /// The limit the permits were granted under: 1 for a lease.
+    pub limit: u32,
+    pub version: u64,
     pub permits: Vec<Permit>,
+}
+
+impl Default for LeaseState {
+    fn default() -> Self {
+        Self::vacant(0)
+    }
 }
 
 /// A permit that is held right now.
@@ -36,6 +49,8 @@ impl LeaseState {
     pub fn vacant(last_token: u64) -> Self {
         Self {
             last_token,
+            limit: 1,
+            version: 0,
             permits: Vec::new(),
         }
     }
@@ -45,12 +60,40 @@ impl LeaseState {
     pub fn granted(last_token: u64, holder: &str, expires_at: Millis) -> Self {
         Self {
             last_token,
+            limit: 1,
+            version: 0,
             permits: vec![Permit {
                 holder: holder.to_owned(),
                 token: last_token,
                 expires_at,
             }],
         }
+    }
+
+    /// Whether this is a semaphore (stored as a map of permits and guarded by its version).
+    pub fn is_semaphore(&self) -> bool {
+        self.limit > 1
+    }
+
+    /// The permits held at `now`, by token.
+    pub fn live_permits(&self, now: Millis) -> Vec<&Permit> {
+        let mut live: Vec<&Permit> = self.permits.iter().filter(|p| now < p.expires_at).collect();
+        live.sort_by_key(|p| p.token);
+        live
+    }
+
+    /// `holder`'s permit, live at `now`.
+    pub fn live_permit_of(&self, holder: &str, now: Millis) -> Option<&Permit> {
+        self.permits
+            .iter()
+            .find(|p| p.holder == holder && now < p.expires_at)
+    }
+
+    /// Whether a permit live at `now` has `token` (and `holder`, when given): what `check` answers.
+    pub fn is_current(&self, token: u64, holder: Option<&str>, now: Millis) -> bool {
+        self.permits
+            .iter()
+            .any(|p| p.token == token && now < p.expires_at && holder.is_none_or(|h| h == p.holder))
     }
 
     /// The latest grant kept, live or lapsed.

@@ -9,6 +9,8 @@ use super::request::Op;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
     Required,
+    /// The op takes it when given.
+    Optional,
     /// Not the op's: the schema allows it (one body shape for every op) and the op ignores it.
     Unused,
 }
@@ -24,17 +26,19 @@ pub struct Spec {
     pub writes: bool,
     pub holder: Field,
     pub token: Field,
+    pub limit: Field,
     /// `ttlSeconds` is part of what it asks (and so of its requestId's fingerprint).
     pub ttl: bool,
 }
 
 /// Every op, in the order the schema lists them.
-pub const OPS: [Spec; 4] = [
+pub const OPS: [Spec; 5] = [
     Spec {
         op: Op::Acquire,
         writes: true,
         holder: Field::Required,
         token: Field::Unused,
+        limit: Field::Optional,
         ttl: true,
     },
     Spec {
@@ -42,6 +46,7 @@ pub const OPS: [Spec; 4] = [
         writes: true,
         holder: Field::Required,
         token: Field::Required,
+        limit: Field::Unused,
         ttl: true,
     },
     Spec {
@@ -49,6 +54,7 @@ pub const OPS: [Spec; 4] = [
         writes: true,
         holder: Field::Required,
         token: Field::Required,
+        limit: Field::Unused,
         ttl: false,
     },
     Spec {
@@ -56,6 +62,15 @@ pub const OPS: [Spec; 4] = [
         writes: false,
         holder: Field::Unused,
         token: Field::Unused,
+        limit: Field::Unused,
+        ttl: false,
+    },
+    Spec {
+        op: Op::Check,
+        writes: false,
+        holder: Field::Optional,
+        token: Field::Required,
+        limit: Field::Unused,
         ttl: false,
     },
 ];
@@ -69,6 +84,7 @@ impl Op {
             Op::Renew => 1,
             Op::Release => 2,
             Op::Get => 3,
+            Op::Check => 4,
         };
         &OPS[row]
     }
@@ -100,9 +116,13 @@ mod tests {
         assert_eq!(schema["properties"]["op"]["enum"], json!(names));
         let valid = |body: &Value| crate::schema::lease_input().check(body).is_ok();
         for spec in &OPS {
-            let full = json!({"op": spec.op.as_str(), "resource": "r", "holder": "h", "token": 1, "ttlSeconds": 30});
+            let full = json!({"op": spec.op.as_str(), "resource": "r", "holder": "h", "token": 1, "ttlSeconds": 30, "limit": 2});
             assert!(valid(&full), "{full}");
-            for (name, field) in [("holder", spec.holder), ("token", spec.token)] {
+            for (name, field) in [
+                ("holder", spec.holder),
+                ("token", spec.token),
+                ("limit", spec.limit),
+            ] {
                 let mut without = full.clone();
                 without.as_object_mut().unwrap().remove(name);
                 assert_eq!(

@@ -16,6 +16,7 @@ pub enum Op {
     Renew,
     Release,
     Get,
+    Check,
 }
 
 impl Op {
@@ -25,6 +26,7 @@ impl Op {
             Op::Renew => "renew",
             Op::Release => "release",
             Op::Get => "get",
+            Op::Check => "check",
         }
     }
 }
@@ -39,6 +41,7 @@ pub struct LeaseRequest {
     pub holder: Option<String>,
     pub ttl_seconds: Option<u32>,
     pub token: Option<u64>,
+    pub limit: Option<u32>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
 }
@@ -49,6 +52,8 @@ pub enum Command {
     Acquire {
         holder: String,
         ttl_ms: i64,
+        /// How many holders may hold the resource at once (1 = a lease).
+        limit: u32,
     },
     Renew {
         holder: String,
@@ -60,6 +65,11 @@ pub enum Command {
         token: u64,
     },
     Get,
+    /// Is `token` (of `holder`, when given) a live permit?
+    Check {
+        token: u64,
+        holder: Option<String>,
+    },
 }
 
 /// A required field was absent (the schema normally catches this first).
@@ -75,6 +85,7 @@ impl LeaseRequest {
             Op::Acquire => Command::Acquire {
                 holder: holder()?,
                 ttl_ms,
+                limit: self.limit.unwrap_or(1),
             },
             Op::Renew => Command::Renew {
                 holder: holder()?,
@@ -86,6 +97,10 @@ impl LeaseRequest {
                 token: token()?,
             },
             Op::Get => Command::Get,
+            Op::Check => Command::Check {
+                token: token()?,
+                holder: self.holder.clone(),
+            },
         })
     }
 
@@ -101,14 +116,21 @@ impl LeaseRequest {
             holder: Option<&'a str>,
             ttl_seconds: Option<u32>,
             token: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            limit: Option<u32>,
         }
-        let ttl_matters = self.op.spec().ttl;
+        let spec = self.op.spec();
+        let ttl_matters = spec.ttl;
         let canonical = Canonical {
             op: self.op.as_str(),
             resource: &self.resource,
             holder: self.holder.as_deref(),
             ttl_seconds: ttl_matters.then(|| self.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS)),
             token: self.token,
+            // Left out at its default, so a lease's fingerprint is what it was before limits.
+            limit: self
+                .limit
+                .filter(|l| *l != 1 && spec.limit != super::ops::Field::Unused),
         };
         // Serializing a struct of strings and integers cannot fail.
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
@@ -143,7 +165,8 @@ mod tests {
             r.command(),
             Ok(Command::Acquire {
                 holder: "h".into(),
-                ttl_ms: 30_000
+                ttl_ms: 30_000,
+                limit: 1
             })
         );
         let r = parse(json!({"op": "renew", "resource": "r", "holder": "h"}));

@@ -93,19 +93,34 @@ impl Plan {
             Decision::Write(write) => {
                 let after = write.effect.apply(state);
                 Self {
-                    answer: LeaseAnswer::granted(request.op, &after, now),
+                    answer: LeaseAnswer::granted(request.op, &after, caller(request), now),
                     write: Some((write, after)),
                 }
             }
             Decision::Deny(witnesses) => Self {
-                answer: LeaseAnswer::denied(request.op, state, now, witnesses),
+                answer: LeaseAnswer::denied(request.op, state, caller(request), now, witnesses),
                 write: None,
             },
             Decision::Observe => Self {
-                answer: LeaseAnswer::observed(state, now),
+                answer: observation(state, command, now),
                 write: None,
             },
         }
+    }
+}
+
+/// The holder a request speaks for: whose permit its answer shows first.
+fn caller(request: &LeaseRequest) -> Option<&str> {
+    request.holder.as_deref()
+}
+
+/// The answer of a read: `get` shows the resource, `check` whether a token is current.
+fn observation(state: &LeaseState, command: &Command, now: Millis) -> LeaseAnswer {
+    match command {
+        Command::Check { token, holder } => {
+            LeaseAnswer::checked(state, *token, holder.as_deref(), now)
+        }
+        _ => LeaseAnswer::observed(state, now),
     }
 }
 
@@ -214,10 +229,10 @@ impl LeaseService {
             paid_by,
         };
         let answer = match (&command, &request.request_id) {
-            (Command::Get, _) => {
+            _ if !request.op.writes() => {
                 let state = self.store.get(&key).await?;
                 self.views.put(&key, &state);
-                LeaseAnswer::observed(&state, now)
+                observation(&state, &command, now)
             }
             (_, None) => {
                 self.mutate_optimistically(&key, &command, request, now)
@@ -246,24 +261,37 @@ impl LeaseService {
         let view = self.views.get(key).unwrap_or_default();
         let foreseen = planned(&view, command, now)
             .filter(|w| matches!(command, Command::Acquire { .. }) && w.effect.keeps_token());
-        let Some(mut write) = foreseen.or_else(|| optimistic(command, now)) else {
-            return Ok(LeaseAnswer::observed(&self.store.get(key).await?, now));
-        };
+        // No write to try blind (a semaphore's acquire): read, and decide on what was read.
+        let mut next = foreseen.or_else(|| optimistic(command, now));
         for _ in 0..MAX_ROUNDS {
-            let old = match self.store.apply(key, &write, now).await? {
-                Applied::Committed(after) => {
-                    self.views.put(key, &after);
-                    return Ok(LeaseAnswer::granted(request.op, &after, now));
-                }
-                Applied::GuardFailed(old) => old,
+            let old = match next.take() {
+                None => self.store.get(key).await?,
+                Some(write) => match self.store.apply(key, &write, now).await? {
+                    Applied::Committed(after) => {
+                        self.views.put(key, &after);
+                        return Ok(LeaseAnswer::granted(
+                            request.op,
+                            &after,
+                            caller(request),
+                            now,
+                        ));
+                    }
+                    Applied::GuardFailed(old) => old,
+                },
             };
             self.views.put(key, &old);
             match decide(&old, command, now) {
-                Decision::Write(next) => write = next,
+                Decision::Write(write) => next = Some(write),
                 Decision::Deny(witnesses) => {
-                    return Ok(LeaseAnswer::denied(request.op, &old, now, witnesses));
+                    return Ok(LeaseAnswer::denied(
+                        request.op,
+                        &old,
+                        caller(request),
+                        now,
+                        witnesses,
+                    ));
                 }
-                Decision::Observe => return Ok(LeaseAnswer::observed(&old, now)),
+                Decision::Observe => return Ok(observation(&old, command, now)),
             }
         }
         Err(LeaseError::Contention)
@@ -289,7 +317,7 @@ impl LeaseService {
         let mut plan = planned(&view, command, now).and_then(|write| {
             let after = write.outcome()?;
             Some(Plan {
-                answer: LeaseAnswer::granted(request.op, &after, now),
+                answer: LeaseAnswer::granted(request.op, &after, caller(request), now),
                 write: Some((write, after)),
             })
         });

@@ -10,12 +10,13 @@ use super::{
     req_s, s, transaction,
 };
 use crate::clock::Millis;
+use crate::lease::model::{MAX_LIMIT, Permit};
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem, TransactWriteItem,
-    Update,
+    AttributeValue, Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem,
+    TransactWriteItem, Update,
 };
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
@@ -303,28 +304,34 @@ impl LeaseStore {
 
 /// The update and condition expressions of a guarded write: the only translation of the domain's
 /// guards into DynamoDB conditions. Each condition is `Guard::holds` spelled for DynamoDB.
+///
+/// The item (docs/adr/0006): `tok` the counter; a lease's one permit is `holder` and `exp`; a
+/// semaphore's are `pm` (holder → `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`.
 fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
     let mut e = Expr::default();
     let (holder, tok, exp) = (e.name("holder"), e.name("tok"), e.name("exp"));
-    let vacant = |e: &mut Expr| {
-        format!(
-            "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now})",
-            now = e.value("now", n(now))
-        )
+    let (lim, pm, until, ver) = (e.name("lim"), e.name("pm"), e.name("until"), e.name("ver"));
+    let now = e.value("now", n(now));
+    // No live single permit; for a take, no live semaphore permit either.
+    let single_vacant = format!(
+        "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now})"
+    );
+    let vacant = format!("{single_vacant} AND (attribute_not_exists({until}) OR {until} <= {now})");
+    let is = |e: &mut Expr, name: &str, key: &str, value: u64| match value {
+        0 => format!("attribute_not_exists({name})"),
+        v => format!("{name} = {}", e.value(key, n(v))),
     };
     let condition = match &write.guard {
         Guard::Vacant => format!(
-            "{} AND (attribute_not_exists({tok}) OR {tok} < {max})",
-            vacant(&mut e),
+            "{vacant} AND (attribute_not_exists({tok}) OR {tok} < {max})",
             max = e.value("max", n(MAX_TOKEN)),
         ),
         Guard::VacantAt { last_token: 0 } => {
-            format!("{} AND attribute_not_exists({tok})", vacant(&mut e))
+            format!("{vacant} AND attribute_not_exists({tok})")
         }
         Guard::VacantAt { last_token } => {
             format!(
-                "{} AND {tok} = {t} AND {tok} < {max}",
-                vacant(&mut e),
+                "{vacant} AND {tok} = {t} AND {tok} < {max}",
                 t = e.value("last", n(last_token)),
                 max = e.value("max", n(MAX_TOKEN)),
             )
@@ -333,15 +340,23 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
             "{holder} = {h} AND {tok} = {t} AND {exp} > {now}",
             h = e.value("guardHolder", s(h)),
             t = e.value("guardToken", n(token)),
-            now = e.value("now", n(now)),
+        ),
+        Guard::Version {
+            last_token,
+            version,
+        } => format!(
+            "{} AND {} AND {single_vacant}",
+            is(&mut e, &tok, "last", *last_token),
+            is(&mut e, &ver, "version", *version),
         ),
     };
     let update = match &write.effect {
+        // A take on a lapsed semaphore makes it a lease again: its permits go.
         Effect::Take {
             holder: h,
             expires_at,
         } => format!(
-            "SET {holder} = {h}, {exp} = {x} ADD {tok} {one}",
+            "SET {holder} = {h}, {exp} = {x} ADD {tok} {one} REMOVE {pm}, {lim}, {until}",
             h = e.value("holder", s(h)),
             x = e.value("exp", n(expires_at)),
             one = e.value("one", n(1)),
@@ -350,10 +365,40 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
             format!("SET {exp} = {x}", x = e.value("exp", n(expires_at)))
         }
         Effect::Clear => format!("REMOVE {holder}, {exp}"),
+        // A semaphore, whole; a lapsed single permit it replaces goes.
+        Effect::Replace(after) => {
+            let latest = after.permits.iter().map(|p| p.expires_at).max();
+            format!(
+                "SET {lim} = {l}, {pm} = {m}, {until} = {u}, {ver} = {v}, {tok} = {t} \
+                 REMOVE {holder}, {exp}",
+                l = e.value("lim", n(after.limit)),
+                m = e.value("pm", permits_map(after)),
+                u = e.value("until", n(latest.unwrap_or(0))),
+                v = e.value("ver", n(after.version)),
+                t = e.value("tok", n(after.last_token)),
+            )
+        }
     };
-    // `Clear` and `Extend` do not mention every name the guard might.
+    // Not every update and condition mentions every name declared.
     let e = e.used_in(&[&update, &condition]);
     (update, condition, e)
+}
+
+/// A semaphore's permits as stored: holder → `{t: token, e: expiry ms}`.
+fn permits_map(state: &LeaseState) -> AttributeValue {
+    AttributeValue::M(
+        state
+            .permits
+            .iter()
+            .map(|p| {
+                let permit = [
+                    ("t".to_owned(), n(p.token)),
+                    ("e".to_owned(), n(p.expires_at)),
+                ];
+                (p.holder.clone(), AttributeValue::M(permit.into()))
+            })
+            .collect(),
+    )
 }
 
 fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
@@ -368,18 +413,75 @@ fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
             "a lease counter {last_token} past 2^53 - 1"
         )));
     }
+    let version = get_n(item, "ver")?.unwrap_or(0);
+    if let Some(limit) = get_n::<u32>(item, "lim")? {
+        return semaphore_from_item(item, last_token, limit, version);
+    }
     // A lease's one permit is `holder` and `exp`, its token the counter; the store writes both
     // or neither (a take sets them, a release removes them), and a holder is never empty.
-    match (get_s(item, "holder")?, get_n(item, "exp")?) {
-        (Some(""), _) => Err(StoreError::Corrupt(
-            "a lease item with an empty holder".into(),
-        )),
-        (Some(holder), Some(expires_at)) => Ok(LeaseState::granted(last_token, holder, expires_at)),
-        (None, None) => Ok(LeaseState::vacant(last_token)),
-        _ => Err(StoreError::Corrupt(
-            "a lease item with only one of holder and exp".into(),
-        )),
+    let state = match (get_s(item, "holder")?, get_n(item, "exp")?) {
+        (Some(""), _) => {
+            return Err(StoreError::Corrupt(
+                "a lease item with an empty holder".into(),
+            ));
+        }
+        (Some(holder), Some(expires_at)) => LeaseState::granted(last_token, holder, expires_at),
+        (None, None) => LeaseState::vacant(last_token),
+        _ => {
+            return Err(StoreError::Corrupt(
+                "a lease item with only one of holder and exp".into(),
+            ));
+        }
+    };
+    Ok(LeaseState { version, ..state })
+}
+
+/// A semaphore's item: `lim` 2..=64, `pm` of at most `lim` permits, each token at most the counter.
+fn semaphore_from_item(
+    item: &Item,
+    last_token: u64,
+    limit: u32,
+    version: u64,
+) -> Result<LeaseState, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("a semaphore item with {what}"));
+    if !(2..=MAX_LIMIT).contains(&limit) {
+        return Err(corrupt(&format!("limit {limit}")));
     }
+    if item.contains_key("holder") || item.contains_key("exp") {
+        return Err(corrupt("a single permit too"));
+    }
+    let map = match item.get("pm") {
+        Some(AttributeValue::M(map)) => map,
+        _ => return Err(corrupt("no permit map")),
+    };
+    let mut permits = Vec::with_capacity(map.len());
+    for (holder, permit) in map {
+        let AttributeValue::M(permit) = permit else {
+            return Err(corrupt("a permit that is not a map"));
+        };
+        let token: u64 = req_n(permit, "t")?;
+        if holder.is_empty() || token == 0 || token > last_token {
+            return Err(corrupt("an empty holder or a token past its counter"));
+        }
+        permits.push(Permit {
+            holder: holder.clone(),
+            token,
+            expires_at: req_n(permit, "e")?,
+        });
+    }
+    if permits.len() > limit as usize {
+        return Err(corrupt("more permits than its limit"));
+    }
+    permits.sort_by_key(|p| p.token);
+    if permits.windows(2).any(|w| w[0].token == w[1].token) {
+        return Err(corrupt("two permits with one token"));
+    }
+    Ok(LeaseState {
+        last_token,
+        limit,
+        version,
+        permits,
+    })
 }
 
 fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {

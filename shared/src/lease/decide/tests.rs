@@ -1,6 +1,7 @@
 //! Exhaustive tests of the lease rules over small states.
 
 use super::*;
+use crate::lease::model::Permit;
 
 const NOW: Millis = 1_000_000;
 
@@ -14,9 +15,36 @@ fn state(last_token: u64, holder: Option<&str>, expires_at: Option<Millis>) -> L
 }
 
 fn acquire(holder: &str) -> Command {
+    acquire_of(holder, 1)
+}
+
+fn acquire_of(holder: &str, limit: u32) -> Command {
     Command::Acquire {
         holder: holder.into(),
         ttl_ms: 30_000,
+        limit,
+    }
+}
+
+/// A semaphore of `limit` at `last_token` and `version`, with `permits` (holder, token, expiry).
+fn semaphore(
+    limit: u32,
+    last_token: u64,
+    version: u64,
+    permits: &[(&str, u64, Millis)],
+) -> LeaseState {
+    LeaseState {
+        last_token,
+        limit,
+        version,
+        permits: permits
+            .iter()
+            .map(|(holder, token, expires_at)| Permit {
+                holder: (*holder).into(),
+                token: *token,
+                expires_at: *expires_at,
+            })
+            .collect(),
     }
 }
 
@@ -54,18 +82,45 @@ fn all_states() -> Vec<LeaseState> {
             }
         }
     }
+    // Semaphores: empty, partly and wholly held, with lapsed permits, at the ceiling; and a lease
+    // that was one (its version kept).
+    let live = NOW + 60_000;
+    out.extend([
+        semaphore(2, 3, 1, &[]),
+        semaphore(2, 3, 2, &[("a", 3, live)]),
+        semaphore(2, 3, 3, &[("a", 2, live), ("b", 3, live)]),
+        semaphore(2, 3, 3, &[("a", 2, NOW), ("b", 3, live)]),
+        semaphore(2, 3, 3, &[("a", 2, NOW - 1), ("b", 3, NOW)]),
+        semaphore(3, 5, 4, &[("a", 1, live), ("b", 4, live), ("c", 5, live)]),
+        semaphore(3, 5, 4, &[("c", 5, NOW + 1)]),
+        semaphore(2, MAX_TOKEN, 9, &[("b", MAX_TOKEN, live)]),
+        LeaseState {
+            version: 7,
+            ..state(8, Some("a"), Some(live))
+        },
+    ]);
     out
 }
 
 fn all_commands() -> Vec<Command> {
     let mut out = vec![Command::Get];
-    for holder in ["a", "b"] {
-        out.push(acquire(holder));
-        for token in [1, 2, 3] {
+    for holder in ["a", "b", "c"] {
+        for limit in [1, 2, 3] {
+            out.push(acquire_of(holder, limit));
+        }
+        for token in [1, 2, 3, 5] {
             out.push(renew(holder, token));
             out.push(release(holder, token));
+            out.push(Command::Check {
+                token,
+                holder: Some(holder.into()),
+            });
         }
     }
+    out.push(Command::Check {
+        token: 3,
+        holder: None,
+    });
     out
 }
 
@@ -173,9 +228,144 @@ fn release_rules() {
 }
 
 #[test]
-fn get_never_writes() {
+fn reads_never_write() {
     for s in all_states() {
-        assert_eq!(decide(&s, &Command::Get, NOW), Decision::Observe);
+        for c in all_commands() {
+            if matches!(c, Command::Get | Command::Check { .. }) {
+                assert_eq!(decide(&s, &c, NOW), Decision::Observe);
+            }
+        }
+    }
+}
+
+/// The grant `decide` makes of `command` on `state`, applied.
+fn granted(state: &LeaseState, command: &Command) -> LeaseState {
+    match decide(state, command, NOW) {
+        Decision::Write(w) => {
+            assert!(w.guard.holds(state, NOW), "{state:?} {command:?}");
+            w.effect.apply(state)
+        }
+        other => panic!("{state:?} {command:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_semaphore_grants_up_to_its_limit_a_token_each() {
+    let mut s = LeaseState::vacant(9);
+    for (holder, token) in [("a", 10), ("b", 11), ("c", 12)] {
+        s = granted(&s, &acquire_of(holder, 3));
+        assert_eq!(s.live_permit_of(holder, NOW).unwrap().token, token);
+        assert_eq!((s.limit, s.last_token), (3, token));
+    }
+    assert_eq!(
+        rule_ids(&decide(&s, &acquire_of("d", 3), NOW)),
+        ["LEASE_HELD"]
+    );
+    // Acquire again: the same token, a new expiry, no new permit.
+    let again = granted(&s, &acquire_of("b", 3));
+    assert_eq!(again.live_permits(NOW).len(), 3);
+    assert_eq!(again.live_permit_of("b", NOW).unwrap().token, 11);
+    assert_eq!(again.last_token, 12);
+    // Another limit while permits are live: LIMIT_MISMATCH, for a lease's limit too.
+    for limit in [1, 2, 4] {
+        let d = decide(&s, &acquire_of("d", limit), NOW);
+        assert_eq!(rule_ids(&d), ["LIMIT_MISMATCH"], "{limit}");
+    }
+    assert_eq!(
+        rule_ids(&decide(
+            &state(3, Some("a"), Some(NOW + 5)),
+            &acquire_of("b", 2),
+            NOW
+        )),
+        ["LIMIT_MISMATCH"]
+    );
+    // A release frees a permit for the next holder, who gets the next token.
+    let freed = granted(&s, &release("a", 10));
+    assert_eq!(freed.live_permit_of("a", NOW), None);
+    let d = granted(&freed, &acquire_of("d", 3));
+    assert_eq!(d.live_permit_of("d", NOW).unwrap().token, 13);
+    // Renew keeps the token; the other holders' permits stand.
+    let renewed = granted(&d, &renew("c", 12));
+    assert_eq!(
+        renewed.live_permit_of("c", NOW).unwrap().expires_at,
+        NOW + 10_000
+    );
+    assert_eq!(renewed.live_permits(NOW).len(), 3);
+}
+
+#[test]
+fn a_semaphore_no_permit_is_live_in_takes_any_limit_and_keeps_its_counter() {
+    let lapsed = semaphore(3, 5, 4, &[("c", 5, NOW)]);
+    let lease = granted(&lapsed, &acquire("a"));
+    assert_eq!((lease.limit, lease.last_token), (1, 6));
+    let wider = granted(&lapsed, &acquire_of("a", 8));
+    assert_eq!((wider.limit, wider.last_token, wider.version), (8, 6, 5));
+    // And a lapsed lease becomes a semaphore at the next token.
+    let sem = granted(&state(4, Some("b"), Some(NOW)), &acquire_of("a", 2));
+    assert_eq!((sem.limit, sem.last_token), (2, 5));
+    assert_eq!(sem.permits.len(), 1, "the lapsed permit is dropped");
+}
+
+#[test]
+fn a_semaphores_renew_and_release_name_their_own_permit() {
+    let s = semaphore(
+        3,
+        5,
+        4,
+        &[("a", 1, NOW + 9), ("b", 4, NOW + 9), ("c", 5, NOW)],
+    );
+    assert_eq!(
+        rule_ids(&decide(&s, &renew("a", 4), NOW)),
+        ["TOKEN_MISMATCH"]
+    );
+    assert_eq!(rule_ids(&decide(&s, &renew("d", 4), NOW)), ["NOT_HOLDER"]);
+    assert_eq!(
+        rule_ids(&decide(&s, &renew("c", 5), NOW)),
+        ["LEASE_EXPIRED"]
+    );
+    assert_eq!(rule_ids(&decide(&s, &renew("d", 9), NOW)), ["NO_HOLD"]);
+    assert_eq!(rule_ids(&decide(&s, &release("a", 4), NOW)), ["NO_HOLD"]);
+}
+
+#[test]
+fn check_is_current_exactly_for_a_live_permit() {
+    let s = semaphore(3, 5, 4, &[("a", 1, NOW + 9), ("c", 5, NOW)]);
+    assert!(s.is_current(1, None, NOW));
+    assert!(s.is_current(1, Some("a"), NOW));
+    assert!(!s.is_current(1, Some("b"), NOW));
+    assert!(!s.is_current(5, None, NOW), "lapsed");
+    assert!(!s.is_current(4, None, NOW), "never issued to a live permit");
+    assert!(state(4, Some("a"), Some(NOW + 1)).is_current(4, Some("a"), NOW));
+    assert!(!state(4, Some("a"), Some(NOW)).is_current(4, Some("a"), NOW));
+}
+
+/// Over every state and command: a write never leaves more live permits than the limit, never
+/// two permits with one token, and a new permit's token is above every token before it.
+#[test]
+fn no_write_overfills_a_resource_or_repeats_a_token() {
+    for s in all_states() {
+        for c in all_commands() {
+            let Decision::Write(w) = decide(&s, &c, NOW) else {
+                continue;
+            };
+            let after = w.effect.apply(&s);
+            let live = after.live_permits(NOW);
+            assert!(live.len() <= after.limit as usize, "{s:?} {c:?}");
+            let mut tokens: Vec<u64> = after.permits.iter().map(|p| p.token).collect();
+            tokens.dedup();
+            assert_eq!(tokens.len(), after.permits.len(), "{s:?} {c:?}");
+            for p in &after.permits {
+                let old = s
+                    .permits
+                    .iter()
+                    .any(|o| o.token == p.token && o.holder == p.holder);
+                assert!(old || p.token > s.last_token, "{s:?} {c:?} {p:?}");
+                assert!(p.token <= after.last_token && p.token <= MAX_TOKEN);
+            }
+            let holders: std::collections::BTreeSet<_> =
+                after.permits.iter().map(|p| &p.holder).collect();
+            assert_eq!(holders.len(), after.permits.len(), "one permit a holder");
+        }
     }
 }
 
@@ -208,9 +398,16 @@ fn optimistic_write_commits_exactly_when_decide_grants_it() {
             if optimistic_after.is_some() {
                 assert_eq!(optimistic_after, decided, "{s:?} {c:?}");
             } else if let Some(after) = decided {
-                // The only grant the optimistic write misses: re-acquire by the live holder.
-                assert!(matches!(c, Command::Acquire { .. }), "{s:?} {c:?}");
-                assert_eq!(after.last_token, s.last_token, "{s:?} {c:?}");
+                // The only grants the optimistic write misses: re-acquire by the live holder, and
+                // a semaphore's permits (its writes are decided on a read).
+                assert!(
+                    s.is_semaphore() || matches!(c, Command::Acquire { .. }),
+                    "{s:?} {c:?}"
+                );
+                assert!(
+                    s.is_semaphore() || after.last_token == s.last_token,
+                    "{s:?} {c:?}"
+                );
             }
         }
     }
@@ -238,14 +435,23 @@ fn a_planned_write_leaves_the_state_it_announced_wherever_it_commits() {
                 continue;
             };
             let announced = w.outcome().expect("a planned write pins the counter");
+            // A lease's writes keep whatever version the item has, which their guards do not
+            // pin: it is no part of an answer, and no write is planned on it (a semaphore's are
+            // decided on a read).
+            let unversioned = |after: LeaseState| LeaseState {
+                version: 0,
+                ..after
+            };
             for s in all_states() {
                 if w.guard.holds(&s, NOW) {
-                    assert_eq!(w.effect.apply(&s), announced, "{view:?} {c:?} {s:?}");
+                    let after = unversioned(w.effect.apply(&s));
+                    assert_eq!(after, announced, "{view:?} {c:?} {s:?}");
                     // And it is what `decide` would have done on the state it committed on.
                     let Decision::Write(decided) = decide(&s, &c, NOW) else {
                         panic!("{view:?} {c:?} {s:?}: granted where decide refuses");
                     };
-                    assert_eq!(decided.effect.apply(&s), announced, "{view:?} {c:?} {s:?}");
+                    let decided = unversioned(decided.effect.apply(&s));
+                    assert_eq!(decided, announced, "{view:?} {c:?} {s:?}");
                 }
             }
             planned_writes += 1;
