@@ -1,0 +1,194 @@
+//! The contract's "Coordination" ops over real HTTP against `leasekit serve` on the embedded
+//! store: semaphores and check with an API key, their bad input, and real concurrent clients.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+use tempfile::TempDir;
+
+fn serve() -> (TempDir, Server) {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    (dir, server)
+}
+
+fn rule_ids(data: &Value) -> Vec<String> {
+    data["witnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["ruleId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn semaphore(resource: &str, holder: &str, limit: Value) -> Value {
+    json!({"op": "acquire", "tenantId": "t1", "resource": resource, "holder": holder, "limit": limit})
+}
+
+#[tokio::test]
+async fn a_semaphore_and_a_check_over_http() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    for (holder, token) in [("a", 1), ("b", 2)] {
+        let d = c.data(semaphore("pool", holder, json!(2))).await;
+        assert_eq!(d["granted"], true, "{d}");
+        assert_eq!(
+            (d["holder"].clone(), d["fencingToken"].clone()),
+            (json!(holder), json!(token))
+        );
+        assert_eq!(d["limit"], 2);
+    }
+    let full = c.data(semaphore("pool", "c", json!(2))).await;
+    assert_eq!(
+        (full["status"].clone(), rule_ids(&full)),
+        (json!("fail"), vec!["LEASE_HELD".to_owned()])
+    );
+    let holders: Vec<_> = full["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["holder"].clone(), h["fencingToken"].clone()))
+        .collect();
+    assert_eq!(holders, [(json!("a"), json!(1)), (json!("b"), json!(2))]);
+    let mismatch = c.data(semaphore("pool", "c", json!(5))).await;
+    assert_eq!(rule_ids(&mismatch), ["LIMIT_MISMATCH"]);
+    assert_eq!(mismatch["witnesses"][0]["path"], "/limit");
+    let check = |token: u64| json!({"op": "check", "tenantId": "t1", "resource": "pool", "token": token, "holder": "b"});
+    let (status, current) = c.call(check(2)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (
+            current["data"]["current"].clone(),
+            current["data"]["status"].clone()
+        ),
+        (json!(true), json!("pass"))
+    );
+    assert!(
+        current["_provenance"]["credential"]["proof"].is_object(),
+        "a check is signed"
+    );
+    let stale = c.data(check(1)).await;
+    assert_eq!(
+        (stale["current"].clone(), rule_ids(&stale)),
+        (json!(false), vec!["TOKEN_NOT_CURRENT".to_owned()])
+    );
+    // A lease's answer shows limit 1 and its one holder.
+    let lease = c.data(acquire("t1", "single", "a")).await;
+    assert_eq!(
+        (
+            lease["limit"].clone(),
+            lease["holders"].as_array().unwrap().len()
+        ),
+        (json!(1), 1)
+    );
+}
+
+#[tokio::test]
+async fn bad_coordination_input_is_a_400_naming_the_field_and_writes_nothing() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let cases: Vec<(Value, &str)> = vec![
+        (semaphore("r", "w", json!(0)), "/limit"),
+        (semaphore("r", "w", json!(65)), "/limit"),
+        (semaphore("r", "w", json!(2.5)), "/limit"),
+        (semaphore("r", "w", json!("3")), "/limit"),
+        (semaphore("r", "w", json!(null)), "/limit"),
+        (semaphore("r", "w", json!(1u64 << 40)), "/limit"),
+        (
+            json!({"op": "check", "tenantId": "t1", "resource": "r"}),
+            "/token",
+        ),
+        (
+            json!({"op": "check", "tenantId": "t1", "resource": "r", "token": 0}),
+            "/token",
+        ),
+        (
+            json!({"op": "check", "tenantId": "t1", "resource": "r", "token": 1, "holder": ""}),
+            "/holder",
+        ),
+    ];
+    for (body, field) in cases {
+        let (status, answer) = c.call(body.clone()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["code"], "INVALID_INPUT", "{body}: {answer}");
+        let paths: Vec<&str> = answer["witnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["path"].as_str())
+            .collect();
+        assert!(paths.contains(&field), "{body}: {answer}");
+    }
+    let d = c.data(get("t1", "r")).await;
+    assert_eq!(
+        (d["granted"].clone(), d["holders"].clone()),
+        (json!(false), json!([]))
+    );
+    let fresh = c.data(semaphore("r", "w", json!(1))).await;
+    assert_eq!(fresh["fencingToken"], 1, "nothing was written before");
+}
+
+/// Twelve clients on one limit-3 semaphore, each acquiring, holding a moment and releasing in a
+/// loop: at no moment do more than three hold a permit, and no token is issued twice. A client's
+/// hold is timed from its grant's answer to its release's sending, inside the server's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twelve_clients_never_overfill_a_limit_3_semaphore() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let start = Instant::now();
+    let holds: Arc<Mutex<Vec<(Duration, Duration, u64)>>> = Arc::default();
+    let tasks: Vec<_> = (0..12)
+        .map(|i| {
+            let (c, holds) = (c.clone(), Arc::clone(&holds));
+            tokio::spawn(async move {
+                let holder = format!("w{i}");
+                let mut grants = 0;
+                while start.elapsed() < Duration::from_secs(4) {
+                    let d = c.data(json!({"op": "acquire", "tenantId": "t1", "resource": "pool", "holder": holder, "limit": 3, "ttlSeconds": 20})).await;
+                    if d["granted"] != true {
+                        assert_eq!(rule_ids(&d), ["LEASE_HELD"], "{d}");
+                        continue;
+                    }
+                    let from = start.elapsed();
+                    let token = d["fencingToken"].as_u64().unwrap();
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    let to = start.elapsed();
+                    let release = json!({"op": "release", "tenantId": "t1", "resource": "pool", "holder": holder, "token": token});
+                    assert_eq!(c.data(release).await["granted"], true);
+                    holds.lock().unwrap().push((from, to, token));
+                    grants += 1;
+                }
+                grants
+            })
+        })
+        .collect();
+    let mut grants = 0;
+    for t in tasks {
+        grants += t.await.unwrap();
+    }
+    let holds = holds.lock().unwrap().clone();
+    assert_eq!(holds.len(), grants);
+    assert!(grants >= 12, "only {grants} grants in 4 s");
+    let mut tokens: Vec<u64> = holds.iter().map(|h| h.2).collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), holds.len(), "a token issued twice");
+    // The most holds overlapping at any moment: at each hold's start, count those it is inside.
+    let most = holds
+        .iter()
+        .map(|(from, _, _)| {
+            holds
+                .iter()
+                .filter(|(f, t, _)| f <= from && from < t)
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(most <= 3, "{most} holders at once");
+    // And it is a semaphore, not a lock: three do hold at once.
+    assert_eq!(most, 3, "never three holders at once");
+    println!("{grants} grants, at most {most} at once");
+}
