@@ -31,6 +31,11 @@ pub const CLAIM_ANSWER_JSON: &str = include_str!("../schemas/claim-answer.json")
 pub const VERIFY_INPUT_JSON: &str = include_str!("../schemas/verify-provenance-input.json");
 
 static LEASE_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(LEASE_INPUT_JSON));
+static LEASE_READ_INPUT: LazyLock<(Value, Schema)> = LazyLock::new(|| {
+    let schema = lease_read_schema();
+    let compiled = Schema::compile(&schema.to_string());
+    (schema, compiled)
+});
 static VERIFY_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(VERIFY_INPUT_JSON));
 static CLAIM_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(CLAIM_INPUT_JSON));
 static CLAIM_FREE_INPUT: LazyLock<Schema> =
@@ -47,6 +52,34 @@ pub fn claim_free_input() -> &'static Schema {
 /// The compiled lease request schema (compiled once per process).
 pub fn lease_input() -> &'static Schema {
     &LEASE_INPUT
+}
+
+/// The lease request schema narrowed to the ops that only read (get, check, by the op table):
+/// the input of the MCP tool that offers no mutation. The fields only mutations take are not in
+/// it, so a call that sends one is refused, not quietly read.
+fn lease_read_schema() -> Value {
+    let mut schema: Value =
+        serde_json::from_str(LEASE_INPUT_JSON).expect("embedded schema is JSON");
+    let reads: Vec<&str> = crate::lease::ops::OPS
+        .iter()
+        .filter(|spec| !spec.writes)
+        .map(|spec| spec.op.as_str())
+        .collect();
+    schema["title"] = "Lease read (get, check)".into();
+    schema["description"] = "Read a resource: get shows its live permits; check answers whether a token is a live permit's (current). Nothing is changed.".into();
+    schema["properties"]["op"]["enum"] = serde_json::json!(reads);
+    if let Some(properties) = schema["properties"].as_object_mut() {
+        for mutation_only in ["ttlSeconds", "limit", "requestId"] {
+            properties.remove(mutation_only);
+        }
+    }
+    schema
+}
+
+/// The read-only lease input (see [`lease_read_schema`]), as published and compiled.
+pub fn lease_read_input() -> (&'static Value, &'static Schema) {
+    let (value, schema) = &*LEASE_READ_INPUT;
+    (value, schema)
 }
 
 /// The compiled verify-provenance request schema.

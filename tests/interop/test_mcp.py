@@ -30,9 +30,9 @@ async def acquire_then_get(server, mode, resource):
     async with client(server, mode) as c:
         tools = await c.list_tools()
         names = sorted(t.name for t in tools.tools)
-        assert names == ["claim_free", "lease"]
+        assert names == ["claim_free", "lease", "lease_read"]
         lease_tool = next(t for t in tools.tools if t.name == "lease")
-        assert lease_tool.input_schema["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get"]
+        assert lease_tool.input_schema["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check"]
         acquired = await c.call_tool("lease", {"op": "acquire", "resource": resource, "holder": "agent-1", "tenantId": tenant})
         assert not acquired.is_error, acquired
         got = await c.call_tool("lease", {"op": "get", "resource": resource, "tenantId": tenant})
@@ -65,6 +65,43 @@ async def list_tools(server):
         return (await c.list_tools()).tools
 
 
+async def semaphore_and_check(server, resource):
+    tenant = unique("mcp-sem")
+    async with client(server, "auto") as c:
+        call = lambda tool, args: c.call_tool(tool, {"resource": resource, "tenantId": tenant, **args})
+        first = await call("lease", {"op": "acquire", "holder": "agent-1", "limit": 2})
+        second = await call("lease", {"op": "acquire", "holder": "agent-2", "limit": 2})
+        third = await call("lease", {"op": "acquire", "holder": "agent-3", "limit": 2})
+        current = await call("lease_read", {"op": "check", "token": 2, "holder": "agent-2"})
+        stale = await call("lease_read", {"op": "check", "token": 3})
+        got = await call("lease_read", {"op": "get"})
+        # The read-only tool offers no mutation: neither an op that writes nor a field only
+        # mutations take.
+        refused = [
+            await call("lease_read", {"op": "acquire", "holder": "agent-4"}),
+            await call("lease_read", {"op": "release", "holder": "agent-1", "token": 1}),
+            await call("lease_read", {"op": "get", "limit": 2}),
+            await call("lease_read", {"op": "get", "requestId": "x"}),
+        ]
+        after = await call("lease_read", {"op": "get"})
+        return first, second, third, current, stale, got, refused, after
+
+
+def test_a_semaphore_over_mcp_and_a_check_with_the_read_only_tool(server):
+    resource = unique("mcp:sem")
+    first, second, third, current, stale, got, refused, after = asyncio.run(semaphore_and_check(server, resource))
+    assert [r.structured_content["data"]["fencingToken"] for r in (first, second)] == [1, 2]
+    assert third.structured_content["data"]["witnesses"][0]["ruleId"] == "LEASE_HELD"
+    assert current.structured_content["data"]["current"] is True
+    assert stale.structured_content["data"]["current"] is False
+    assert stale.structured_content["data"]["witnesses"][0]["ruleId"] == "TOKEN_NOT_CURRENT"
+    assert [h["holder"] for h in got.structured_content["data"]["holders"]] == ["agent-1", "agent-2"]
+    assert got.structured_content["data"]["limit"] == 2
+    for r in refused:
+        assert r.is_error and r.structured_content["code"] == "INVALID_INPUT", r.structured_content
+    assert after.structured_content["data"]["holders"] == got.structured_content["data"]["holders"]
+
+
 def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     """Annotations say what the tools do; input and output schemas are the REST API's own (so
     the official client's check of structuredContent against outputSchema, which every
@@ -74,9 +111,16 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     tools = {t.name: t for t in asyncio.run(list_tools(server))}
     for tool in tools.values():
         a = tool.annotations
-        # Both change state (a lease, a hold, the free quota), destroy nothing of anyone else's,
-        # are not idempotent without a requestId, and touch nothing but this service.
-        assert (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint) == (False, False, False, False), tool.name
+        hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
+        if tool.name == "lease_read":
+            # Reads only: changes nothing, the same call answers the same.
+            assert hints == (True, False, True, False), tool.name
+            assert tool.input_schema["properties"]["op"]["enum"] == ["get", "check"]
+            assert not {"ttlSeconds", "limit", "requestId"} & set(tool.input_schema["properties"])
+        else:
+            # These change state (a lease, a hold, the free quota), destroy nothing of anyone
+            # else's, are not idempotent without a requestId, and touch nothing but this service.
+            assert hints == (False, False, False, False), tool.name
         assert a.title
     api = json.loads(urllib.request.urlopen(server + "/openapi.json", timeout=10).read())["components"]["schemas"]
 
@@ -85,6 +129,7 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
 
     assert without_meta(tools["lease"].input_schema) == without_meta(api["LeaseRequest"])
     assert without_meta(tools["lease"].output_schema) == without_meta(api["LeaseAnswer"])
+    assert without_meta(tools["lease_read"].output_schema) == without_meta(api["LeaseAnswer"])
     assert without_meta(tools["claim_free"].input_schema) == without_meta(api["ClaimFreeRequest"])
     assert without_meta(tools["claim_free"].output_schema) == without_meta(api["ClaimAnswer"])
 
@@ -100,7 +145,7 @@ async def paid_calls(server, mode, resource, payer):
     register_exact_evm_client(payments, payer)
     async with client(server, mode, key=None) as c:
         # No API key: the tools are listed all the same.
-        assert sorted(t.name for t in (await c.list_tools()).tools) == ["claim_free", "lease"]
+        assert sorted(t.name for t in (await c.list_tools()).tools) == ["claim_free", "lease", "lease_read"]
         arguments = {"op": "acquire", "resource": resource, "holder": "agent-1"}
         offer = as_x402_result(await c.call_tool("lease", arguments))
         required = extract_payment_required_from_result(offer)
@@ -114,14 +159,23 @@ async def paid_calls(server, mode, resource, payer):
         # The same payment again, sent by hand: refused (it has no payment identifier).
         again = await c.call_tool("lease", arguments, meta=params["_meta"])
         free = await c.call_tool("claim_free", {"key": resource, "holder": "agent-1"})
-        return paid, settlement, again, free
+        # A paid read through the read-only tool: its own offer, its own payment.
+        check = {"op": "check", "resource": resource, "token": 1, "holder": "agent-1"}
+        offer = as_x402_result(await c.call_tool("lease_read", check))
+        required = extract_payment_required_from_result(offer)
+        assert required is not None, offer.structured_content
+        payload = await payments.create_payment_payload(required)
+        checked = await c.call_tool("lease_read", check, meta=attach_payment_to_meta({}, payload)["_meta"])
+        return paid, settlement, again, free, checked
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_a_wallet_without_a_key_pays_per_tool_call(server, mode):
     payer = Account.create()
     resource = unique(f"mcp-paid:{mode}")
-    paid, settlement, again, free = asyncio.run(paid_calls(server, mode, resource, payer))
+    paid, settlement, again, free, checked = asyncio.run(paid_calls(server, mode, resource, payer))
+    assert not checked.is_error, checked.structured_content
+    assert checked.structured_content["data"]["current"] is True
     assert not paid.is_error, paid.structured_content
     data = paid.structured_content["data"]
     assert data["granted"] is True and data["fencingToken"] == 1

@@ -220,8 +220,12 @@ const WHOLE: &[&str] = &["ttlSeconds", "token"];
 
 /// A lease request already parsed as JSON (the MCP tool's path), validated exactly as the HTTP
 /// body is: the request and the hash of its JSON.
-pub(crate) fn validated(value: Value) -> Result<(LeaseRequest, [u8; 32]), ApiError> {
-    let (request, body): (LeaseRequest, Value) = validate_value(value, lease_input(), WHOLE)?;
+/// A lease request valid by `schema` (the whole lease input, or a narrowing of it).
+pub(crate) fn validated(
+    value: Value,
+    schema: &crate::schema::Schema,
+) -> Result<(LeaseRequest, [u8; 32]), ApiError> {
+    let (request, body): (LeaseRequest, Value) = validate_value(value, schema, WHOLE)?;
     Ok((request, sha256(&body)))
 }
 

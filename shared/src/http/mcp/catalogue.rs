@@ -2,7 +2,7 @@
 //! output schemas.
 
 use crate::schema::{
-    CLAIM_ANSWER_JSON, CLAIM_FREE_INPUT_JSON, LEASE_ANSWER_JSON, LEASE_INPUT_JSON,
+    CLAIM_ANSWER_JSON, CLAIM_FREE_INPUT_JSON, LEASE_ANSWER_JSON, LEASE_INPUT_JSON, lease_read_input,
 };
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
@@ -24,8 +24,9 @@ fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
             "lease",
-            "Leases with fencing tokens: op acquire, renew, release or get a named resource for 1-3600 s. \
+            "Leases with fencing tokens: op acquire, renew, release, get or check a named resource for 1-3600 s. \
              Every new acquisition returns a strictly larger fencingToken; pass it to the store you write to. \
+             limit (1-64) lets up to that many holders in at once, a token each. \
              tenantId is required with an API key (a paying wallet is its own tenant); requestId makes a retry safe. The answer is signed (_provenance).",
             tool_schema(LEASE_INPUT_JSON),
         )
@@ -39,6 +40,23 @@ fn tools() -> Vec<Tool> {
                 .read_only(false)
                 .destructive(false)
                 .idempotent(false)
+                .open_world(false),
+        ),
+        Tool::new(
+            "lease_read",
+            "Read a lease without changing it: op get shows the resource's live permits (holders, fencingTokens, expiry); \
+             op check answers whether a fencing token (of a holder, if given) is still a live permit's: current true or false. \
+             tenantId is required with an API key. The answer is signed (_provenance).",
+            tool_schema(&lease_read_input().0.to_string()),
+        )
+        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        // It only reads: nothing changes, and the same call answers the same while nothing else
+        // writes.
+        .with_annotations(
+            ToolAnnotations::with_title("Read a lease or check a fencing token")
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
                 .open_world(false),
         ),
         Tool::new(

@@ -11,7 +11,7 @@ use crate::http::claims::{FreeClaim, answer_body, check, free_claim};
 use crate::http::error::Failure;
 use crate::http::observe::Note;
 use crate::http::{ApiError, AppState, lease};
-use crate::schema::claim_free_input;
+use crate::schema::{claim_free_input, lease_input, lease_read_input};
 use crate::store::usage::measured;
 use crate::tenant::Tenant;
 use crate::x402::check::Refusal;
@@ -90,8 +90,13 @@ impl LeaseTools {
         caller: ToolCaller<'_>,
     ) -> Result<Answered, ApiError> {
         match name {
-            "lease" => {
-                let (request, request_sha256) = lease::validated(arguments)?;
+            // The read-only tool takes only the reads' input, so it can change nothing.
+            "lease" | "lease_read" => {
+                let schema = match name {
+                    "lease" => lease_input(),
+                    _ => lease_read_input().1,
+                };
+                let (request, request_sha256) = lease::validated(arguments, schema)?;
                 let replied = match caller {
                     ToolCaller::Account(account) => {
                         lease::for_account(&self.state, account, &request, request_sha256).await?
@@ -140,7 +145,7 @@ impl ServerHandler for LeaseTools {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("leasekit", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "Use `lease` to make sure only one agent works on a task at a time, and `claim_free` for a short hold on a key.",
+                "Use `lease` to make sure only one agent (or at most N, with limit) works on a task at a time, `lease_read` to see who holds a resource or whether a fencing token is still current, and `claim_free` for a short hold on a key.",
             )
     }
 
