@@ -192,3 +192,182 @@ async fn twelve_clients_never_overfill_a_limit_3_semaphore() {
     assert_eq!(most, 3, "never three holders at once");
     println!("{grants} grants, at most {most} at once");
 }
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("set:{i}")).collect()
+}
+
+#[tokio::test]
+async fn a_set_of_fifty_over_http_with_a_request_id() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let body = json!({"op": "acquire", "tenantId": "t1", "resources": names(50), "holder": "me", "requestId": "fifty"});
+    let d = c.data(body.clone()).await;
+    assert_eq!(
+        (d["granted"].clone(), d["holder"].clone()),
+        (json!(true), Value::Null),
+        "{d}"
+    );
+    let leases = d["leases"].as_array().unwrap();
+    assert_eq!(leases.len(), 50);
+    assert!(
+        leases
+            .iter()
+            .all(|m| m["granted"] == true && m["fencingToken"] == 1 && m["holder"] == "me")
+    );
+    assert_eq!(c.data(body).await["replayed"], true);
+    // Another holder's overlapping set: refused whole, a witness per blocking resource.
+    let mut other = names(2);
+    other.push("free-one".into());
+    let refused = c
+        .data(json!({"op": "acquire", "tenantId": "t1", "resources": other, "holder": "you"}))
+        .await;
+    let paths: Vec<_> = refused["witnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["path"].clone())
+        .collect();
+    assert_eq!(paths, [json!("/resources/0"), json!("/resources/1")]);
+    assert_eq!(
+        c.data(get("t1", "free-one")).await["granted"],
+        false,
+        "nothing taken"
+    );
+    let all: Vec<Value> = names(50)
+        .iter()
+        .map(|r| json!({"resource": r, "token": 1}))
+        .collect();
+    let released = c
+        .data(json!({"op": "release", "tenantId": "t1", "leases": all, "holder": "me"}))
+        .await;
+    assert_eq!(released["granted"], true, "{released}");
+    assert_eq!(c.data(get("t1", "set:49")).await["granted"], false);
+}
+
+#[tokio::test]
+async fn bad_set_input_is_a_400_naming_the_field_and_writes_nothing() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let acquire_set = |resources: Value| json!({"op": "acquire", "tenantId": "t1", "holder": "w", "resources": resources});
+    let two = json!([{"resource": "a", "token": 1}, {"resource": "b", "token": 1}]);
+    let cases: Vec<(Value, &str)> = vec![
+        (acquire_set(json!(["a"])), "/resources"),
+        (acquire_set(json!(names(51))), "/resources"),
+        (acquire_set(json!([])), "/resources"),
+        (acquire_set(json!(["a", "a"])), "/resources"),
+        (acquire_set(json!(["a", "has space"])), "/resources/1"),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "holder": "w", "resource": "a", "resources": ["a", "b"]}),
+            "/resources",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "holder": "w", "resources": ["a", "b"], "waitSeconds": 5}),
+            "/waitSeconds",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "holder": "w", "leases": two}),
+            "/leases",
+        ),
+        (
+            json!({"op": "renew", "tenantId": "t1", "holder": "w", "resources": ["a", "b"], "token": 1}),
+            "/resources",
+        ),
+        (
+            json!({"op": "renew", "tenantId": "t1", "holder": "w", "leases": two, "token": 1}),
+            "/token",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "holder": "w", "leases": [{"resource": "a", "token": 1}, {"resource": "a", "token": 2}]}),
+            "/leases/1/resource",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "holder": "w", "leases": [{"resource": "a", "token": 1}]}),
+            "/leases",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "holder": "w", "leases": [{"resource": "a"}, {"resource": "b", "token": 1}]}),
+            "/leases/0/token",
+        ),
+        (
+            json!({"op": "get", "tenantId": "t1", "resources": ["a", "b"]}),
+            "/resources",
+        ),
+        (
+            json!({"op": "check", "tenantId": "t1", "leases": two}),
+            "/leases",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resources": ["a", "b"]}),
+            "/holder",
+        ),
+    ];
+    for (body, field) in cases {
+        let (status, answer) = c.call(body.clone()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["code"], "INVALID_INPUT", "{body}: {answer}");
+        let paths: Vec<&str> = answer["witnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["path"].as_str())
+            .collect();
+        assert!(paths.contains(&field), "{body}: {answer}");
+    }
+    for r in ["a", "b"] {
+        assert_eq!(
+            c.data(get("t1", r)).await["granted"],
+            false,
+            "{r} untouched"
+        );
+    }
+}
+
+/// Eight clients over HTTP, each taking one of four overlapping pairs and releasing it, in a
+/// loop for 3 s: a resource is never held by two at once, and a set is never seen half held
+/// (each holder's grant shows both of its resources as its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_clients_with_overlapping_sets_never_share_a_resource() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let start = Instant::now();
+    let pairs = [["a", "b"], ["b", "c"], ["c", "d"], ["d", "a"]];
+    let holds: Arc<Mutex<Vec<(Duration, Duration, [&str; 2])>>> = Arc::default();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let (c, holds) = (c.clone(), Arc::clone(&holds));
+            tokio::spawn(async move {
+                let (holder, pair) = (format!("w{i}"), pairs[i % 4]);
+                while start.elapsed() < Duration::from_secs(3) {
+                    let d = c.data(json!({"op": "acquire", "tenantId": "t1", "resources": pair, "holder": holder, "ttlSeconds": 20})).await;
+                    if d["granted"] != true {
+                        continue;
+                    }
+                    let from = start.elapsed();
+                    for m in d["leases"].as_array().unwrap() {
+                        assert_eq!(m["holder"], json!(holder), "{d}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let to = start.elapsed();
+                    let leases: Vec<Value> = d["leases"].as_array().unwrap().iter().map(|m| json!({"resource": m["resource"], "token": m["fencingToken"]})).collect();
+                    let released = c.data(json!({"op": "release", "tenantId": "t1", "leases": leases, "holder": holder})).await;
+                    assert_eq!(released["granted"], true, "{released}");
+                    holds.lock().unwrap().push((from, to, pair));
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let holds = holds.lock().unwrap().clone();
+    assert!(holds.len() >= 8, "only {} grants", holds.len());
+    for (i, (from, to, pair)) in holds.iter().enumerate() {
+        for (f2, t2, other) in &holds[i + 1..] {
+            let overlap = from < t2 && f2 < to;
+            let share = pair.iter().any(|r| other.contains(r));
+            assert!(!(overlap && share), "{pair:?} and {other:?} held at once");
+        }
+    }
+    println!("{} set grants", holds.len());
+}

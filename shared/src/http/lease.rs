@@ -29,6 +29,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let bytes = read_limited(body).await?;
     // Invalid input is a 400 before any payment is looked at.
     let (request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
+    let request = well_shaped(request)?;
     let request_sha256 = sha256(&body);
     let now = now_ms();
     let replied = match caller {
@@ -226,7 +227,18 @@ pub(crate) fn validated(
     schema: &crate::schema::Schema,
 ) -> Result<(LeaseRequest, [u8; 32]), ApiError> {
     let (request, body): (LeaseRequest, Value) = validate_value(value, schema, WHOLE)?;
-    Ok((request, sha256(&body)))
+    Ok((well_shaped(request)?, sha256(&body)))
+}
+
+/// A request the schema took whose resources are named as an op takes them (one, or one set
+/// that fits the op, each resource once): else a 400, before any payment is looked at.
+fn well_shaped(request: LeaseRequest) -> Result<LeaseRequest, ApiError> {
+    let errors = request.shape_errors();
+    if errors.is_empty() {
+        Ok(request)
+    } else {
+        Err(ApiError::InvalidInput(errors))
+    }
 }
 
 /// A validated lease request from an API key's `account` (HTTP or MCP), carried out and signed.

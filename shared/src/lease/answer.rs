@@ -35,6 +35,9 @@ pub struct LeaseAnswer {
     /// check: whether the token is a live permit's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<bool>,
+    /// A set's resources, in request order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leases: Option<Vec<SetMember>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
     pub versions: BTreeMap<String, String>,
@@ -51,6 +54,19 @@ pub struct Holder {
     pub holder: String,
     pub fencing_token: u64,
     pub expires_at: String,
+}
+
+/// One resource of a set, as it stands after the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetMember {
+    pub resource: String,
+    pub granted: bool,
+    pub holder: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub expires_at: Option<String>,
+    pub limit: u32,
+    pub holders: Vec<Holder>,
 }
 
 /// Answers recorded before limits carry none: a lease's.
@@ -122,6 +138,7 @@ impl LeaseAnswer {
                 })
                 .collect(),
             current: None,
+            leases: None,
             replayed: false,
             witnesses,
             versions: versions(),
@@ -186,6 +203,52 @@ impl LeaseAnswer {
         Self {
             current: Some(current),
             ..Self::new(Op::Check, status, current, state, holder, now, witnesses)
+        }
+    }
+
+    /// The answer to a set: `granted` when every resource was, `members` each resource's state
+    /// after the call (the caller's permit shown first), `witnesses` what blocked it. The
+    /// top-level permit is null; `limit` is the largest of the set's.
+    pub fn for_set(
+        op: Op,
+        granted: bool,
+        members: &[(&str, &LeaseState)],
+        caller: &str,
+        now: Millis,
+        witnesses: Vec<Witness>,
+    ) -> Self {
+        let status = if granted { Status::Pass } else { Status::Fail };
+        let leases: Vec<SetMember> = members
+            .iter()
+            .map(|(resource, state)| {
+                let one = Self::new(op, status, granted, state, Some(caller), now, Vec::new());
+                SetMember {
+                    resource: (*resource).to_owned(),
+                    granted,
+                    holder: one.holder,
+                    fencing_token: one.fencing_token,
+                    expires_at: one.expires_at,
+                    limit: one.limit,
+                    holders: one.holders,
+                }
+            })
+            .collect();
+        Self {
+            holder: None,
+            fencing_token: None,
+            expires_at: None,
+            limit: leases.iter().map(|m| m.limit).max().unwrap_or(1),
+            holders: Vec::new(),
+            leases: Some(leases),
+            ..Self::new(
+                op,
+                status,
+                granted,
+                &LeaseState::default(),
+                None,
+                now,
+                witnesses,
+            )
         }
     }
 }

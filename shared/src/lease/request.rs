@@ -1,5 +1,6 @@
 //! A lease request after validation: the typed input the rules work on.
 
+use crate::witness::Witness;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -37,13 +38,24 @@ impl Op {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LeaseRequest {
     pub op: Op,
-    pub resource: String,
+    /// One resource; or, for a set, `resources` (acquire) or `leases` (renew, release).
+    pub resource: Option<String>,
+    pub resources: Option<Vec<String>>,
+    pub leases: Option<Vec<SetLease>>,
     pub holder: Option<String>,
     pub ttl_seconds: Option<u32>,
     pub token: Option<u64>,
     pub limit: Option<u32>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
+}
+
+/// One lease of a set being renewed or released.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetLease {
+    pub resource: String,
+    pub token: u64,
 }
 
 /// What the caller asked for, with the fields each op needs.
@@ -77,9 +89,101 @@ pub enum Command {
 pub struct MissingField(pub &'static str);
 
 impl LeaseRequest {
+    /// Whether it names a set (`resources` or `leases`) rather than one resource.
+    pub fn is_set(&self) -> bool {
+        self.resources.is_some() || self.leases.is_some()
+    }
+
+    /// The resources it names, each with its command: one, or a set's, in request order.
+    pub fn members(&self) -> Result<Vec<(String, Command)>, MissingField> {
+        if let Some(leases) = &self.leases {
+            return leases
+                .iter()
+                .map(|l| Ok((l.resource.clone(), self.command_with(Some(l.token))?)))
+                .collect();
+        }
+        let resources = match (&self.resources, &self.resource) {
+            (Some(resources), _) => resources.clone(),
+            (None, Some(resource)) => vec![resource.clone()],
+            (None, None) => return Err(MissingField("resource")),
+        };
+        let command = self.command()?;
+        Ok(resources
+            .into_iter()
+            .map(|r| (r, command.clone()))
+            .collect())
+    }
+
+    /// What the schema cannot say of how the resources are named (checked with it, before
+    /// anything else looks at the request): one resource or one set, the set that fits the op,
+    /// its tokens in `leases`, each resource once.
+    pub fn shape_errors(&self) -> Vec<Witness> {
+        let mut errors = Vec::new();
+        let set_field = match (&self.resources, &self.leases) {
+            (Some(_), Some(_)) => {
+                errors.push(Witness::new(
+                    "ONE_SET",
+                    "/leases",
+                    "send resources (acquire) or leases (renew, release), not both",
+                ));
+                return errors;
+            }
+            (Some(_), None) => "/resources",
+            (None, Some(_)) => "/leases",
+            (None, None) => return errors,
+        };
+        if self.resource.is_some() {
+            errors.push(Witness::new(
+                "ONE_TARGET",
+                set_field,
+                "send resource or a set, not both",
+            ));
+        }
+        let fits = match self.op {
+            Op::Acquire => set_field == "/resources",
+            Op::Renew | Op::Release => set_field == "/leases",
+            Op::Get | Op::Check => false,
+        };
+        if !fits {
+            errors.push(Witness::new(
+                "SET_OP",
+                set_field,
+                "acquire takes a set as resources; renew and release as leases [{resource, token}]; get and check take one resource",
+            ).actual(self.op.as_str()));
+        }
+        if self.leases.is_some() && self.token.is_some() {
+            errors.push(Witness::new(
+                "SET_TOKEN",
+                "/token",
+                "a set's tokens are in leases, one each",
+            ));
+        }
+        if let Some(leases) = &self.leases {
+            let mut seen = std::collections::HashSet::new();
+            for (i, lease) in leases.iter().enumerate() {
+                if !seen.insert(&lease.resource) {
+                    errors.push(
+                        Witness::new(
+                            "DUPLICATE",
+                            &format!("/leases/{i}/resource"),
+                            "each resource once in a set",
+                        )
+                        .actual(lease.resource.as_str()),
+                    );
+                }
+            }
+        }
+        errors
+    }
+
+    /// The command of a single-resource request.
     pub fn command(&self) -> Result<Command, MissingField> {
+        self.command_with(self.token)
+    }
+
+    fn command_with(&self, token: Option<u64>) -> Result<Command, MissingField> {
         let holder = || self.holder.clone().ok_or(MissingField("holder"));
-        let token = || self.token.ok_or(MissingField("token"));
+        let token = || token.ok_or(MissingField("token"));
         let ttl_ms = i64::from(self.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS)) * 1000;
         Ok(match self.op {
             Op::Acquire => Command::Acquire {
@@ -112,7 +216,11 @@ impl LeaseRequest {
         #[derive(Serialize)]
         struct Canonical<'a> {
             op: &'a str,
-            resource: &'a str,
+            resource: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            resources: Option<&'a [String]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            leases: Option<&'a [SetLease]>,
             holder: Option<&'a str>,
             ttl_seconds: Option<u32>,
             token: Option<u64>,
@@ -123,7 +231,9 @@ impl LeaseRequest {
         let ttl_matters = spec.ttl;
         let canonical = Canonical {
             op: self.op.as_str(),
-            resource: &self.resource,
+            resource: self.resource.as_deref(),
+            resources: self.resources.as_deref(),
+            leases: self.leases.as_deref(),
             holder: self.holder.as_deref(),
             ttl_seconds: ttl_matters.then(|| self.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS)),
             token: self.token,

@@ -22,7 +22,9 @@ use crate::lease::request::MissingField;
 use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
 use crate::provenance::answer::{Subject, provenance};
-use crate::store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoreError, StoredRecord};
+use crate::store::{
+    Applied, Committed, LeaseKey, LeaseStore, RecordKey, SetCommitted, StoreError, StoredRecord,
+};
 use crate::tenant::Tenant;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -220,14 +222,21 @@ impl LeaseService {
         now: Millis,
         paid_by: Option<&str>,
     ) -> Result<SignedAnswer, LeaseError> {
-        let command = request.command()?;
-        let key = LeaseKey::new(tenant, &request.resource);
         let signing = Signing {
             op: request.op.as_str(),
             request_sha256,
             now,
             paid_by,
         };
+        if request.is_set() {
+            return self.execute_set(tenant, request, &signing).await;
+        }
+        let command = request.command()?;
+        let resource = request
+            .resource
+            .as_deref()
+            .ok_or(LeaseError::Missing("resource"))?;
+        let key = LeaseKey::new(tenant, resource);
         let answer = match (&command, &request.request_id) {
             _ if !request.op.writes() => {
                 let state = self.store.get(&key).await?;
@@ -358,6 +367,97 @@ impl LeaseService {
                     plan = Some(Plan::decided(&current, command, request, now));
                 }
                 Committed::LeaseChanged(None) => {}
+            }
+        }
+        Err(LeaseError::Contention)
+    }
+
+    /// A set: read every resource (and the record) in one snapshot, decide each, then either
+    /// commit every write in one transaction or answer what blocked it, from that snapshot.
+    /// A change between the read and the write sends it round again.
+    async fn execute_set(
+        &self,
+        tenant: &Tenant,
+        request: &LeaseRequest,
+        signing: &Signing<'_>,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let now = signing.now;
+        let members = request.members()?;
+        let holder = request
+            .holder
+            .as_deref()
+            .ok_or(LeaseError::Missing("holder"))?;
+        let keys: Vec<LeaseKey> = members
+            .iter()
+            .map(|(resource, _)| LeaseKey::new(tenant, resource))
+            .collect();
+        let record_key = request
+            .request_id
+            .as_deref()
+            .map(|id| RecordKey::new(tenant, id));
+        let fingerprint = request.fingerprint();
+        // Where a blocking member's witnesses point: the field that named it.
+        let field = if request.leases.is_some() {
+            "leases"
+        } else {
+            "resources"
+        };
+        for _ in 0..MAX_ROUNDS {
+            let (states, record) = self.store.read_set(&keys, record_key.as_ref(), now).await?;
+            if let Some(record) = record {
+                return self.replay(&record, &fingerprint);
+            }
+            let mut writes = Vec::new();
+            let mut witnesses = Vec::new();
+            for (i, ((_, command), state)) in members.iter().zip(&states).enumerate() {
+                match decide(state, command, now) {
+                    Decision::Write(write) => writes.push((keys[i].clone(), write)),
+                    Decision::Deny(denied) => witnesses.extend(denied.into_iter().map(|mut w| {
+                        w.path = format!("/{field}/{i}");
+                        w
+                    })),
+                    Decision::Observe => {}
+                }
+            }
+            let granted = witnesses.is_empty();
+            if !granted {
+                writes.clear();
+            }
+            let after: Vec<LeaseState> = states
+                .iter()
+                .enumerate()
+                .map(
+                    |(i, state)| match writes.iter().find(|(key, _)| *key == keys[i]) {
+                        Some((_, write)) => write.effect.apply(state),
+                        None => state.clone(),
+                    },
+                )
+                .collect();
+            let shown: Vec<(&str, &LeaseState)> = members
+                .iter()
+                .map(|(resource, _)| resource.as_str())
+                .zip(&after)
+                .collect();
+            let answer = LeaseAnswer::for_set(request.op, granted, &shown, holder, now, witnesses);
+            let answer = self.sign(answer, signing)?;
+            let stored = StoredRecord {
+                fingerprint: fingerprint.clone(),
+                answer: keep(&answer, signing)?,
+                expires_at: now + REPLAY_WINDOW_MS,
+                paid_by: signing.paid_by.map(str::to_owned),
+            };
+            let record = record_key.as_ref().map(|key| (key, &stored));
+            match self.store.commit_set(&writes, record, now).await? {
+                SetCommitted::Yes => {
+                    for (key, state) in keys.iter().zip(&after) {
+                        self.views.put(key, state);
+                    }
+                    return Ok(answer);
+                }
+                SetCommitted::RecordExists(existing) => {
+                    return self.replay(&existing, &fingerprint);
+                }
+                SetCommitted::Changed => {}
             }
         }
         Err(LeaseError::Contention)

@@ -21,7 +21,7 @@ use aws_sdk_dynamodb::types::{
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LeaseKey(String);
+pub struct LeaseKey(pub(super) String);
 
 impl LeaseKey {
     pub fn new(tenant: &Tenant, resource: &str) -> Self {
@@ -31,7 +31,7 @@ impl LeaseKey {
 
 /// The partition key of a request record: `<tenant>|<requestId>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordKey(String);
+pub struct RecordKey(pub(super) String);
 
 impl RecordKey {
     pub fn new(tenant: &Tenant, request_id: &str) -> Self {
@@ -79,9 +79,9 @@ pub enum Committed {
 
 #[derive(Clone)]
 pub struct LeaseStore {
-    client: Client,
-    leases: String,
-    requests: String,
+    pub(super) client: Client,
+    pub(super) leases: String,
+    pub(super) requests: String,
 }
 
 /// Seconds of slack between a record's expiry and its TTL, so that DynamoDB's clean-up never
@@ -192,17 +192,7 @@ impl LeaseStore {
         let Some(write) = write else {
             return self.put_record_alone(put, record).await;
         };
-        let (update, condition, expr) = write_expressions(write, now);
-        let update = Update::builder()
-            .table_name(&self.leases)
-            .key("pk", s(&key.0))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .build()
-            .map_err(StoreError::built)?;
+        let update = self.update(key, write, now)?;
         let send = self
             .client
             .transact_write_items()
@@ -234,8 +224,28 @@ impl LeaseStore {
         }))
     }
 
+    /// `write` on `key` as one item of a transaction.
+    pub(super) fn update(
+        &self,
+        key: &LeaseKey,
+        write: &Write,
+        now: Millis,
+    ) -> Result<Update, StoreError> {
+        let (update, condition, expr) = write_expressions(write, now);
+        Update::builder()
+            .table_name(&self.leases)
+            .key("pk", s(&key.0))
+            .update_expression(update)
+            .condition_expression(condition)
+            .set_expression_attribute_names(expr.names())
+            .set_expression_attribute_values(expr.values())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(StoreError::built)
+    }
+
     /// The record's conditional put, alone (an answer with no write).
-    async fn put_record_alone(
+    pub(super) async fn put_record_alone(
         &self,
         put: Put,
         record: &StoredRecord,
@@ -268,7 +278,7 @@ impl LeaseStore {
         })
     }
 
-    fn record_put(
+    pub(super) fn record_put(
         &self,
         key: &RecordKey,
         record: &StoredRecord,
@@ -401,7 +411,7 @@ fn permits_map(state: &LeaseState) -> AttributeValue {
     )
 }
 
-fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
+pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
     let Some(item) = item.filter(|i| !i.is_empty()) else {
         return Ok(LeaseState::default());
     };
@@ -484,7 +494,7 @@ fn semaphore_from_item(
     })
 }
 
-fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {
+pub(super) fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {
     Ok(StoredRecord {
         fingerprint: req_s(item, "fp")?.to_owned(),
         answer: req_s(item, "answer")?.to_owned(),

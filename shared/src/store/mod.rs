@@ -29,6 +29,7 @@ pub mod claim_store;
 pub mod client;
 mod expr;
 pub mod key_store;
+pub mod lease_sets;
 pub mod lease_store;
 pub mod payment_store;
 pub mod tables;
@@ -36,6 +37,7 @@ pub mod usage;
 
 pub use claim_store::ClaimStore;
 pub use key_store::KeyStore;
+pub use lease_sets::SetCommitted;
 pub use lease_store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoredRecord};
 pub use payment_store::PaymentLedger;
 pub use tables::{Tables, ensure_tables};
