@@ -848,3 +848,50 @@ async fn concurrent_resends_of_one_identified_payment_settle_once() {
     assert_eq!(later.body["data"]["replayed"], true);
     assert_eq!(seen.settled_nonces().len(), 1);
 }
+
+/// The coordination ops on the paid channel: a semaphore, a set and a check, each paid and
+/// settled, in the paying wallet's tenant; bad set input is a 400 that uses no payment up.
+#[tokio::test]
+async fn semaphores_sets_and_check_are_paid_per_call() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let calls = [
+        json!({"op": "acquire", "resource": "pool", "holder": "a", "limit": 2}),
+        json!({"op": "acquire", "resource": "pool", "holder": "b", "limit": 2}),
+        json!({"op": "acquire", "resources": ["x", "y"], "holder": "a"}),
+        json!({"op": "check", "resource": "pool", "token": 2, "holder": "b"}),
+    ];
+    let mut answers = Vec::new();
+    for (nonce, body) in calls.iter().enumerate() {
+        let a = pay_post(
+            &server.url,
+            body,
+            Some(&paid(&alice, &offer, 10 + nonce as u8)),
+        )
+        .await;
+        assert_eq!(a.status, 200, "{body}: {}", a.body);
+        assert!(a.settlement.is_some(), "{body}: settled");
+        answers.push(a.body["data"].clone());
+    }
+    assert_eq!(answers[1]["fencingToken"], 2);
+    assert_eq!(answers[1]["holders"].as_array().unwrap().len(), 2);
+    assert_eq!(answers[2]["granted"], true);
+    assert_eq!(answers[2]["leases"].as_array().unwrap().len(), 2);
+    assert_eq!(answers[3]["current"], true);
+    // A bad set is refused before the payment is looked at: the same payment then buys a call.
+    let payment = paid(&alice, &offer, 40);
+    let bad = json!({"op": "acquire", "resources": ["x", "x"], "holder": "a"});
+    let refused = pay_post(&server.url, &bad, Some(&payment)).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.settlement.is_none());
+    let good = json!({"op": "check", "resource": "x", "token": 1, "holder": "a"});
+    let a = pay_post(&server.url, &good, Some(&payment)).await;
+    assert_eq!(
+        (a.status, a.body["data"]["current"].clone()),
+        (200, json!(true)),
+        "{}",
+        a.body
+    );
+}
