@@ -1,6 +1,10 @@
-//! `leasekit acquire|renew|release|get`: the lease API from scripts. The answer's JSON goes to
-//! stdout; the exit code says what happened: 0 granted (get: answered), 1 not granted (a rule
-//! stopped it: held by another, lapsed, wrong token), 2 an error (see stderr).
+//! `leasekit acquire|renew|release|get|check`: the lease API from scripts. The answer's JSON goes
+//! to stdout; the exit code says what happened: 0 the answer's status is pass (granted; get:
+//! answered; check: current), 1 fail (a rule stopped it: held by another, lapsed, wrong token,
+//! not current), 2 an error (see stderr).
+//!
+//! `--resource` given several times names a set (all or nothing); renew and release of a set
+//! take a `--token` for each `--resource`, in the same order.
 
 use anyhow::Result;
 use clap::Args;
@@ -48,15 +52,18 @@ impl Connection {
 pub struct Call {
     #[command(flatten)]
     pub connection: Connection,
-    /// The resource, e.g. deploy:prod.
-    #[arg(long)]
-    pub resource: String,
+    /// The resource, e.g. deploy:prod; several (2-50) for a set, all or nothing.
+    #[arg(long, required = true)]
+    pub resource: Vec<String>,
     /// Lease length in seconds (acquire, renew).
     #[arg(long)]
     pub ttl: Option<u32>,
-    /// Fencing token (renew, release).
+    /// Fencing token (renew, release, check); one for each --resource of a set.
     #[arg(long)]
-    pub token: Option<u64>,
+    pub token: Vec<u64>,
+    /// Holders allowed at once (acquire; 1-64, default 1): a semaphore, a token each.
+    #[arg(long)]
+    pub limit: Option<u32>,
     /// Makes a retry of this call safe (one is made up otherwise).
     #[arg(long)]
     pub request_id: Option<String>,
@@ -73,29 +80,62 @@ pub fn default_holder() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Run one of acquire, renew, release, get; print the answer; the exit code.
-pub async fn run(op: Op, call: Call) -> Result<u8> {
-    let client = call.connection.client()?;
-    let mut body = json!({"op": op.as_str(), "resource": call.resource});
-    if op.spec().holder != Field::Unused {
-        body["holder"] = json!(call.connection.holder());
-    }
-    for (field, value) in [
-        ("ttlSeconds", call.ttl.map(u64::from)),
-        ("token", call.token),
-    ] {
-        if let Some(v) = value {
-            body[field] = json!(v);
+/// The request body of `call` for `op`: what the op table says the op takes, the service
+/// checks the rest (a 400 naming the field).
+fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
+    let spec = op.spec();
+    let mut body = json!({"op": op.as_str()});
+    match (call.resource.as_slice(), call.token.as_slice()) {
+        ([one], tokens) => {
+            body["resource"] = json!(one);
+            if let [token] = tokens {
+                body["token"] = json!(token);
+            } else if !tokens.is_empty() {
+                anyhow::bail!("one --token for one --resource");
+            }
         }
+        (set, []) if op == Op::Acquire => body["resources"] = json!(set),
+        (set, tokens) if set.len() == tokens.len() && spec.token == Field::Required => {
+            let leases: Vec<_> = set
+                .iter()
+                .zip(tokens)
+                .map(|(resource, token)| json!({"resource": resource, "token": token}))
+                .collect();
+            body["leases"] = json!(leases);
+        }
+        _ => anyhow::bail!(
+            "a set: acquire takes several --resource; renew and release a --token for each"
+        ),
     }
-    if let Some(id) = call.request_id {
+    // A holder the op requires defaults to this process; one it may take is sent if given.
+    match spec.holder {
+        Field::Required => body["holder"] = json!(call.connection.holder()),
+        Field::Optional => {
+            if let Some(holder) = &call.connection.holder {
+                body["holder"] = json!(holder);
+            }
+        }
+        Field::Unused => {}
+    }
+    if let Some(ttl) = call.ttl {
+        body["ttlSeconds"] = json!(ttl);
+    }
+    if let Some(limit) = call.limit {
+        body["limit"] = json!(limit);
+    }
+    if let Some(id) = &call.request_id {
         body["requestId"] = json!(id);
     }
-    let answer = client.send(body).await?;
+    Ok(body)
+}
+
+/// Run one of acquire, renew, release, get, check; print the answer; the exit code.
+pub async fn run(op: Op, call: Call) -> Result<u8> {
+    let client = call.connection.client()?;
+    let answer = client.send(body(op, &call)?).await?;
     println!("{answer}");
-    let granted = answer["data"]["granted"].as_bool().unwrap_or(false);
-    // A read's answer is what was asked: it succeeded whoever holds the lease.
-    Ok(if granted || !op.writes() {
+    // pass: granted, answered (get) or current (check).
+    Ok(if answer["data"]["status"] == "pass" {
         EXIT_GRANTED
     } else {
         EXIT_NOT_GRANTED

@@ -40,7 +40,8 @@ enum Command {
     /// Create and revoke API keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
-    /// Acquire a lease (exit 0 granted, 1 held by another, 2 error); prints the answer.
+    /// Acquire a lease, a permit (--limit) or a set (several --resource) (exit 0 granted, 1 held
+    /// by another, 2 error); prints the answer.
     Acquire(client::Call),
     /// Renew a lease you hold (needs --token).
     Renew(client::Call),
@@ -48,6 +49,8 @@ enum Command {
     Release(client::Call),
     /// Show who holds a lease.
     Get(client::Call),
+    /// Is a fencing token (of --holder, if given) still a live permit? Exit 0 current, 1 not.
+    Check(client::Call),
     /// DynamoDB (the embedded store) and the signing key's secret over HTTP on 127.0.0.1: the AWS
     /// that the Lambda functions need under `sam local start-api`.
     LocalAws(local_aws::LocalAwsArgs),
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
             Command::Renew(call) => client::run(Op::Renew, call).await,
             Command::Release(call) => client::run(Op::Release, call).await,
             Command::Get(call) => client::run(Op::Get, call).await,
+            Command::Check(call) => client::run(Op::Check, call).await,
             Command::LocalAws(args) => local_aws::run(args).await.map(|()| 0),
             Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,

@@ -58,6 +58,9 @@ pub struct RunArgs {
     /// The resource to hold while CMD runs.
     #[arg(long)]
     resource: String,
+    /// Hold one of this many permits (a semaphore: up to N commands at once); default 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    limit: u32,
     /// Lease length in seconds (renewed while CMD runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3600))]
     ttl: u32,
@@ -200,7 +203,7 @@ async fn acquire(
     let mut backoff = Duration::from_millis(100);
     loop {
         match client
-            .guard_with_lead(&args.resource, holder, ttl, grace)
+            .guard_permit(&args.resource, holder, ttl, grace, args.limit)
             .await
         {
             Ok(guard) => return Ok(Some(guard)),

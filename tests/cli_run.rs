@@ -623,3 +623,135 @@ fn what_the_command_starts_outside_its_group_is_killed_before_the_release() {
     let granted_sent = second_holder_grant(&server);
     assert_stamped_before(&cmd.stamps, granted_sent, "loop in its own session");
 }
+
+/// The coordination ops from scripts: a permit of a semaphore (--limit), a set (several
+/// --resource, a --token each to release it), and check (exit 0 current, 1 not).
+#[test]
+fn script_commands_take_permits_sets_and_checks() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let run = |holder: &str, args: &[&str]| {
+        let out = cli(&server, holder).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (
+            out.status.code(),
+            if out.stdout.is_empty() {
+                Value::Null
+            } else {
+                json(&out)
+            },
+            stderr,
+        )
+    };
+    for (holder, token) in [("h1", 1), ("h2", 2)] {
+        let (code, answer, err) = run(holder, &["acquire", "--resource", "pool", "--limit", "2"]);
+        assert_eq!(code, Some(0), "{err}");
+        assert_eq!(answer["data"]["fencingToken"], token);
+    }
+    let (code, answer, _) = run("h3", &["acquire", "--resource", "pool", "--limit", "2"]);
+    assert_eq!(
+        (code, answer["data"]["holders"].as_array().unwrap().len()),
+        (Some(1), 2)
+    );
+    // The holder (LEASEKIT_HOLDER) is part of a check: token 2 is h2's, not h3's.
+    let (code, _, _) = run("h3", &["check", "--resource", "pool", "--token", "2"]);
+    assert_eq!(code, Some(1), "not h3's");
+    let (code, answer, _) = run("h2", &["check", "--resource", "pool", "--token", "2"]);
+    assert_eq!(
+        (code, answer["data"]["current"].clone()),
+        (Some(0), Value::Bool(true))
+    );
+    let (code, _, _) = run("h2", &["check", "--resource", "pool", "--token", "3"]);
+    assert_eq!(code, Some(1), "not current");
+    // A check names a holder only when told to.
+    let mut check = cli(&server, "h1");
+    check.env_remove("LEASEKIT_HOLDER");
+    let out = check
+        .args(["check", "--resource", "pool", "--token", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, answer, err) = run("h1", &["acquire", "--resource", "a", "--resource", "b"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(answer["data"]["leases"].as_array().unwrap().len(), 2);
+    let (code, _, _) = run("h2", &["acquire", "--resource", "b", "--resource", "c"]);
+    assert_eq!(code, Some(1), "b is held");
+    let release = [
+        "release",
+        "--resource",
+        "a",
+        "--resource",
+        "b",
+        "--token",
+        "1",
+        "--token",
+        "1",
+    ];
+    let (code, answer, err) = run("h1", &release);
+    assert_eq!(
+        (code, answer["data"]["granted"].clone()),
+        (Some(0), Value::Bool(true)),
+        "{err}"
+    );
+    let (code, _, err) = run(
+        "h1",
+        &[
+            "release",
+            "--resource",
+            "a",
+            "--resource",
+            "b",
+            "--token",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(2), "a token for each resource: {err}");
+}
+
+/// Four `leasekit run --limit 2` on one resource: at most two commands run at once, and two do.
+#[test]
+fn runs_with_a_limit_hold_one_permit_each() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let log = dir.path().join("events");
+    let script = format!(
+        "echo start >> {0}; sleep 0.8; echo end >> {0}",
+        log.display()
+    );
+    let runs: Vec<_> = (0..4)
+        .map(|i| {
+            cli(&server, &format!("worker-{i}"))
+                .args([
+                    "run",
+                    "--resource",
+                    "pool",
+                    "--limit",
+                    "2",
+                    "--ttl",
+                    "5",
+                    "--wait",
+                    "30",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut run in runs {
+        assert!(run.wait().unwrap().success());
+    }
+    let (mut running, mut most) = (0i32, 0);
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        running += if line == "start" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(most, 2, "at most two at once, and two did run together");
+}

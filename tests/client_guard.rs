@@ -209,3 +209,58 @@ async fn a_lead_past_the_usable_lease_is_refused() {
         .await;
     assert!(matches!(got, Err(Error::Invalid(_))), "{:?}", got.err());
 }
+
+/// The client's list of reads (no requestId) is the server's op table's.
+#[test]
+fn the_clients_reads_are_the_op_tables() {
+    let reads: Vec<&str> = leasekit_core::lease::ops::OPS
+        .iter()
+        .filter(|spec| !spec.writes)
+        .map(|spec| spec.op.as_str())
+        .collect();
+    assert_eq!(leasekit_client::READ_OPS.to_vec(), reads);
+}
+
+/// The typed calls for semaphores, sets and check.
+#[tokio::test]
+async fn the_client_takes_permits_sets_and_checks() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = client(&server);
+    let ttl = Duration::from_secs(30);
+    let a = c.acquire_permit("pool", "a", ttl, 2).await.unwrap();
+    let b = c.acquire_permit("pool", "b", ttl, 2).await.unwrap();
+    assert_eq!(
+        (a.fencing_token, b.fencing_token, b.limit),
+        (Some(1), Some(2), 2)
+    );
+    assert_eq!(b.holders.len(), 2);
+    assert!(!c.acquire_permit("pool", "c", ttl, 2).await.unwrap().granted);
+    assert_eq!(
+        c.check("pool", 2, Some("b")).await.unwrap().current,
+        Some(true)
+    );
+    assert_eq!(
+        c.check("pool", 2, Some("a")).await.unwrap().current,
+        Some(false)
+    );
+    let set = c.acquire_all(&["x", "y"], "a", ttl).await.unwrap();
+    let members = set.leases.unwrap();
+    assert!(set.granted && members.iter().all(|m| m.fencing_token == Some(1)));
+    let renewed = c.renew_all(&[("x", 1), ("y", 1)], "a", ttl).await.unwrap();
+    assert!(renewed.granted);
+    assert!(
+        c.release_all(&[("x", 1), ("y", 1)], "a")
+            .await
+            .unwrap()
+            .granted
+    );
+    assert!(!c.get("x").await.unwrap().granted);
+    // A guard of a permit under another limit is refused at once, not waited on.
+    let refused = c
+        .guard_permit("pool", "d", ttl, Duration::ZERO, 3)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(refused, Error::Invalid(_)), "{refused:?}");
+}

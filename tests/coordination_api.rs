@@ -332,7 +332,9 @@ async fn eight_clients_with_overlapping_sets_never_share_a_resource() {
     let c = server.client(Some(ACME_KEY));
     let start = Instant::now();
     let pairs = [["a", "b"], ["b", "c"], ["c", "d"], ["d", "a"]];
-    let holds: Arc<Mutex<Vec<(Duration, Duration, [&str; 2])>>> = Arc::default();
+    // When a client held which pair: from its grant's answer to its release's sending.
+    type Hold = (Duration, Duration, [&'static str; 2]);
+    let holds: Arc<Mutex<Vec<Hold>>> = Arc::default();
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let (c, holds) = (c.clone(), Arc::clone(&holds));

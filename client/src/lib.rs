@@ -43,15 +43,54 @@ pub struct Witness {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Lease {
-    /// acquire/renew: you hold it now; release: it was released; get: someone holds it.
+    /// acquire/renew: you hold it now; release: it was released; get: someone holds it;
+    /// check: the token is current. For a set: every resource of it.
     pub granted: bool,
+    /// Your permit when you have one, else the live permit with the largest token (null for a
+    /// set: see `leases`).
     pub holder: Option<String>,
     pub fencing_token: Option<u64>,
     /// ISO 8601 UTC.
     pub expires_at: Option<String>,
+    /// How many holders the resource takes at once (1: a lease).
+    pub limit: u32,
+    /// The live permits, by token.
+    pub holders: Vec<Permit>,
+    /// check: whether the token is a live permit's.
+    #[serde(default)]
+    pub current: Option<bool>,
+    /// A set's resources, in request order.
+    #[serde(default)]
+    pub leases: Option<Vec<Member>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
 }
+
+/// One live permit of a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permit {
+    pub holder: String,
+    pub fencing_token: u64,
+    pub expires_at: String,
+}
+
+/// One resource of a set, as it stands after the call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub resource: String,
+    pub granted: bool,
+    pub holder: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub expires_at: Option<String>,
+    pub limit: u32,
+    pub holders: Vec<Permit>,
+}
+
+/// The ops that only read: no requestId (nothing is recorded), and a retry is harmless. The
+/// server's op table (`leasekit_core::lease::ops`) says the same; a test holds the two together.
+pub const READ_OPS: [&str; 2] = ["get", "check"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -140,7 +179,61 @@ impl Client {
         holder: &str,
         ttl: Duration,
     ) -> Result<Lease, Error> {
-        self.call(acquire_body(resource, holder, ttl), None).await
+        self.acquire_permit(resource, holder, ttl, 1).await
+    }
+
+    /// One of `limit` permits of `resource` (a semaphore; 1 is a lease), a token each.
+    pub async fn acquire_permit(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+        limit: u32,
+    ) -> Result<Lease, Error> {
+        self.call(acquire_body(resource, holder, ttl, limit), None)
+            .await
+    }
+
+    /// Every one of `resources` (2..50) or none: the answer's `leases` has each one's token.
+    pub async fn acquire_all(
+        &self,
+        resources: &[&str],
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease, Error> {
+        let body = json!({"op": "acquire", "resources": resources, "holder": holder, "ttlSeconds": wire_ttl(ttl).as_secs()});
+        self.call(body, None).await
+    }
+
+    /// Renew a whole set, each `(resource, token)`: all or none.
+    pub async fn renew_all(
+        &self,
+        leases: &[(&str, u64)],
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease, Error> {
+        let body = json!({"op": "renew", "leases": set_leases(leases), "holder": holder, "ttlSeconds": wire_ttl(ttl).as_secs()});
+        self.call(body, None).await
+    }
+
+    /// Release a whole set, each `(resource, token)`: all or none.
+    pub async fn release_all(&self, leases: &[(&str, u64)], holder: &str) -> Result<Lease, Error> {
+        let body = json!({"op": "release", "leases": set_leases(leases), "holder": holder});
+        self.call(body, None).await
+    }
+
+    /// Whether `token` (of `holder`, if given) is a live permit of `resource`: `current`.
+    pub async fn check(
+        &self,
+        resource: &str,
+        token: u64,
+        holder: Option<&str>,
+    ) -> Result<Lease, Error> {
+        let mut body = json!({"op": "check", "resource": resource, "token": token});
+        if let Some(holder) = holder {
+            body["holder"] = json!(holder);
+        }
+        self.call(body, None).await
     }
 
     pub async fn renew(
@@ -187,6 +280,18 @@ impl Client {
         ttl: Duration,
         lead: Duration,
     ) -> Result<Guard, Error> {
+        self.guard_permit(resource, holder, ttl, lead, 1).await
+    }
+
+    /// [`Client::guard_with_lead`] for one of `limit` permits of a semaphore.
+    pub async fn guard_permit(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+        lead: Duration,
+        limit: u32,
+    ) -> Result<Guard, Error> {
         let ttl = wire_ttl(ttl);
         let Some(timing) = guard::Timing::new(ttl, lead) else {
             let usable = ttl.saturating_sub(safety_margin(ttl));
@@ -197,7 +302,7 @@ impl Client {
         let sent = Instant::now();
         let lease = self
             .call(
-                acquire_body(resource, holder, ttl),
+                acquire_body(resource, holder, ttl, limit),
                 Some(timing.deadline(sent)),
             )
             .await?;
@@ -214,6 +319,17 @@ impl Client {
                 },
                 timing.deadline(sent),
             )),
+            // Waiting would not help: the live permits were granted under another limit.
+            _ if lease
+                .witnesses
+                .iter()
+                .any(|w| w.rule_id == "LIMIT_MISMATCH") =>
+            {
+                Err(Error::Invalid(format!(
+                    "{resource} is held under limit {}, not {limit}",
+                    lease.limit
+                )))
+            }
             _ => Err(Error::Held {
                 holder: lease.holder.unwrap_or_default(),
                 expires_at: lease.expires_at.unwrap_or_default(),
@@ -238,7 +354,8 @@ impl Client {
     /// [`Client::send`], giving up at `by`: each attempt waits only for the time left, and a retry
     /// is made only while time is left.
     async fn send_by(&self, mut body: Value, by: Option<Instant>) -> Result<Value, Error> {
-        if body["op"] != "get" && body.get("requestId").is_none() {
+        let read = READ_OPS.iter().any(|op| body["op"] == *op);
+        if !read && body.get("requestId").is_none() {
             body["requestId"] = json!(request_id()?);
         }
         let mut headers: Vec<(&str, String)> = Vec::new();
@@ -311,8 +428,8 @@ impl Client {
     }
 }
 
-pub(crate) fn acquire_body(resource: &str, holder: &str, ttl: Duration) -> Value {
-    json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": wire_ttl(ttl).as_secs()})
+pub(crate) fn acquire_body(resource: &str, holder: &str, ttl: Duration, limit: u32) -> Value {
+    json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": wire_ttl(ttl).as_secs(), "limit": limit})
 }
 
 pub(crate) fn renew_body(resource: &str, holder: &str, token: u64, ttl: Duration) -> Value {
@@ -321,6 +438,14 @@ pub(crate) fn renew_body(resource: &str, holder: &str, token: u64, ttl: Duration
 
 pub(crate) fn release_body(resource: &str, holder: &str, token: u64) -> Value {
     json!({"op": "release", "resource": resource, "holder": holder, "token": token})
+}
+
+/// A set's `leases` as sent.
+fn set_leases(leases: &[(&str, u64)]) -> Vec<Value> {
+    leases
+        .iter()
+        .map(|(resource, token)| json!({"resource": resource, "token": token}))
+        .collect()
 }
 
 fn refused(status: u16, body: &Value) -> Error {
