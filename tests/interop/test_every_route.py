@@ -104,6 +104,34 @@ def test_lease_with_a_key(server, did):
     assert lease({"op": "get"})["granted"] is False
 
 
+def test_semaphore_set_and_check_with_a_key(server, did):
+    """The coordination ops on whatever is under test (`sam local` too): signed, verified."""
+    url = server + "/api/v1/lease"
+    tenant = unique("every-coord")
+
+    def lease(body):
+        return signed(requests.post(url, json={"tenantId": tenant, **body}, headers=KEY, timeout=TIMEOUT), did)["data"]
+
+    pool = unique("pool")
+    first = lease({"op": "acquire", "resource": pool, "holder": "w1", "limit": 2})
+    second = lease({"op": "acquire", "resource": pool, "holder": "w2", "limit": 2})
+    third = lease({"op": "acquire", "resource": pool, "holder": "w3", "limit": 2})
+    assert (first["fencingToken"], second["fencingToken"], second["limit"]) == (1, 2, 2)
+    assert third["granted"] is False and third["witnesses"][0]["ruleId"] == "LEASE_HELD"
+    assert [h["holder"] for h in third["holders"]] == ["w1", "w2"]
+    assert lease({"op": "acquire", "resource": pool, "holder": "w3", "limit": 3})["witnesses"][0]["ruleId"] == "LIMIT_MISMATCH"
+    assert lease({"op": "check", "resource": pool, "token": 2, "holder": "w2"})["current"] is True
+    assert lease({"op": "check", "resource": pool, "token": 2, "holder": "w1"})["current"] is False
+    a, b = unique("set-a"), unique("set-b")
+    taken = lease({"op": "acquire", "resources": [a, b], "holder": "w1"})
+    assert taken["granted"] is True and [m["fencingToken"] for m in taken["leases"]] == [1, 1]
+    blocked = lease({"op": "acquire", "resources": [unique("set-c"), b], "holder": "w2"})
+    assert blocked["granted"] is False and blocked["witnesses"][0]["path"] == "/resources/1"
+    leases = [{"resource": a, "token": 1}, {"resource": b, "token": 1}]
+    assert lease({"op": "release", "leases": leases, "holder": "w1"})["granted"] is True
+    assert lease({"op": "get", "resource": a})["granted"] is False
+
+
 def test_lease_paid_with_the_x402_sdk(server, did):
     account, session = paying_session()
     body = {"op": "acquire", "resource": unique("every-paid"), "holder": "agent-1"}
@@ -170,7 +198,7 @@ def test_mcp_with_the_official_client(server, did):
             return names, acquired, got
 
     names, acquired, got = asyncio.run(session())
-    assert names == ["claim_free", "lease"]
+    assert names == ["claim_free", "lease", "lease_read"]
     for result in (acquired, got):
         assert not result.is_error, result
         assert verify(result.structured_content, did) == []

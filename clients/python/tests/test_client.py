@@ -92,8 +92,23 @@ class Blocking:
     async def get(self, resource: str, **options: Any) -> Lease:
         return self.client.get(resource, **options)
 
+    async def acquire_all(self, resources: list[str], **options: Any) -> Lease:
+        return self.client.acquire_all(resources, **options)
+
+    async def renew_all(self, leases: list[tuple[str, int]], **options: Any) -> Lease:
+        return self.client.renew_all(leases, **options)
+
+    async def release_all(self, leases: list[tuple[str, int]], **options: Any) -> Lease:
+        return self.client.release_all(leases, **options)
+
+    async def check(self, resource: str, token: int, **options: Any) -> Lease:
+        return self.client.check(resource, token, **options)
+
     def lease(self, resource: str, **options: Any) -> BlockingHeld:
         return BlockingHeld(self.client.lease(resource, **options))
+
+    def lease_all(self, resources: list[str], **options: Any) -> BlockingHeld:
+        return BlockingHeld(self.client.lease_all(resources, **options))
 
 
 class BlockingHeld:
@@ -112,6 +127,10 @@ class BlockingHeld:
     @property
     def token(self) -> int:
         return self.held.token
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return self.held.tokens
 
     @property
     def deadline(self) -> float:
@@ -367,3 +386,64 @@ def test_a_paid_call_waits_while_its_first_attempt_is_in_progress(server: str, m
 
     asyncio.run(main())
 
+
+
+def test_a_semaphore_a_set_and_a_check(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        pool = name("pool")
+        a = await client.acquire(pool, holder="a", limit=2)
+        b = await client.acquire(pool, holder="b", limit=2)
+        assert (a.token, b.token, b.limit) == (1, 2, 2)
+        assert [(p.holder, p.token) for p in b.holders] == [("a", 1), ("b", 2)]
+        full = await client.acquire(pool, holder="c", limit=2)
+        assert not full.granted and full.rules == ("LEASE_HELD",)
+        assert (await client.acquire(pool, holder="c", limit=3)).rules == ("LIMIT_MISMATCH",)
+        assert (await client.check(pool, 2, holder="b")).current is True
+        assert (await client.check(pool, 2, holder="a")).current is False
+        assert (await client.check(pool, 9)).rules == ("TOKEN_NOT_CURRENT",)
+        x, y = name("x"), name("y")
+        taken = await client.acquire_all([x, y], holder="a")
+        assert taken.granted and taken.token is None and taken.leases is not None
+        assert [(m.resource, m.token) for m in taken.leases] == [(x, 1), (y, 1)]
+        blocked = await client.acquire_all([y, name("z")], holder="b")
+        assert not blocked.granted and blocked.rules == ("LEASE_HELD",)
+        assert (await client.renew_all([(x, 1), (y, 1)], holder="a", ttl=60)).granted
+        assert (await client.release_all([(x, 1), (y, 1)], holder="a")).granted
+        assert not (await client.get(x)).granted
+
+    asyncio.run(main())
+
+
+def test_held_permits_and_a_held_set(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        pool = name("pool")
+        async with client.lease(pool, holder="a", ttl=2, limit=2) as first:
+            async with client.lease(pool, holder="b", ttl=2, limit=2) as second:
+                assert (first.token, second.token) == (1, 2)
+                with pytest.raises(leasekit.NotAcquired):
+                    async with client.lease(pool, holder="c", limit=2):
+                        pytest.fail("a third permit of two")
+                # Another limit is refused at once, not waited on for the whole `wait`.
+                began = time.monotonic()
+                with pytest.raises(leasekit.NotAcquired):
+                    async with client.lease(pool, holder="c", limit=3, wait=10):
+                        pytest.fail("a permit under another limit")
+                assert time.monotonic() - began < 5
+                await asyncio.sleep(2.5)  # past the TTL: only renewals keep them
+                assert not first.lost and not second.lost
+                assert len((await client.get(pool)).holders) == 2
+        assert (await client.get(pool)).holders == ()
+        x, y = name("x"), name("y")
+        async with client.lease_all([x, y], holder="a", ttl=2) as held:
+            assert held.tokens == {x: 1, y: 1}
+            await asyncio.sleep(2.5)
+            assert not held.lost
+            assert (await client.get(y)).holder == "a"
+            with pytest.raises(leasekit.NotAcquired):
+                async with client.lease_all([y, name("z")], holder="b"):
+                    pytest.fail("a set with a held resource")
+        assert not (await client.get(x)).granted and not (await client.get(y)).granted
+
+    asyncio.run(main())

@@ -114,8 +114,17 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             "That is what protects you from the paused holder: a worker that stalled (GC pause, sleep, network partition) past its lease still believes it holds it; its writes carry the old token and are refused, while its successor's larger token is accepted.".into(),
             "Re-acquiring while you hold the lease keeps the token and moves expiresAt. A renew that fails (LEASE_EXPIRED, NOT_HOLDER, TOKEN_MISMATCH) is how you learn you lost the lease: stop working.".into(),
         ]),
+        ("Semaphores, sets and check", vec![
+            "A semaphore: acquire with limit (1 to 64, default 1) lets up to that many holders in at once, each with a permit and its own fencingToken from the resource's one counter, so no two permits ever share a token. While any permit is live, every acquire must state the same limit (else LIMIT_MISMATCH, expected: the live limit); once none is live, the next acquire sets it. All permits held: LEASE_HELD. Renew and release work on your own permit (holder and token), as for a lease.".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"gpu-pool\",\"holder\":\"worker-7\",\"limit\":4}'".into(),
+            "A set, all or nothing: acquire with resources (2 to 50 distinct names, instead of resource) takes every one or none, in one DynamoDB transaction; each blocking resource has a witness at /resources/<i>. The answer's leases lists each resource with its token; renew and release the set with leases: [{resource, token}].".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resources\":[\"account:alice\",\"account:bob\"],\"holder\":\"transfer-17\"}'".into(),
+            "check: {op: check, resource, token, holder?} answers current: true when a live permit of the resource has that token (and that holder, if given), else fail with TOKEN_NOT_CURRENT. Use it where the store you write to cannot keep the highest token it has seen, and always for a semaphore: its live permits' tokens are not ordered by who holds now, so only check fences them.".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"check\",\"tenantId\":\"team-a\",\"resource\":\"gpu-pool\",\"token\":3,\"holder\":\"worker-7\"}'".into(),
+            "Every answer carries limit and holders (the live permits by token); the top-level holder, fencingToken and expiresAt are your own permit when you hold one, else the live permit with the largest token (null for a set). Over MCP, the read-only tool lease_read offers get and check and nothing that writes.".into(),
+        ]),
         ("Calling it", vec![
-            "POST /api/v1/lease with a JSON body: {\"op\": \"acquire\", \"resource\": \"deploy:prod\", \"holder\": \"worker-7\", \"ttlSeconds\": 60, \"tenantId\": \"team-a\", \"requestId\": \"w7-deploy-1\"}. ops: acquire, renew (with token), release (with token), get.".into(),
+            "POST /api/v1/lease with a JSON body: {\"op\": \"acquire\", \"resource\": \"deploy:prod\", \"holder\": \"worker-7\", \"ttlSeconds\": 60, \"tenantId\": \"team-a\", \"requestId\": \"w7-deploy-1\"}. ops: acquire, renew (with token), release (with token), get, check (with token).".into(),
             "With an API key: send X-API-KEY and a tenantId; your account and tenantId are the namespace.".into(),
             "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\"}'".into(),
             format!("With x402 ({price}): call without a key; the 402 answer offers a payment (scheme exact, USDC, EIP-3009); sign it and send it in PAYMENT-SIGNATURE. Your wallet is the namespace. Every 200 answer is charged, granted or not; errors never are."),
@@ -124,6 +133,7 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
         ("From Python", vec![
             "pip install './clients/python[x402]' from the leasekit repository; import leasekit. Client(url, api_key=..., tenant=...) or Client(url, account=eth_account_account) to pay per call; AsyncClient for asyncio.".into(),
             "with client.lease(\"deploy:prod\", holder=\"worker-7\", ttl=30, wait=10) as lease: renews in the background, gives lease.token for your writes, and turns lease.lost true (lease.check() raises) once it cannot be sure it still holds the lease; it releases on exit, and raises NotAcquired when the lease was not free within wait.".into(),
+            "client.acquire(r, holder=h, limit=4) takes a permit of a semaphore; client.acquire_all([r1, r2], holder=h) a set; client.check(r, token, holder=h).current says whether a token is still a live permit's. with client.lease(r, holder=h, limit=4) holds a permit, and with client.lease_all([r1, r2], holder=h) holds a whole set with one background renewal and one lost signal (lease.tokens has each token).".into(),
         ]),
         ("Retries and crash-resume", vec![
             "Send a requestId with every mutation you may retry. The same request again within 24 hours returns the stored answer with replayed: true and changes nothing (and is not charged again); the same requestId with different input is a 409.".into(),

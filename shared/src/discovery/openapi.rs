@@ -25,7 +25,45 @@ pub fn python_client() -> Value {
 }
 
 /// The lease description, as the product states it.
-pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Scoped to the paying wallet (or to the API key's account and tenantId).";
+pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, and check answers whether a token is still current. Scoped to the paying wallet (or to the API key's account and tenantId).";
+
+/// The lease route's request examples: a lease, a semaphore's permit, a set and a check, each
+/// with its curl line.
+fn lease_examples(lease: Value) -> Value {
+    let curl =
+        |body: &Value| format!("curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{body}'");
+    let examples = [
+        ("lease", "Acquire a lease (one holder)", lease),
+        (
+            "semaphore",
+            "Acquire one of 4 permits (a token each)",
+            json!({"op": "acquire", "resource": "gpu-pool", "holder": "worker-7", "limit": 4, "tenantId": "team-a"}),
+        ),
+        (
+            "set",
+            "Acquire two resources, all or nothing",
+            json!({"op": "acquire", "resources": ["account:alice", "account:bob"], "holder": "transfer-17", "tenantId": "team-a"}),
+        ),
+        (
+            "releaseSet",
+            "Release a set whole",
+            json!({"op": "release", "leases": [{"resource": "account:alice", "token": 7}, {"resource": "account:bob", "token": 3}], "holder": "transfer-17", "tenantId": "team-a"}),
+        ),
+        (
+            "check",
+            "Is token 3 still a live permit of worker-7?",
+            json!({"op": "check", "resource": "gpu-pool", "token": 3, "holder": "worker-7", "tenantId": "team-a"}),
+        ),
+    ];
+    let mut out = serde_json::Map::new();
+    for (name, summary, value) in examples {
+        out.insert(
+            name.to_owned(),
+            json!({"summary": summary, "description": curl(&value), "value": value}),
+        );
+    }
+    Value::Object(out)
+}
 
 fn reference(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
@@ -87,7 +125,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
             "summary": "Short lease with fencing tokens: acquire, renew, release, get",
             "description": LEASE_DESCRIPTION,
             "security": paid_security,
-            "requestBody": {"required": true, "content": {"application/json": {"schema": reference("LeaseRequest"), "example": lease_example}}},
+            "requestBody": {"required": true, "content": {"application/json": {"schema": reference("LeaseRequest"), "examples": lease_examples(lease_example)}}},
             "responses": {
                 "200": json_body("LeaseAnswer", "The op's result (granted or not: see status and witnesses), signed."),
                 "400": error("Invalid input: witnesses name each field (JSON pointer). Nothing was written or charged."),

@@ -6,14 +6,15 @@ from __future__ import annotations
 import asyncio
 from contextlib import nullcontext
 from types import TracebackType
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-from ._core import (PATH, Acquire, Acquisition, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
+from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
                     Settings, Wait, unanswered)
 from ._errors import LeasekitError
-from ._model import Lease, body, new_request_id
+from ._model import Lease, body, new_request_id, set_leases
 from ._x402 import AsyncPayer
 
 
@@ -48,10 +49,38 @@ class AsyncClient(Settings):
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
-    async def acquire(self, resource: str, *, holder: str, ttl: int = 30, request_id: str | None = None,
-                      deadline: float | None = None) -> Lease:
-        return await self._call(body("acquire", resource, self.tenant, holder=holder, ttl=ttl,
-                                     request_id=request_id or new_request_id()), deadline)
+    async def acquire(self, resource: str, *, holder: str, ttl: int = 30, limit: int | None = None,
+                      request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """Acquire `resource` for `ttl` seconds; `granted` says whether you hold it now. With
+        `limit` (1-64), one of that many permits (a semaphore), each with its own token."""
+        return await self._call(body("acquire", resource, self.tenant, holder=holder, ttl=ttl, limit=limit,
+                               request_id=request_id or new_request_id()), deadline)
+
+    async def acquire_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, limit: int | None = None,
+                          request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """Acquire every one of `resources` (2-50) or none of them, in one transaction; `leases`
+        has each one's token."""
+        return await self._call(body("acquire", None, self.tenant, resources=list(resources), holder=holder, ttl=ttl,
+                               limit=limit, request_id=request_id or new_request_id()), deadline)
+
+    async def renew_all(self, leases: Sequence[tuple[str, int]], *, holder: str, ttl: int = 30,
+                        request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """Renew a whole set, each (resource, token): all or none."""
+        return await self._call(body("renew", None, self.tenant, leases=set_leases(leases), holder=holder, ttl=ttl,
+                               request_id=request_id or new_request_id()), deadline)
+
+    async def release_all(self, leases: Sequence[tuple[str, int]], *, holder: str, request_id: str | None = None,
+                          deadline: float | None = None) -> Lease:
+        """Release a whole set, each (resource, token): all or none."""
+        return await self._call(body("release", None, self.tenant, leases=set_leases(leases), holder=holder,
+                               request_id=request_id or new_request_id()), deadline)
+
+    async def check(self, resource: str, token: int, *, holder: str | None = None,
+                    deadline: float | None = None) -> Lease:
+        """Whether `token` (of `holder`, if given) is a live permit of `resource`: `current`. The
+        fence for a store that cannot keep its own highest token, and the only one for a
+        semaphore (its permits' tokens are not ordered by who holds now)."""
+        return await self._call(body("check", resource, self.tenant, token=token, holder=holder), deadline)
 
     async def renew(self, resource: str, *, holder: str, token: int, ttl: int = 30,
                     request_id: str | None = None, deadline: float | None = None) -> Lease:
@@ -66,9 +95,17 @@ class AsyncClient(Settings):
     async def get(self, resource: str, *, deadline: float | None = None) -> Lease:
         return await self._call(body("get", resource, self.tenant), deadline)
 
-    def lease(self, resource: str, *, holder: str, ttl: int = 30, wait: float = 0.0) -> AsyncHeldLease:
-        """Hold `resource` while an `async with` block runs (see `HeldLease`)."""
-        return AsyncHeldLease(self, resource, holder=holder, ttl=ttl, wait=wait)
+    def lease(self, resource: str, *, holder: str, ttl: int = 30, wait: float = 0.0,
+              limit: int = 1) -> AsyncHeldLease:
+        """Hold `resource` (one of `limit` permits) while an `async with` block runs (see `HeldLease`)."""
+        return AsyncHeldLease(self, (resource,), holder=holder, ttl=ttl, wait=wait, limit=limit)
+
+    def lease_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, wait: float = 0.0,
+                  limit: int = 1) -> AsyncHeldLease:
+        """Hold every one of `resources` (2-50) while an `async with` block runs: taken together,
+        renewed together in the background, released together; one `lost` for the whole set
+        (`tokens` has each one's token)."""
+        return AsyncHeldLease(self, tuple(resources), holder=holder, ttl=ttl, wait=wait, limit=limit)
 
     async def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
         call = self._new_call(request, deadline)
@@ -95,18 +132,19 @@ class AsyncHeldLease(Hold[AsyncClient]):
 
     _block = "`async with` block"
 
-    def __init__(self, client: AsyncClient, resource: str, *, holder: str, ttl: int, wait: float) -> None:
-        super().__init__(client, resource, holder=holder, ttl=ttl, wait=wait, guard=nullcontext())
+    def __init__(self, client: AsyncClient, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float,
+                 limit: int) -> None:
+        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, guard=nullcontext())
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> AsyncHeldLease:
-        acquisition = Acquisition(self.resource, self.ttl, self._wait)
+        acquisition = self._acquisition()
         outcome: Outcome = None
         while not isinstance(step := acquisition.next(outcome), Renewal):
             outcome = await self._do(step)
-        self.token, self._renewal = step.token, step
+        self._held(acquisition, step)
         self._task = asyncio.create_task(self._renew(step))
         return self
 
@@ -137,13 +175,8 @@ class AsyncHeldLease(Hold[AsyncClient]):
         if isinstance(step, Wait):
             return await set_within(self._stop, step.seconds)
         if isinstance(step, Acquire):
-            return await self._client.acquire(self.resource, holder=self.holder, ttl=self.ttl,
-                                              request_id=step.request_id)
+            return await self._client._call(self._request(step), None)
         try:
-            if isinstance(step, Renew):
-                return await self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl,
-                                                deadline=step.deadline)
-            return await self._client.release(self.resource, holder=self.holder, token=self.token,
-                                              deadline=step.deadline)
+            return await self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:
             return e

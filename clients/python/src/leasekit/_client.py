@@ -6,14 +6,15 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
 
-from ._core import (PATH, Acquire, Acquisition, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
+from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
                     Settings, Wait, unanswered)
 from ._errors import LeasekitError
-from ._model import Lease, body, new_request_id
+from ._model import Lease, body, new_request_id, set_leases
 from ._x402 import Payer
 
 
@@ -43,11 +44,38 @@ class Client(Settings):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def acquire(self, resource: str, *, holder: str, ttl: int = 30, request_id: str | None = None,
-                deadline: float | None = None) -> Lease:
-        """Acquire `resource` for `ttl` seconds; `granted` says whether you hold it now."""
-        return self._call(body("acquire", resource, self.tenant, holder=holder, ttl=ttl,
+    def acquire(self, resource: str, *, holder: str, ttl: int = 30, limit: int | None = None,
+                request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """Acquire `resource` for `ttl` seconds; `granted` says whether you hold it now. With
+        `limit` (1-64), one of that many permits (a semaphore), each with its own token."""
+        return self._call(body("acquire", resource, self.tenant, holder=holder, ttl=ttl, limit=limit,
                                request_id=request_id or new_request_id()), deadline)
+
+    def acquire_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, limit: int | None = None,
+                    request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """Acquire every one of `resources` (2-50) or none of them, in one transaction; `leases`
+        has each one's token."""
+        return self._call(body("acquire", None, self.tenant, resources=list(resources), holder=holder, ttl=ttl,
+                               limit=limit, request_id=request_id or new_request_id()), deadline)
+
+    def renew_all(self, leases: Sequence[tuple[str, int]], *, holder: str, ttl: int = 30,
+                  request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """Renew a whole set, each (resource, token): all or none."""
+        return self._call(body("renew", None, self.tenant, leases=set_leases(leases), holder=holder, ttl=ttl,
+                               request_id=request_id or new_request_id()), deadline)
+
+    def release_all(self, leases: Sequence[tuple[str, int]], *, holder: str, request_id: str | None = None,
+                    deadline: float | None = None) -> Lease:
+        """Release a whole set, each (resource, token): all or none."""
+        return self._call(body("release", None, self.tenant, leases=set_leases(leases), holder=holder,
+                               request_id=request_id or new_request_id()), deadline)
+
+    def check(self, resource: str, token: int, *, holder: str | None = None,
+              deadline: float | None = None) -> Lease:
+        """Whether `token` (of `holder`, if given) is a live permit of `resource`: `current`. The
+        fence for a store that cannot keep its own highest token, and the only one for a
+        semaphore (its permits' tokens are not ordered by who holds now)."""
+        return self._call(body("check", resource, self.tenant, token=token, holder=holder), deadline)
 
     def renew(self, resource: str, *, holder: str, token: int, ttl: int = 30,
               request_id: str | None = None, deadline: float | None = None) -> Lease:
@@ -65,9 +93,17 @@ class Client(Settings):
         """Who holds `resource` now."""
         return self._call(body("get", resource, self.tenant), deadline)
 
-    def lease(self, resource: str, *, holder: str, ttl: int = 30, wait: float = 0.0) -> HeldLease:
-        """Hold `resource` while a `with` block runs (see `HeldLease`)."""
-        return HeldLease(self, resource, holder=holder, ttl=ttl, wait=wait)
+    def lease(self, resource: str, *, holder: str, ttl: int = 30, wait: float = 0.0,
+              limit: int = 1) -> HeldLease:
+        """Hold `resource` (one of `limit` permits) while a `with` block runs (see `HeldLease`)."""
+        return HeldLease(self, (resource,), holder=holder, ttl=ttl, wait=wait, limit=limit)
+
+    def lease_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, wait: float = 0.0,
+                  limit: int = 1) -> HeldLease:
+        """Hold every one of `resources` (2-50) while a `with` block runs: taken together,
+        renewed together in the background, released together; one `lost` for the whole set
+        (`tokens` has each one's token)."""
+        return HeldLease(self, tuple(resources), holder=holder, ttl=ttl, wait=wait, limit=limit)
 
     def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
         call = self._new_call(request, deadline)
@@ -101,19 +137,20 @@ class HeldLease(Hold[Client]):
     `token`, which is what fences your late writes).
     """
 
-    def __init__(self, client: Client, resource: str, *, holder: str, ttl: int, wait: float) -> None:
+    def __init__(self, client: Client, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float,
+                 limit: int) -> None:
         # The lock of the renewal, which the renewing thread steps and the caller's thread reads.
         self._changed = threading.Condition()
-        super().__init__(client, resource, holder=holder, ttl=ttl, wait=wait, guard=self._changed)
+        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, guard=self._changed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> HeldLease:
-        acquisition = Acquisition(self.resource, self.ttl, self._wait)
+        acquisition = self._acquisition()
         outcome: Outcome = None
         while not isinstance(step := acquisition.next(outcome), Renewal):
             outcome = self._do(step)
-        self.token, self._renewal = step.token, step
+        self._held(acquisition, step)
         self._thread = threading.Thread(target=self._renew, args=(step,), name=f"leasekit-renew-{self.resource}",
                                         daemon=True)
         self._thread.start()
@@ -152,11 +189,8 @@ class HeldLease(Hold[Client]):
         if isinstance(step, Wait):
             return self._stop.wait(step.seconds)
         if isinstance(step, Acquire):
-            return self._client.acquire(self.resource, holder=self.holder, ttl=self.ttl, request_id=step.request_id)
+            return self._client._call(self._request(step), None)
         try:
-            if isinstance(step, Renew):
-                return self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl,
-                                          deadline=step.deadline)
-            return self._client.release(self.resource, holder=self.holder, token=self.token, deadline=step.deadline)
+            return self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:
             return e

@@ -20,7 +20,7 @@ import httpx
 
 from ._errors import (LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited, ServiceError,
                       StoreUnavailable, Unavailable, from_answer)
-from ._model import Clock, Lease, lease_from, new_request_id
+from ._model import Clock, Lease, body, lease_from, new_request_id, set_leases
 from ._x402 import PAYMENT_REQUIRED, PAYMENT_SIGNATURE
 
 PATH = "/api/v1/lease"
@@ -220,15 +220,21 @@ class Acquisition:
         self.resource, self.ttl, self._now = resource, ttl, now
         self.give_up = now() + wait
         self._sent = 0.0
+        #: The granted acquire's answer (a set's tokens are in its `leases`).
+        self.answer: Lease | None = None
 
     def next(self, outcome: Outcome = None) -> Acquire | Pause | Renewal:
         if not isinstance(outcome, Lease):
             self._sent = self._now()
             return Acquire(new_request_id())
-        if outcome.granted and outcome.token is not None:
+        if outcome.granted and (outcome.token is not None or outcome.leases):
+            self.answer = outcome
             clock = Clock(self.ttl)
             clock.granted(self._sent)
-            return Renewal(outcome.token, clock, self._now)
+            return Renewal(outcome.token or 0, clock, self._now)
+        # Waiting would not help: the live permits were granted under another limit.
+        if "LIMIT_MISMATCH" in outcome.rules:
+            raise NotAcquired(f"{self.resource} is held under limit {outcome.limit}", holder=outcome.holder)
         now = self._now()
         if now >= self.give_up:
             raise NotAcquired(f"{self.resource} is held by {outcome.holder}", holder=outcome.holder)
@@ -319,23 +325,65 @@ class Renewal:
             yield max(0.0, (self.clock.deadline if end is None else min(end, self.clock.deadline)) - now)
 
 
-C = TypeVar("C")
+C = TypeVar("C", bound=Settings)
 
 
 class Hold(Generic[C]):
-    """What both held leases keep: their client (`C`), the lease asked for, its token and, once
-    granted, its `Renewal`; and the reads of it, each under `guard` (a blocking holder's lock, as
-    its renewing thread steps the renewal; nothing for asyncio's single thread)."""
+    """What both held leases keep: their client (`C`), the lease asked for (one resource, or a
+    set of them), its tokens and, once granted, its `Renewal`; the requests its steps send; and
+    the reads of it, each under `guard` (a blocking holder's lock, as its renewing thread steps
+    the renewal; nothing for asyncio's single thread). A set is one lease to the machines: one
+    acquire, one renewal, one release, one loss."""
 
     #: Where the lease is held, for the error of a read anywhere else.
     _block = "`with` block"
 
-    def __init__(self, client: C, resource: str, *, holder: str, ttl: int, wait: float,
+    def __init__(self, client: C, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float, limit: int,
                  guard: AbstractContextManager[Any]) -> None:
-        self._client, self.resource, self.holder, self.ttl, self._wait = client, resource, holder, ttl, wait
+        self._client, self.holder, self.ttl, self._wait, self.limit = client, holder, ttl, wait, limit
+        self.resources = resources
+        self.resource = ", ".join(resources)
+        #: Each resource's fencing token, once granted; `token` is the first's.
+        self.tokens: dict[str, int] = {}
         self.token = 0
         self._renewal: Renewal | None = None
         self._guard = guard
+
+    @property
+    def _is_set(self) -> bool:
+        return len(self.resources) > 1
+
+    def _acquisition(self) -> Acquisition:
+        return Acquisition(self.resource, self.ttl, self._wait)
+
+    def _held(self, acquisition: Acquisition, renewal: Renewal) -> None:
+        """The acquire was granted: keep its tokens and its renewal."""
+        answer = acquisition.answer
+        if answer is not None and answer.leases is not None:
+            self.tokens = {m.resource: m.token for m in answer.leases if m.token is not None}
+        else:
+            self.tokens = {self.resources[0]: renewal.token}
+        self.token, self._renewal = self.tokens[self.resources[0]], renewal
+
+    def _request(self, step: Acquire | Renew | Release) -> dict[str, Any]:
+        """The body a step sends, for one resource or the whole set."""
+        tenant, fields = self._client.tenant, {"holder": self.holder}
+        if isinstance(step, Acquire):
+            target: dict[str, Any] = {"resources": list(self.resources)} if self._is_set else {}
+            return body("acquire", None if self._is_set else self.resources[0], tenant, ttl=self.ttl,
+                        limit=self.limit if self.limit != 1 else None, request_id=step.request_id,
+                        **target, **fields)
+        op = "renew" if isinstance(step, Renew) else "release"
+        ttl = self.ttl if isinstance(step, Renew) else None
+        if self._is_set:
+            leases = set_leases([(r, self.tokens[r]) for r in self.resources])
+            return body(op, None, tenant, leases=leases, ttl=ttl, request_id=new_request_id(), **fields)
+        return body(op, self.resources[0], tenant, token=self.token, ttl=ttl, request_id=new_request_id(),
+                    **fields)
+
+    @staticmethod
+    def _deadline(step: Acquire | Renew | Release) -> float | None:
+        return None if isinstance(step, Acquire) else step.deadline
 
     @property
     def deadline(self) -> float:

@@ -6,19 +6,47 @@ import math
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from ._errors import ServiceError
 
 
 @dataclass(frozen=True)
+class Permit:
+    """One live permit of a resource: its holder, fencing token and expiry."""
+
+    holder: str
+    token: int
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Member:
+    """One resource of a set as it stands after the call (`holder`, `token`, `expires_at`: your
+    permit when you have one, else the live one with the largest token)."""
+
+    resource: str
+    granted: bool
+    token: int | None
+    holder: str | None
+    expires_at: datetime | None
+    limit: int
+    holders: tuple[Permit, ...]
+
+
+@dataclass(frozen=True)
 class Lease:
     """A lease as the service answered it.
 
-    `granted`: acquire/renew: you hold it now; release: it was released; get: someone holds it.
-    `token`, `holder`, `expires_at`: the lease as it stands after the call (None when free).
+    `granted`: acquire/renew: you hold it now; release: it was released; get: someone holds it;
+    check: the token is current; a set: every resource of it.
+    `token`, `holder`, `expires_at`: your permit when you have one after the call, else the live
+    permit with the largest token (None when free, and for a set: see `leases`).
     `rules`: why the call did not do what was asked (e.g. LEASE_HELD, TOKEN_MISMATCH), else empty.
     `replayed`: this is the stored answer of an earlier call with the same request id.
+    `limit`, `holders`: how many may hold the resource at once, and the live permits by token.
+    `current`: check's answer. `leases`: a set's resources, in request order.
     """
 
     granted: bool
@@ -27,6 +55,36 @@ class Lease:
     expires_at: datetime | None
     rules: tuple[str, ...]
     replayed: bool
+    limit: int = 1
+    holders: tuple[Permit, ...] = ()
+    current: bool | None = None
+    leases: tuple[Member, ...] | None = None
+
+
+def _time(value: object) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _permits(value: object) -> tuple[Permit, ...]:
+    items = value if isinstance(value, list) else []
+    return tuple(Permit(holder=str(p.get("holder")), token=_int(p.get("fencingToken")) or 0,
+                        expires_at=_time(p.get("expiresAt")) or datetime.min)
+                 for p in items if isinstance(p, dict))
+
+
+def _members(value: object) -> tuple[Member, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(Member(resource=str(m.get("resource")), granted=m.get("granted") is True,
+                        token=_int(m.get("fencingToken")),
+                        holder=m.get("holder") if isinstance(m.get("holder"), str) else None,
+                        expires_at=_time(m.get("expiresAt")), limit=_int(m.get("limit")) or 1,
+                        holders=_permits(m.get("holders")))
+                 for m in value if isinstance(m, dict))
 
 
 def lease_from(answer: object) -> Lease:
@@ -38,14 +96,24 @@ def lease_from(answer: object) -> Lease:
     token = data.get("fencingToken")
     holder = data.get("holder")
     witnesses = data.get("witnesses") or []
+    current = data.get("current")
     return Lease(
         granted=data["granted"],
-        token=token if isinstance(token, int) else None,
+        token=_int(token),
         holder=holder if isinstance(holder, str) else None,
-        expires_at=datetime.fromisoformat(expires.replace("Z", "+00:00")) if isinstance(expires, str) else None,
+        expires_at=_time(expires),
         rules=tuple(str(w.get("ruleId")) for w in witnesses if isinstance(w, dict)),
         replayed=data.get("replayed") is True,
+        limit=_int(data.get("limit")) or 1,
+        holders=_permits(data.get("holders")),
+        current=current if isinstance(current, bool) else None,
+        leases=_members(data.get("leases")),
     )
+
+
+def set_leases(leases: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+    """A set's `leases` as sent: each (resource, token)."""
+    return [{"resource": resource, "token": token} for resource, token in leases]
 
 
 def new_request_id() -> str:
@@ -53,10 +121,11 @@ def new_request_id() -> str:
     return f"py-{uuid.uuid4().hex}"
 
 
-def body(op: str, resource: str, tenant: str | None, **fields: Any) -> dict[str, Any]:
-    """A lease request body: the fields that are set, under the API's names."""
+def body(op: str, resource: str | None, tenant: str | None, **fields: Any) -> dict[str, Any]:
+    """A lease request body: the fields that are set, under the API's names (a set names no
+    `resource`, but `resources` or `leases`)."""
     names = {"ttl": "ttlSeconds", "request_id": "requestId"}
-    out: dict[str, Any] = {"op": op, "resource": resource}
+    out: dict[str, Any] = {"op": op} if resource is None else {"op": op, "resource": resource}
     if tenant is not None:
         out["tenantId"] = tenant
     for name, value in fields.items():
