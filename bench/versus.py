@@ -2,7 +2,9 @@
 
 Each system runs from a fresh data directory, on this machine, with the same load generator
 (bench/loadgen: one connection per client, acquire+release cycles back to back). Scenarios:
-1, 16 and 64 clients on distinct resources, and 16 clients contending for one resource.
+1, 16 and 64 clients on distinct resources, 16 clients contending for one resource, and 16
+clients on one limit-4 semaphore (each system's nearest equivalent: see bench/loadgen/src/systems.rs;
+etcd has no semaphore, so N slot keys as its users build one; Redis the expirable-permit script).
 
 Configurations (durable ones first):
 - leasekit: `leasekit serve` on the embedded store (dynoxide on SQLite in WAL mode, group commit:
@@ -16,6 +18,7 @@ Configurations (durable ones first):
   to tell the embedded store's fsync from leasekit's own work.
 
 Reproduce: python3 bench/versus.py [--seconds 5] [--repeat 3] [--systems leasekit,etcd]
+[--scenarios "16 on a limit-4 semaphore"]
 It needs etcd and redis-server (`apt-get install etcd-server redis-server`), builds the release
 binaries, installs matplotlib into .venv-bench, and writes bench/results/versus.json, the
 markdown table it prints, and bench/results/versus-{throughput,p99}.png.
@@ -33,7 +36,8 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 RESULTS = os.path.join(ROOT, "bench", "results")
-SCENARIOS = [(1, False), (16, False), (64, False), (16, True)]
+# (clients, all on one resource, limit)
+SCENARIOS = [(1, False, 1), (16, False, 1), (64, False, 1), (16, True, 1), (16, True, 4)]
 API_KEY = "bench-key-0123456789abcdef"
 
 
@@ -117,17 +121,19 @@ SYSTEMS = [
 ]
 
 
-def run_loadgen(system, url, clients, contended, seconds, label):
+def run_loadgen(system, url, clients, contended, limit, seconds, label):
     cmd = [os.path.join(ROOT, "target/release/loadgen"), "--system", system, "--url", url,
            "--clients", str(clients), "--seconds", str(seconds), "--label", label,
-           "--api-key", API_KEY]
+           "--api-key", API_KEY, "--limit", str(limit)]
     if contended:
         cmd.append("--contended")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
-def scenario_name(clients, contended):
+def scenario_name(clients, contended, limit):
+    if limit > 1:
+        return f"{clients} on a limit-{limit} semaphore"
     return f"{clients} contending" if contended else f"{clients} distinct"
 
 
@@ -174,6 +180,8 @@ def main():
     parser.add_argument("--no-build", action="store_true")
     parser.add_argument("--systems", default=None,
                         help="comma-separated names to run (e.g. leasekit,etcd); default all")
+    parser.add_argument("--scenarios", default=None,
+                        help="comma-separated scenario names (e.g. '16 contending'); default all")
     args = parser.parse_args()
     for tool in ("etcd", "redis-server"):
         if shutil.which(tool) is None:
@@ -189,14 +197,17 @@ def main():
         data = tempfile.mkdtemp(prefix="versus-", dir=os.path.join(ROOT, "target"))
         proc, url = start(data)
         try:
-            for i, (clients, contended) in enumerate(SCENARIOS):
+            for i, (clients, contended, limit) in enumerate(SCENARIOS):
+                scenario = scenario_name(clients, contended, limit)
+                if args.scenarios is not None and scenario not in args.scenarios.split(","):
+                    continue
                 # This machine is a VM with neighbours: each point is the median of several runs
                 # (by throughput; its latencies are that run's), and every run's figure is kept.
-                runs = [run_loadgen(system, url, clients, contended, args.seconds, f"s{i}r{k}")
+                runs = [run_loadgen(system, url, clients, contended, limit, args.seconds, f"s{i}r{k}")
                         for k in range(args.repeat)]
                 runs.sort(key=lambda run: run["granted_per_s"])
                 r = runs[len(runs) // 2]
-                r.update(name=name, durable=durable, scenario=scenario_name(clients, contended),
+                r.update(name=name, durable=durable, scenario=scenario,
                          runs_granted_per_s=[run["granted_per_s"] for run in runs])
                 results.append(r)
                 print(f"{name:28} {r['scenario']:14} {r['granted_per_s']:>9,.0f} cycles/s  "
@@ -212,11 +223,15 @@ def main():
     os.makedirs(RESULTS, exist_ok=True)
     report = {"machine": machine(), "seconds": args.seconds, "repeat": args.repeat,
               "date": time.strftime("%Y-%m-%d"), "results": results}
-    with open(os.path.join(RESULTS, "versus.json"), "w") as f:
+    # A partial run (some scenarios or systems) is kept apart from the full one.
+    partial = args.scenarios is not None or args.systems is not None
+    name = "versus-partial.json" if partial else "versus.json"
+    with open(os.path.join(RESULTS, name), "w") as f:
         json.dump(report, f, indent=1)
     print()
     print(table(results))
-    charts(report)
+    if not partial:
+        charts(report)
 
 
 if __name__ == "__main__":

@@ -228,3 +228,137 @@ async fn every_lease_path_costs_what_the_design_says() {
     println!("{}", table.join("\n"));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Semaphores and sets (docs/adr/0006): a semaphore's write is a consistent read then one
+/// version-guarded write; a set is one TransactGetItems then one TransactWriteItems. Holders
+/// are 20 bytes, as in the ADR's size table. Printed with `--nocapture`; BENCHMARKS.md has it.
+#[tokio::test]
+async fn semaphore_and_set_paths_cost_what_the_adr_says() {
+    let s = test_store().await;
+    let service = LeaseService::new(
+        LeaseStore::new(s.client.clone(), &s.tables.leases, &s.tables.requests),
+        Issuer::from_seed(&[1; 32]),
+    );
+    let tenant = Tenant::for_key("acme", "t").unwrap();
+    let now = now_ms();
+    let run = |body: serde_json::Value| {
+        let (service, tenant) = (service.clone(), tenant.clone());
+        async move {
+            let (answer, usage) =
+                measured(service.execute(&tenant, &req(body), [0; 32], now)).await;
+            (answer.expect("store answers").data, usage)
+        }
+    };
+    let holder = |i: usize| format!("worker-{i:013}");
+    let mut cases: Vec<(String, serde_json::Value, bool, Cost)> = Vec::new();
+    // (limit, write units of the full item, of a record that lists every holder)
+    for (limit, full_write_units, record_units) in [(8u32, 1.0, 2.0), (64, 3.0, 7.0)] {
+        let r = format!("pool{limit}");
+        for i in 1..limit as usize {
+            let body = json!({"op": "acquire", "resource": r, "holder": holder(i), "limit": limit});
+            assert!(run(body).await.0.granted);
+        }
+        let acquire =
+            |i: usize| json!({"op": "acquire", "resource": r, "holder": holder(i), "limit": limit});
+        // A consistent read of up to 4 KB is one unit; in a transaction, two an item.
+        let read_units = 1.0;
+        cases.extend([
+            (
+                format!("limit {limit}: acquire, last permit"),
+                acquire(0),
+                true,
+                (2, read_units, full_write_units),
+            ),
+            (
+                format!("limit {limit}: acquire, all held (denied)"),
+                acquire(99),
+                false,
+                (1, read_units, 0.0),
+            ),
+            // The lease's guess (a single holder) fails first, counted as one unit, then the
+            // version-guarded write the item that came back decides.
+            (
+                format!("limit {limit}: renew"),
+                json!({"op": "renew", "resource": r, "holder": holder(0), "token": limit}),
+                true,
+                (2, 0.0, 1.0 + full_write_units),
+            ),
+            (
+                format!("limit {limit}: check"),
+                json!({"op": "check", "resource": r, "token": limit}),
+                true,
+                (1, read_units, 0.0),
+            ),
+            (
+                format!("limit {limit}: release"),
+                json!({"op": "release", "resource": r, "holder": holder(0), "token": limit}),
+                true,
+                (2, 0.0, 1.0 + full_write_units),
+            ),
+            (
+                format!("limit {limit}: acquire with requestId"),
+                {
+                    let mut b = acquire(0);
+                    b["requestId"] = json!(format!("sem{limit}"));
+                    b
+                    // TransactGetItems of the item and the record (two units each), then the write and
+                    // the record in one transaction (twice their units); the record lists every holder.
+                },
+                true,
+                (2, 4.0, 2.0 * (full_write_units + record_units)),
+            ),
+        ]);
+    }
+    // moto refuses a TransactGetItems of more than 25 items (DynamoDB takes 100 since 2022; moto's
+    // TRANSACTION_MAX_ITEMS is the old limit), so a set of 50 is measured on the embedded store.
+    let on_dynoxide = std::env::var_os(ENDPOINT_VAR).is_none();
+    let sizes: &[usize] = if on_dynoxide { &[2, 10, 50] } else { &[2, 10] };
+    for &n in sizes {
+        let resources: Vec<String> = (0..n).map(|i| format!("set{n}-{i}")).collect();
+        let leases: Vec<serde_json::Value> = resources
+            .iter()
+            .map(|r| json!({"resource": r, "token": 1}))
+            .collect();
+        // Every item of a set is read and written inside a transaction: two units each.
+        let units = 2.0 * n as f64;
+        cases.extend([
+            (format!("set of {n}: acquire"), json!({"op": "acquire", "resources": resources, "holder": "w"}), true, (2, units, units)),
+            (format!("set of {n}: acquire, one held (denied)"), json!({"op": "acquire", "resources": resources, "holder": "other"}), false, (1, units, 0.0)),
+            (format!("set of {n}: renew"), json!({"op": "renew", "leases": leases, "holder": "w"}), true, (2, units, units)),
+            (format!("set of {n}: release"), json!({"op": "release", "leases": leases, "holder": "w"}), true, (2, units, units)),
+            // The record lists every member: about 0.25 KB each.
+            (format!("set of {n}: acquire with requestId"), json!({"op": "acquire", "resources": resources, "holder": "w", "requestId": format!("set{n}")}), true, (2, units + 2.0, units + [2.0, 6.0, 22.0][[2, 10, 50].iter().position(|&m| m == n).unwrap()])),
+        ]);
+    }
+    let mut table = vec![format!(
+        "| {:<42} | {:>11} | {:>10} | {:>11} |",
+        "path", "round trips", "read units", "write units"
+    )];
+    let check_units = std::env::var_os(ENDPOINT_VAR).is_none();
+    let mut wrong = Vec::new();
+    for (path, body, granted, expected) in cases {
+        let (data, usage) = run(body).await;
+        assert_eq!(data.granted, granted, "{path}");
+        let measured = (
+            usage.round_trips,
+            usage.read_units,
+            usage.billed_write_units(),
+        );
+        table.push(format!(
+            "| {path:<42} | {:>11} | {:>10} | {:>11} |",
+            measured.0, measured.1, measured.2
+        ));
+        let differs = if check_units {
+            measured != expected
+        } else {
+            measured.0 != expected.0
+        };
+        if differs {
+            wrong.push(format!(
+                "{path}: measured {measured:?}, the ADR says {expected:?}"
+            ));
+        }
+    }
+    println!("{}", table.join("\n"));
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

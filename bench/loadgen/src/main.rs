@@ -38,6 +38,9 @@ struct Args {
     /// All clients on one resource instead of one resource each.
     #[arg(long)]
     contended: bool,
+    /// Holders of a resource at once: above 1, a semaphore (see `systems` for each system's).
+    #[arg(long, default_value_t = 1)]
+    limit: u32,
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
     /// Cycles in this first part of the run are not counted.
@@ -68,7 +71,7 @@ async fn client(args: &Args, id: usize, start: Instant) -> Result<Tally, String>
         format!("{}-r{id}", args.label)
     };
     let holder = format!("client-{id}");
-    let mut session = Session::connect(args, &holder).await?;
+    let mut session = Session::connect(args, &holder, id).await?;
     let counted_from = start + Duration::from_secs_f64(args.warmup);
     let end = counted_from + Duration::from_secs_f64(args.seconds);
     let mut tally = Tally::default();
@@ -142,6 +145,7 @@ async fn main() -> std::process::ExitCode {
         "system": format!("{:?}", args.system).to_lowercase(),
         "clients": args.clients,
         "contended": args.contended,
+        "limit": args.limit,
         "seconds": seconds,
         "granted_per_s": all.granted as f64 / seconds,
         "attempts_per_s": all.latencies_us.len() as f64 / seconds,

@@ -8,6 +8,15 @@
 //! - Redis: acquire is a script that refuses if the key exists, else INCRs the resource's token
 //!   counter and SETs the key to `holder token` with PX; release is a script that DELs the key if
 //!   it still holds `holder token`. One round trip each, atomic, as scripts are.
+//!
+//! With `--limit N` (a semaphore, N holders at once), each in its nearest equivalent:
+//! - leasekit: the same calls with `limit`; each permit has its own fencing token.
+//! - etcd has no semaphore; its users keep N slot keys: an acquire tries the slots one
+//!   transaction each (create if absent, under the client's lease), from a slot of its own, until
+//!   one is taken or all N refused; the token is the revision, unique per grant.
+//! - Redis: the expirable-permit pattern (Redisson's `PermitExpirableSemaphore`, redis-semaphore):
+//!   one script drops lapsed permits from a sorted set scored by expiry, refuses when `limit` are
+//!   left, else adds `holder token` with a token from INCR; release is a ZREM of that member.
 
 use crate::{Args, System, http, resp};
 use base64::Engine;
@@ -21,6 +30,16 @@ local t = redis.call('INCR', KEYS[2]) \
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. t, 'PX', ARGV[2]) \
 return t";
 
+const REDIS_SEMAPHORE_ACQUIRE: &str = "local now = redis.call('TIME') \
+local ms = now[1] * 1000 + math.floor(now[2] / 1000) \
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms) \
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end \
+local t = redis.call('INCR', KEYS[2]) \
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1] .. ' ' .. t) \
+return t";
+
+const REDIS_SEMAPHORE_RELEASE: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+
 const REDIS_RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 return redis.call('DEL', KEYS[1]) end return 0";
 
@@ -29,18 +48,39 @@ pub enum Session {
         conn: http::Connection,
         tenant: String,
         holder: String,
+        limit: u32,
     },
     Etcd {
         conn: http::Connection,
         lease: String,
         holder: String,
+        slots: Slots,
     },
     Redis {
         conn: resp::Connection,
         acquire: Vec<u8>,
         release: Vec<u8>,
         holder: String,
+        limit: u32,
     },
+}
+
+/// etcd's slot keys of a semaphore: how many, where this client starts, the one it holds.
+pub struct Slots {
+    limit: usize,
+    first: usize,
+    held: usize,
+}
+
+impl Slots {
+    /// The key of `slot` of `resource` (limit 1: the lock's one key).
+    fn key(&self, resource: &str, slot: usize) -> String {
+        if self.limit == 1 {
+            BASE64.encode(format!("lock/{resource}"))
+        } else {
+            BASE64.encode(format!("lock/{resource}/{slot}"))
+        }
+    }
 }
 
 fn field<'a>(value: &'a Value, pointer: &str) -> Result<&'a Value, String> {
@@ -59,7 +99,7 @@ fn int(value: &Value) -> Result<u64, String> {
 }
 
 impl Session {
-    pub async fn connect(args: &Args, holder: &str) -> Result<Self, String> {
+    pub async fn connect(args: &Args, holder: &str, id: usize) -> Result<Self, String> {
         let holder = holder.to_owned();
         Ok(match args.system {
             System::Leasekit => Self::Leasekit {
@@ -67,6 +107,7 @@ impl Session {
                     .await?,
                 tenant: args.tenant.clone(),
                 holder,
+                limit: args.limit.max(1),
             },
             System::Etcd => {
                 let mut conn = http::Connection::open(&args.url, Vec::new()).await?;
@@ -77,10 +118,16 @@ impl Session {
                     .as_str()
                     .unwrap_or_default()
                     .to_owned();
+                let limit = args.limit.max(1) as usize;
                 Self::Etcd {
                     conn,
                     lease,
                     holder,
+                    slots: Slots {
+                        limit,
+                        first: id % limit,
+                        held: 0,
+                    },
                 }
             }
             System::Redis => {
@@ -92,13 +139,18 @@ impl Session {
                     resp::Reply::Bulk(Some(sha)) => Ok(sha),
                     other => Err(format!("SCRIPT LOAD: {other:?}")),
                 };
-                let acquire = load(REDIS_ACQUIRE).await?;
-                let release = load(REDIS_RELEASE).await?;
+                let (acquire, release) = match args.limit {
+                    0 | 1 => (REDIS_ACQUIRE, REDIS_RELEASE),
+                    _ => (REDIS_SEMAPHORE_ACQUIRE, REDIS_SEMAPHORE_RELEASE),
+                };
+                let acquire = load(acquire).await?;
+                let release = load(release).await?;
                 Self::Redis {
                     conn,
                     acquire,
                     release,
                     holder,
+                    limit: args.limit,
                 }
             }
         })
@@ -111,9 +163,10 @@ impl Session {
                 conn,
                 tenant,
                 holder,
+                limit,
             } => {
                 let body = json!({"op": "acquire", "tenantId": tenant, "resource": resource,
-                    "holder": holder, "ttlSeconds": TTL_SECONDS});
+                    "holder": holder, "ttlSeconds": TTL_SECONDS, "limit": limit});
                 let answer = leasekit(conn, &body).await?;
                 if field(&answer, "/data/granted")? == &json!(true) {
                     Ok(Some(int(field(&answer, "/data/fencingToken")?)?))
@@ -125,31 +178,37 @@ impl Session {
                 conn,
                 lease,
                 holder,
+                slots,
             } => {
-                let key = BASE64.encode(format!("lock/{resource}"));
-                let body = json!({
-                    "compare": [{"key": key, "target": "CREATE", "create_revision": "0"}],
-                    "success": [{"request_put": {"key": key, "value": BASE64.encode(&*holder), "lease": lease}}],
-                });
-                let (status, answer) = conn.post("/v3/kv/txn", &body).await?;
-                if status != 200 {
-                    return Err(format!("etcd txn: {status} {answer}"));
+                for i in 0..slots.limit {
+                    let slot = (slots.first + i) % slots.limit;
+                    let key = slots.key(resource, slot);
+                    let body = json!({
+                        "compare": [{"key": key, "target": "CREATE", "create_revision": "0"}],
+                        "success": [{"request_put": {"key": key, "value": BASE64.encode(&*holder), "lease": lease}}],
+                    });
+                    let (status, answer) = conn.post("/v3/kv/txn", &body).await?;
+                    if status != 200 {
+                        return Err(format!("etcd txn: {status} {answer}"));
+                    }
+                    // proto3 JSON leaves out false.
+                    if answer.get("succeeded") == Some(&json!(true)) {
+                        slots.held = slot;
+                        return Ok(Some(int(field(&answer, "/header/revision")?)?));
+                    }
                 }
-                // proto3 JSON leaves out false.
-                if answer.get("succeeded") == Some(&json!(true)) {
-                    Ok(Some(int(field(&answer, "/header/revision")?)?))
-                } else {
-                    Ok(None)
-                }
+                Ok(None)
             }
             Self::Redis {
                 conn,
                 acquire,
                 holder,
+                limit,
                 ..
             } => {
                 let ttl_ms = (TTL_SECONDS * 1000).to_string();
                 let token_key = format!("{resource}:token");
+                let limit = limit.to_string();
                 let reply = conn
                     .command(&[
                         b"EVALSHA",
@@ -159,6 +218,7 @@ impl Session {
                         token_key.as_bytes(),
                         holder.as_bytes(),
                         ttl_ms.as_bytes(),
+                        limit.as_bytes(),
                     ])
                     .await?;
                 match reply {
@@ -176,13 +236,14 @@ impl Session {
                 conn,
                 tenant,
                 holder,
+                ..
             } => {
                 let body = json!({"op": "release", "tenantId": tenant, "resource": resource,
                     "holder": holder, "token": token});
                 field(&leasekit(conn, &body).await?, "/data/granted")? == &json!(true)
             }
-            Self::Etcd { conn, .. } => {
-                let key = BASE64.encode(format!("lock/{resource}"));
+            Self::Etcd { conn, slots, .. } => {
+                let key = slots.key(resource, slots.held);
                 let body = json!({
                     "compare": [{"key": key, "target": "CREATE", "create_revision": token.to_string()}],
                     "success": [{"request_delete_range": {"key": key}}],
