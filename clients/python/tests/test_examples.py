@@ -29,3 +29,15 @@ def test_the_pay_per_call_example(server: str) -> None:
     assert out.returncode == 0, out.stderr
     assert "granted: True, fencing token 1, paid by 0x" in out.stdout, out.stdout
     assert "released: True" in out.stdout, out.stdout
+
+
+def test_the_semaphore_and_set_example(server: str) -> None:
+    env = {**os.environ, "LEASEKIT_URL": server, "LEASEKIT_API_KEY": API_KEY}
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "python", "semaphore_and_set.py")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    for line in ["two permits at once: tokens 1 and 2", "a third worker waits", "b current: True",
+                 "both accounts held: [1, 1]", "released: True"]:
+        assert line in out.stdout, out.stdout

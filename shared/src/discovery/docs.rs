@@ -69,6 +69,7 @@ pub fn catalog(base: &str, prices: &Prices) -> Value {
                 "mcp": {
                     "url": format!("{base}/mcp"),
                     "tool": "lease",
+                    "readOnlyTool": "lease_read",
                     "channels": channels(true),
                     "payment": if prices.lease.is_some() { json!(PAID_MCP_NOTE) } else { Value::Null },
                 },
