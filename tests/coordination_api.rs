@@ -373,3 +373,52 @@ async fn eight_clients_with_overlapping_sets_never_share_a_resource() {
     }
     println!("{} set grants", holds.len());
 }
+
+/// Integral numbers written with a fraction are integers in `limit` and a set's tokens too
+/// (as in `token` and `ttlSeconds`); and `get` with a holder shows that holder's permit first.
+/// Both found by the attack of 2026-12-02 (a 400 naming no field; the largest token shown).
+#[tokio::test]
+async fn fractions_are_integers_everywhere_and_get_shows_the_callers_permit() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let d = c.data(semaphore("pool", "a", json!(2.0))).await;
+    assert_eq!(
+        (d["granted"].clone(), d["limit"].clone()),
+        (json!(true), json!(2))
+    );
+    c.data(semaphore("pool", "b", json!(2))).await;
+    let mine = c
+        .data(json!({"op": "get", "tenantId": "t1", "resource": "pool", "holder": "a"}))
+        .await;
+    assert_eq!(
+        (mine["holder"].clone(), mine["fencingToken"].clone()),
+        (json!("a"), json!(1))
+    );
+    let anyone = c.data(get("t1", "pool")).await;
+    assert_eq!(anyone["holder"], "b", "the largest token without a holder");
+    c.data(json!({"op": "acquire", "tenantId": "t1", "resources": ["x", "y"], "holder": "a"}))
+        .await;
+    let leases = json!([{"resource": "x", "token": 1.0}, {"resource": "y", "token": 1}]);
+    let released = c
+        .data(json!({"op": "release", "tenantId": "t1", "leases": leases, "holder": "a"}))
+        .await;
+    assert_eq!(released["granted"], true, "{released}");
+}
+
+/// A set far past its bound is refused with a small answer that names the field, not one that
+/// quotes the whole array back (118 KB for 6000 names, found by the attack of 2026-12-02).
+#[tokio::test]
+async fn an_oversized_set_is_refused_in_a_few_bytes() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let names: Vec<String> = (0..6000).map(|i| format!("r{i}")).collect();
+    let body = json!({"op": "acquire", "tenantId": "t1", "holder": "w", "resources": names});
+    let (status, answer) = c.call(body).await;
+    assert_eq!(
+        (status, answer["witnesses"][0]["ruleId"].clone()),
+        (400, json!("MAX_ITEMS"))
+    );
+    assert_eq!(answer["witnesses"][0]["path"], "/resources");
+    let size = answer.to_string().len();
+    assert!(size < 2048, "{size} bytes: {answer}");
+}

@@ -245,7 +245,29 @@ fn witnesses_for(error: &ValidationError<'_>) -> Vec<Witness> {
             format!("{field} must be at most {limit}"),
             limit.clone(),
         ),
-        _ => one("SCHEMA", format!("{field}: {error}"), Value::Null),
+        // The sets' bounds: named here, because the library's own sentence quotes the whole
+        // array (a 60 KB array made a 118 KB answer, found by the attack of 2026-12-02).
+        ValidationErrorKind::MinItems { limit } => one(
+            "MIN_ITEMS",
+            format!("{field} must have at least {limit} items"),
+            (*limit).into(),
+        ),
+        ValidationErrorKind::MaxItems { limit } => one(
+            "MAX_ITEMS",
+            format!("{field} must have at most {limit} items"),
+            (*limit).into(),
+        ),
+        ValidationErrorKind::UniqueItems => one(
+            "UNIQUE_ITEMS",
+            format!("{field} must not name an item twice"),
+            Value::Null,
+        ),
+        // Any other rule: its own sentence, cut short like any echo.
+        _ => one(
+            "SCHEMA",
+            clip(&format!("{field}: {error}"), ECHO_LIMIT),
+            Value::Null,
+        ),
     }
 }
 
@@ -272,11 +294,17 @@ pub fn utf8_bytes(instance: &Value, fields: &[&str], max: usize) -> Vec<Witness>
 /// 998, so the service reads them as 998 too (the schema already refused fractions, negatives and
 /// numbers out of range, so every value here is integral and at most 2^53).
 pub fn normalize_integers(instance: &mut Value, fields: &[&str]) {
+    for path in fields {
+        let segments: Vec<&str> = path.split('/').collect();
+        normalize_at(instance, &segments);
+    }
+}
+
+/// [`normalize_integers`] of one path: its segments are property names, `*` every element of
+/// an array (`leases/*/token`).
+fn normalize_at(value: &mut Value, segments: &[&str]) {
     const MAX_EXACT: f64 = 9_007_199_254_740_991.0;
-    for name in fields {
-        let Some(value) = instance.get_mut(*name) else {
-            continue;
-        };
+    let Some((first, rest)) = segments.split_first() else {
         let integral = value
             .as_f64()
             .filter(|f| f.fract() == 0.0 && (0.0..=MAX_EXACT).contains(f));
@@ -284,6 +312,20 @@ pub fn normalize_integers(instance: &mut Value, fields: &[&str]) {
             // Exact: an integral f64 at most 2^53 converts to u64 without loss.
             *value = Value::from(f as u64);
         }
+        return;
+    };
+    match (*first, value) {
+        ("*", Value::Array(items)) => {
+            for item in items {
+                normalize_at(item, rest);
+            }
+        }
+        (name, Value::Object(fields)) => {
+            if let Some(inner) = fields.get_mut(name) {
+                normalize_at(inner, rest);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -270,3 +270,41 @@ async fn overlapping_sets_never_half_apply() {
         }
     }
 }
+
+/// A set whose answer outgrows a request record (50 semaphores with dozens of 128-character
+/// holders) is refused with its requestId before anything is written, not sent round for ever
+/// by a 502 (the attack of 2026-12-02); without a requestId it is granted.
+#[tokio::test]
+async fn a_set_too_large_to_keep_for_its_request_id_is_refused_and_writes_nothing() {
+    let f = fixture().await;
+    let now = now_ms();
+    let resources: Vec<String> = (0..50)
+        .map(|i| format!("S{i:02}{}", "y".repeat(190)))
+        .collect();
+    let holder = |i: usize| format!("{i:03}{}", "a".repeat(125));
+    let take = |i: usize| json!({"op": "acquire", "resources": resources, "holder": holder(i), "limit": 64, "ttlSeconds": 600});
+    for i in 0..40 {
+        assert!(f.call(take(i), now).await.granted, "{i}");
+    }
+    let mut with_id = take(40);
+    with_id["requestId"] = json!("big");
+    let request: LeaseRequest = serde_json::from_value(with_id).unwrap();
+    let refused = f.service.execute(&f.tenant, &request, [0; 32], now).await;
+    assert!(
+        matches!(
+            refused,
+            Err(leasekit_core::service::lease::LeaseError::TooLargeToKeep(_))
+        ),
+        "{refused:?}"
+    );
+    let state = f
+        .store
+        .get(&LeaseKey::new(&f.tenant, &resources[0]))
+        .await
+        .unwrap();
+    assert_eq!(state.live_permits(now).len(), 40, "nothing written");
+    assert!(
+        f.call(take(40), now).await.granted,
+        "granted without a requestId"
+    );
+}

@@ -221,6 +221,16 @@ impl From<LeaseError> for ApiError {
             LeaseError::Contention => {
                 Self::StoreUnavailable("lease contention exhausted the retry rounds".into())
             }
+            LeaseError::TooLargeToKeep(bytes) => Self::InvalidInput(vec![Witness::new(
+                "ANSWER_TOO_LARGE",
+                "/requestId",
+                format!(
+                    "this answer ({} KB) is larger than a requestId's record can keep (at most {} KB); \
+                     send the call without requestId, or the set in smaller parts. Nothing was written",
+                    bytes / 1024,
+                    crate::service::lease::MAX_KEPT_ANSWER_BYTES / 1024
+                ),
+            )]),
             LeaseError::Store(e) => e.into(),
             LeaseError::Internal(cause) => Self::Internal(cause),
         }

@@ -163,14 +163,15 @@ impl LeaseAnswer {
         Self::new(op, Status::Fail, false, state, caller, now, witnesses)
     }
 
-    /// A get: always `pass`; `granted` says whether someone holds the resource.
-    pub fn observed(state: &LeaseState, now: Millis) -> Self {
+    /// A get: always `pass`; `granted` says whether someone holds the resource; `caller`'s own
+    /// permit is shown first when it has one.
+    pub fn observed(state: &LeaseState, caller: Option<&str>, now: Millis) -> Self {
         Self::new(
             Op::Get,
             Status::Pass,
             state.live(now).is_some(),
             state,
-            None,
+            caller,
             now,
             Vec::new(),
         )

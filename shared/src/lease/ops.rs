@@ -60,7 +60,8 @@ pub const OPS: [Spec; 5] = [
     Spec {
         op: Op::Get,
         writes: false,
-        holder: Field::Unused,
+        // Whose permit the answer shows first.
+        holder: Field::Optional,
         token: Field::Unused,
         limit: Field::Unused,
         ttl: false,

@@ -36,9 +36,35 @@ pub const ROUTE: &str = "POST /api/v1/lease";
 
 pub use crate::lease::REPLAY_WINDOW_MS;
 
-/// Rounds before giving up on a lease that keeps changing under us. Each round means another
-/// writer committed, so this is only reached under pathological contention.
-const MAX_ROUNDS: usize = 16;
+/// Rounds before giving up on a lease that keeps changing under us. Each round past the first
+/// two means another writer committed in between: on a semaphore, where every permit's write
+/// goes through the one version, that is many clients at once, so lost rounds back off (see
+/// [`back_off`]) and there are enough of them for some 60 writers arriving together.
+const MAX_ROUNDS: usize = 64;
+
+/// The largest answer a request record keeps: DynamoDB's 400 KB item limit, less room for the
+/// record's other attributes.
+pub const MAX_KEPT_ANSWER_BYTES: usize = 380 * 1024;
+
+/// Before round `round` of a write that lost races: nothing for the first two rounds (the
+/// guessed write, then the one decided on the item it handed back), then a random pause of up
+/// to 1, 2, 4 ... 32 ms, so that writers who collided spread out instead of colliding again.
+/// Without it, 30 clients acquiring one semaphore at once ran out of rounds (found by the
+/// attack of 2026-12-02).
+async fn back_off(round: usize) {
+    if round < 2 {
+        return;
+    }
+    let ceiling_ms = 1u64 << (round - 2).min(5);
+    let mut random = [0u8; 2];
+    // Without randomness, the full pause: still spreads writers that took different rounds.
+    let fraction = match getrandom::fill(&mut random) {
+        Ok(()) => u64::from(u16::from_le_bytes(random)),
+        Err(_) => u64::from(u16::MAX),
+    };
+    let micros = ceiling_ms * 1000 * fraction / u64::from(u16::MAX);
+    tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -48,6 +74,9 @@ pub enum LeaseError {
     Missing(&'static str),
     #[error("the lease kept changing; retry with the same requestId")]
     Contention,
+    /// The answer is too large to keep for its requestId (in bytes): nothing was written.
+    #[error("an answer of {0} bytes is too large to keep for a requestId")]
+    TooLargeToKeep(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Our own failure (an answer that would not serialize): the details are for the log.
@@ -104,7 +133,7 @@ impl Plan {
                 write: None,
             },
             Decision::Observe => Self {
-                answer: observation(state, command, now),
+                answer: observation(state, command, request, now),
                 write: None,
             },
         }
@@ -116,13 +145,19 @@ fn caller(request: &LeaseRequest) -> Option<&str> {
     request.holder.as_deref()
 }
 
-/// The answer of a read: `get` shows the resource, `check` whether a token is current.
-fn observation(state: &LeaseState, command: &Command, now: Millis) -> LeaseAnswer {
+/// The answer of a read for `request`: `get` shows the resource (the caller's permit first),
+/// `check` whether a token is current.
+fn observation(
+    state: &LeaseState,
+    command: &Command,
+    request: &LeaseRequest,
+    now: Millis,
+) -> LeaseAnswer {
     match command {
         Command::Check { token, holder } => {
             LeaseAnswer::checked(state, *token, holder.as_deref(), now)
         }
-        _ => LeaseAnswer::observed(state, now),
+        _ => LeaseAnswer::observed(state, caller(request), now),
     }
 }
 
@@ -241,7 +276,7 @@ impl LeaseService {
             _ if !request.op.writes() => {
                 let state = self.store.get(&key).await?;
                 self.views.put(&key, &state);
-                observation(&state, &command, now)
+                observation(&state, &command, request, now)
             }
             (_, None) => {
                 self.mutate_optimistically(&key, &command, request, now)
@@ -272,7 +307,8 @@ impl LeaseService {
             .filter(|w| matches!(command, Command::Acquire { .. }) && w.effect.keeps_token());
         // No write to try blind (a semaphore's acquire): read, and decide on what was read.
         let mut next = foreseen.or_else(|| optimistic(command, now));
-        for _ in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
+            back_off(round).await;
             let old = match next.take() {
                 None => self.store.get(key).await?,
                 Some(write) => match self.store.apply(key, &write, now).await? {
@@ -300,7 +336,7 @@ impl LeaseService {
                         witnesses,
                     ));
                 }
-                Decision::Observe => return Ok(observation(&old, command, now)),
+                Decision::Observe => return Ok(observation(&old, command, request, now)),
             }
         }
         Err(LeaseError::Contention)
@@ -330,7 +366,8 @@ impl LeaseService {
                 write: Some((write, after)),
             })
         });
-        for _ in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
+            back_off(round).await;
             let this = match plan.take() {
                 Some(this) => this,
                 None => {
@@ -402,7 +439,9 @@ impl LeaseService {
         } else {
             "resources"
         };
-        for _ in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
+            // A set's first round reads before it writes: a second means it lost a race.
+            back_off(round + 1).await;
             let (states, record) = self.store.read_set(&keys, record_key.as_ref(), now).await?;
             if let Some(record) = record {
                 return self.replay(&record, &fingerprint);
@@ -446,6 +485,13 @@ impl LeaseService {
                 expires_at: now + REPLAY_WINDOW_MS,
                 paid_by: signing.paid_by.map(str::to_owned),
             };
+            // A DynamoDB item holds at most 400 KB. A set's answer lists every member's permits
+            // and can outgrow that (50 wide semaphores with long holder names); such a write
+            // could never commit with its record, and a 502 would send the caller round for
+            // ever (found by the attack of 2026-12-02). Refused before anything is written.
+            if record_key.is_some() && stored.answer.len() > MAX_KEPT_ANSWER_BYTES {
+                return Err(LeaseError::TooLargeToKeep(stored.answer.len()));
+            }
             let record = record_key.as_ref().map(|key| (key, &stored));
             match self.store.commit_set(&writes, record, now).await? {
                 SetCommitted::Yes => {
