@@ -32,7 +32,7 @@ fn handler_work(body: &[u8], state: &LeaseState) -> Value {
         leasekit_core::lease::Decision::Deny(w) => {
             LeaseAnswer::denied(request.op, state, request.holder.as_deref(), NOW, w)
         }
-        leasekit_core::lease::Decision::Observe => LeaseAnswer::observed(state, NOW),
+        leasekit_core::lease::Decision::Observe => LeaseAnswer::observed(state, None, NOW),
     };
     serde_json::to_value(answer).unwrap()
 }
