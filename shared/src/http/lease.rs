@@ -1,6 +1,6 @@
 //! POST /api/v1/lease.
 
-use super::body::{parse_valid, read_limited, validate_value};
+use super::body::{read_limited, validate_value};
 use super::observe::Note;
 use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
@@ -28,8 +28,9 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let caller = state.auth.caller(&parts).await?;
     let bytes = read_limited(body).await?;
     // Invalid input is a 400 before any payment is looked at.
-    let (request, body): (LeaseRequest, Value) = parse_valid(&bytes, lease_input(), WHOLE)?;
-    let request = well_shaped(request)?;
+    let value =
+        crate::strict_json::parse(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let (request, body) = lease_valid(value, lease_input())?;
     let request_sha256 = sha256(&body);
     let now = now_ms();
     let replied = match caller {
@@ -226,8 +227,31 @@ pub(crate) fn validated(
     value: Value,
     schema: &crate::schema::Schema,
 ) -> Result<(LeaseRequest, [u8; 32]), ApiError> {
-    let (request, body): (LeaseRequest, Value) = validate_value(value, schema, WHOLE)?;
-    Ok((well_shaped(request)?, sha256(&body)))
+    let (request, body) = lease_valid(value, schema)?;
+    Ok((request, sha256(&body)))
+}
+
+/// A lease request valid by `schema` and named as its op takes it. The schema says how resources
+/// are named too (one target, the set that fits the op), but its refusal of that points at the
+/// body, not a field: where the request is otherwise well typed, [`LeaseRequest::shape_errors`]
+/// names the fields instead.
+fn lease_valid(
+    value: Value,
+    schema: &crate::schema::Schema,
+) -> Result<(LeaseRequest, Value), ApiError> {
+    match validate_value::<LeaseRequest>(value.clone(), schema, WHOLE) {
+        Ok((request, body)) => Ok((well_shaped(request)?, body)),
+        Err(refused) => {
+            let mut typed = value;
+            crate::schema::normalize_integers(&mut typed, WHOLE);
+            match serde_json::from_value::<LeaseRequest>(typed) {
+                Ok(request) if !request.shape_errors().is_empty() => {
+                    Err(ApiError::InvalidInput(request.shape_errors()))
+                }
+                _ => Err(refused),
+            }
+        }
+    }
 }
 
 /// A request the schema took whose resources are named as an op takes them (one, or one set
