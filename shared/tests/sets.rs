@@ -271,17 +271,18 @@ async fn overlapping_sets_never_half_apply() {
     }
 }
 
-/// A set whose answer outgrows a request record (50 semaphores with dozens of 128-character
-/// holders) is refused with its requestId before anything is written, not sent round for ever
-/// by a 502 (the attack of 2026-12-02); without a requestId it is granted.
+/// A set whose answer outgrows a request record (20 semaphores with dozens of holders of 128
+/// four-byte characters) is refused with its requestId before anything is written, not sent
+/// round for ever by a 502 (the attack of 2026-12-02); without a requestId it is granted. 20
+/// resources, as moto reads at most 25 items in one TransactGetItems.
 #[tokio::test]
 async fn a_set_too_large_to_keep_for_its_request_id_is_refused_and_writes_nothing() {
     let f = fixture().await;
     let now = now_ms();
-    let resources: Vec<String> = (0..50)
+    let resources: Vec<String> = (0..20)
         .map(|i| format!("S{i:02}{}", "y".repeat(190)))
         .collect();
-    let holder = |i: usize| format!("{i:03}{}", "a".repeat(125));
+    let holder = |i: usize| format!("{i:03}{}", "\u{1D11E}".repeat(125));
     let take = |i: usize| json!({"op": "acquire", "resources": resources, "holder": holder(i), "limit": 64, "ttlSeconds": 600});
     for i in 0..40 {
         assert!(f.call(take(i), now).await.granted, "{i}");
