@@ -1,7 +1,8 @@
 //! `leasekit run --resource R [--ttl 30] [--wait 0] [--grace G] -- CMD ARGS...`: `flock`, across
 //! machines.
 //!
-//! Acquire the lease (waiting up to `--wait` seconds with backoff if someone else holds it), run
+//! Acquire the lease (waiting up to `--wait` seconds in the resource's first-come-first-served
+//! queue if someone else holds it; with backoff on a server that has no queue), run
 //! CMD with `LEASE_FENCING_TOKEN`, `LEASE_RESOURCE` and `LEASE_HOLDER` in its environment, renew
 //! it while CMD runs, release it when CMD exits, and exit with CMD's code. CMD runs in its own
 //! process group, so that stopping it stops what it started too.
@@ -18,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use leasekit_client::{Client, Guard, safety_margin};
 use std::time::Duration;
-use tokio::time::{Instant, sleep, timeout_at};
+use tokio::time::{Instant, timeout_at};
 
 /// The lease was not obtained within `--wait`.
 pub const EXIT_NOT_ACQUIRED: u8 = 75;
@@ -64,7 +65,8 @@ pub struct RunArgs {
     /// Lease length in seconds (renewed while CMD runs).
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3600))]
     ttl: u32,
-    /// Seconds to wait for the lease when someone else holds it (0: give up at once).
+    /// Seconds to wait for the lease when someone else holds it, in its fair queue (0: give up at
+    /// once).
     #[arg(long, default_value_t = 0)]
     wait: u64,
     /// Seconds from SIGTERM to SIGKILL when the lease is being lost (decimals allowed). Must be
@@ -191,7 +193,8 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
     tokio::signal::unix::signal(kind).context("installing a signal handler")
 }
 
-/// The guard, or `None` if someone else holds the lease past `--wait`.
+/// The guard, or `None` if someone else holds the lease past `--wait` (waited for in the
+/// server's fair queue; a server without one is asked again with backoff).
 async fn acquire(
     client: &Client,
     args: &RunArgs,
@@ -199,25 +202,17 @@ async fn acquire(
     ttl: Duration,
     grace: Duration,
 ) -> Result<Option<Guard>> {
-    let deadline = Instant::now() + Duration::from_secs(args.wait);
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match client
-            .guard_permit(&args.resource, holder, ttl, grace, args.limit)
-            .await
-        {
-            Ok(guard) => return Ok(Some(guard)),
-            Err(leasekit_client::Error::Held { holder, .. }) => {
-                let now = Instant::now();
-                if now >= deadline {
-                    eprintln!("leasekit run: {} is held by {holder}", args.resource);
-                    return Ok(None);
-                }
-                sleep(backoff.min(deadline - now)).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
-            }
-            Err(e) => return Err(e.into()),
+    let wait = Duration::from_secs(args.wait);
+    match client
+        .guard_waiting(&args.resource, holder, ttl, grace, args.limit, wait)
+        .await
+    {
+        Ok(guard) => Ok(Some(guard)),
+        Err(leasekit_client::Error::Held { holder, .. }) => {
+            eprintln!("leasekit run: {} is held by {holder}", args.resource);
+            Ok(None)
         }
+        Err(e) => Err(e.into()),
     }
 }
 

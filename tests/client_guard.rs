@@ -264,3 +264,64 @@ async fn the_client_takes_permits_sets_and_checks() {
         .unwrap();
     assert!(matches!(refused, Error::Invalid(_)), "{refused:?}");
 }
+
+/// `guard_waiting` waits in the server's queue: guards are granted in the order they asked, the
+/// moment the holder before them releases, each with the next token; a wait that ends is `Held`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_guards_are_granted_in_arrival_order() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = client(&server);
+    let first = c
+        .guard("queue", "w0", Duration::from_secs(5))
+        .await
+        .unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for holder in ["w1", "w2"] {
+        let (c, order) = (c.clone(), order.clone());
+        waiters.push(tokio::spawn(async move {
+            let guard = c
+                .guard_waiting(
+                    "queue",
+                    holder,
+                    Duration::from_secs(5),
+                    Duration::ZERO,
+                    1,
+                    Duration::from_secs(15),
+                )
+                .await
+                .unwrap();
+            order.lock().unwrap().push((holder, guard.fencing_token()));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            guard.release().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    first.release().await.unwrap();
+    for w in waiters {
+        w.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [("w1", 2), ("w2", 3)]);
+    let _held = c
+        .guard("queue", "owner", Duration::from_secs(5))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let late = c
+        .guard_waiting(
+            "queue",
+            "late",
+            Duration::from_secs(5),
+            Duration::ZERO,
+            1,
+            Duration::from_secs(1),
+        )
+        .await;
+    assert!(
+        matches!(late, Err(Error::Held { .. })),
+        "{:?}",
+        late.map(|g| g.fencing_token())
+    );
+    assert!(started.elapsed() >= Duration::from_secs(1));
+}

@@ -62,6 +62,9 @@ pub struct Lease {
     /// A set's resources, in request order.
     #[serde(default)]
     pub leases: Option<Vec<Member>>,
+    /// acquire with a wait that ended ungranted: your place in the queue (1 = next).
+    #[serde(default)]
+    pub queue_position: Option<u32>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
 }
@@ -122,6 +125,12 @@ pub enum Error {
 /// Attempts per call: the first and two retries (with the same requestId).
 const ATTEMPTS: u32 = 3;
 
+/// How long one attempt waits for its answer (plus the wait it asked the server for).
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest wait one call asks the server for (its `waitSeconds` bound).
+pub const MAX_SERVER_WAIT: Duration = Duration::from_secs(20);
+
 #[derive(Clone)]
 pub struct Client {
     http: JsonHttp,
@@ -165,7 +174,7 @@ impl Client {
     }
 
     fn new(base_url: &str, auth: Auth) -> Result<Self, Error> {
-        let http = JsonHttp::new(Duration::from_secs(10)).map_err(|e| Error::Unavailable(e.0))?;
+        let http = JsonHttp::new(CALL_TIMEOUT).map_err(|e| Error::Unavailable(e.0))?;
         Ok(Self {
             http,
             url: format!("{}/api/v1/lease", base_url.trim_end_matches('/')),
@@ -192,6 +201,31 @@ impl Client {
     ) -> Result<Lease, Error> {
         self.call(acquire_body(resource, holder, ttl, limit), None)
             .await
+    }
+
+    /// One of `limit` permits of `resource`, waiting up to `wait` for it in the resource's queue
+    /// (the server's fair wait: first come, first served, answered as soon as it is yours).
+    /// Waits longer than one call's 20 s are made of several calls, the place kept between
+    /// them. The answer is the last call's: granted, or not with its `queue_position`.
+    /// `Error::Refused` naming waitSeconds from a server that does not wait.
+    pub async fn acquire_waiting(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<Lease, Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut body = acquire_body(resource, holder, ttl, limit);
+            body["waitSeconds"] = json!(left.min(MAX_SERVER_WAIT).as_secs());
+            let lease = self.call(body, None).await?;
+            if lease.granted || lease.queue_position.is_none() || left < Duration::from_secs(1) {
+                return Ok(lease);
+            }
+        }
     }
 
     /// Every one of `resources` (2..50) or none: the answer's `leases` has each one's token.
@@ -337,6 +371,53 @@ impl Client {
         }
     }
 
+    /// [`Client::guard_permit`], waiting up to `wait` for the permit in the resource's queue
+    /// ([`Client::acquire_waiting`]) when someone else holds it: `Error::Held` if the wait ends
+    /// first. Once the server has granted it, the guard is started by one more acquire (the
+    /// holder's own, the same token), so that its deadlines count from a send made after the
+    /// grant, however long the wait took. A server that does not wait is asked again with
+    /// backoff instead.
+    pub async fn guard_waiting(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+        lead: Duration,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<Guard, Error> {
+        let deadline = Instant::now() + wait;
+        let mut server_waits = true;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if server_waits && left >= Duration::from_secs(1) {
+                match self
+                    .acquire_waiting(resource, holder, ttl, limit, left)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(Error::Refused {
+                        status: 400,
+                        message,
+                        ..
+                    }) if message.contains("waitSeconds") => server_waits = false,
+                    Err(e) => return Err(e),
+                }
+            }
+            match self.guard_permit(resource, holder, ttl, lead, limit).await {
+                Err(Error::Held { .. }) if Instant::now() < deadline => {
+                    if !server_waits {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        tokio::time::sleep(backoff.min(left)).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    }
+                }
+                done => return done,
+            }
+        }
+    }
+
     /// One call and its `data` as a lease; with `by`, it gives up then.
     pub(crate) async fn call(&self, body: Value, by: Option<Instant>) -> Result<Lease, Error> {
         let answer = self.send_by(body, by).await?;
@@ -376,7 +457,14 @@ impl Client {
                 tokio::time::sleep(backoff).await;
             }
             let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            let post = self.http.post(&self.url, &pairs, &body);
+            // A call that waits on the server is given its wait on top of the usual timeout.
+            let http = match body["waitSeconds"].as_u64() {
+                Some(wait) if wait > 0 => self
+                    .http
+                    .with_timeout(CALL_TIMEOUT + Duration::from_secs(wait)),
+                _ => self.http.clone(),
+            };
+            let post = http.post(&self.url, &pairs, &body);
             let answer = match by {
                 None => post.await,
                 Some(by) => match tokio::time::timeout_at(by, post).await {

@@ -69,7 +69,14 @@ fn lease_read_schema() -> Value {
     schema["description"] = "Read a resource: get shows its live permits; check answers whether a token is a live permit's (current). Nothing is changed.".into();
     schema["properties"]["op"]["enum"] = serde_json::json!(reads);
     if let Some(properties) = schema["properties"].as_object_mut() {
-        for mutation_only in ["ttlSeconds", "limit", "requestId", "resources", "leases"] {
+        for mutation_only in [
+            "ttlSeconds",
+            "limit",
+            "waitSeconds",
+            "requestId",
+            "resources",
+            "leases",
+        ] {
             properties.remove(mutation_only);
         }
     }

@@ -9,7 +9,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::test_store;
 use leasekit_core::clock::Millis;
-use leasekit_core::lease::model::Permit;
+use leasekit_core::lease::model::{Permit, Place};
 use leasekit_core::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use leasekit_core::store::{Applied, LeaseKey, LeaseStore};
 use leasekit_core::tenant::Tenant;
@@ -41,7 +41,30 @@ fn states() -> Vec<Option<LeaseState>> {
         version: 3,
         ..LeaseState::granted(2, "a", NOW + 1)
     }));
+    // Queues (limit 1, kept as a map): behind a live permit, behind a lapsed one, and only
+    // lapsed places left.
+    for (version, expiries, place) in [
+        (2, vec![NOW + 1], NOW + 1),
+        (3, vec![NOW], NOW + 1),
+        (3, vec![NOW + 1], NOW),
+        (1, vec![], NOW - 1),
+    ] {
+        states.push(Some(queued(semaphore(1, version, &expiries), place)));
+    }
     states
+}
+
+/// `state` with one place, of "c", lapsing at `until`.
+fn queued(state: LeaseState, until: Millis) -> LeaseState {
+    LeaseState {
+        waiters: vec![Place {
+            holder: "c".into(),
+            ttl_ms: 5_000,
+            limit: state.limit,
+            until,
+        }],
+        ..state
+    }
 }
 
 /// A limit-2 semaphore at counter 2 and `version`, a permit expiring at each of `expiries`.
@@ -59,6 +82,7 @@ fn semaphore(limit: u32, version: u64, expiries: &[Millis]) -> LeaseState {
                 expires_at: *expires_at,
             })
             .collect(),
+        waiters: Vec::new(),
     }
 }
 
@@ -75,10 +99,21 @@ fn guards() -> Vec<Guard> {
         held("b", 2),
         held("a", MAX_TOKEN),
     ]);
-    for (last_token, version) in [(0, 0), (2, 0), (2, 1), (2, 3), (1, 3)] {
+    for (last_token, version, single_expiry) in [
+        (0, 0, None),
+        (2, 0, None),
+        (2, 1, None),
+        (2, 3, None),
+        (1, 3, None),
+        (2, 0, Some(NOW + 1)),
+        (2, 0, Some(NOW - 1)),
+        (2, 3, Some(NOW + 1)),
+        (2, 2, None),
+    ] {
         guards.push(Guard::Version {
             last_token,
             version,
+            single_expiry,
         });
     }
     guards
@@ -118,12 +153,19 @@ fn effects(guard: &Guard) -> Vec<Effect> {
                 ..semaphore(2, 0, &[])
             }),
             Effect::Replace(semaphore(3, version + 1, &[])),
+            // A place behind a live lease (kept as a map); the last waiter served (a lease again).
+            Effect::Replace(queued(semaphore(1, version + 1, &[NOW + 1]), NOW + 9_000)),
+            Effect::Replace(LeaseState {
+                last_token: 3,
+                version: version + 1,
+                ..LeaseState::granted(3, "c", NOW + 5_000)
+            }),
         ],
     }
 }
 
-/// The item as the store lays it out (docs/adr/0006: `pk`, `tok`, `ver`; a lease's `holder`
-/// and `exp`; a semaphore's `lim`, `pm` and `until`).
+/// The item as the store lays it out (docs/adr/0006, 0007: `pk`, `tok`, `ver`; a lease's `holder`
+/// and `exp`; a versioned resource's `lim`, `pm` and `until`, and `wq` and `wuntil`).
 fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, AttributeValue> {
     let n = |v: u64| AttributeValue::N(v.to_string());
     let mut item = std::collections::HashMap::from([
@@ -133,7 +175,7 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
     if state.version > 0 {
         item.insert("ver".into(), n(state.version));
     }
-    if state.is_semaphore() {
+    if state.is_versioned() {
         let pm = state.permits.iter().map(|p| {
             let permit = [
                 ("t".to_owned(), n(p.token)),
@@ -150,6 +192,19 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
         item.insert("lim".into(), n(state.limit.into()));
         item.insert("pm".into(), AttributeValue::M(pm.collect()));
         item.insert("until".into(), n(until as u64));
+        if let Some(last) = state.waiters.iter().map(|w| w.until).max() {
+            let places = state.waiters.iter().map(|w| {
+                let place = [
+                    ("h".to_owned(), AttributeValue::S(w.holder.clone())),
+                    ("u".to_owned(), n(w.until as u64)),
+                    ("x".to_owned(), n(w.ttl_ms as u64)),
+                    ("l".to_owned(), n(w.limit.into())),
+                ];
+                AttributeValue::M(place.into())
+            });
+            item.insert("wq".into(), AttributeValue::L(places.collect()));
+            item.insert("wuntil".into(), n(last as u64));
+        }
         return item;
     }
     if let Some(permit) = state.latest() {
@@ -209,9 +264,9 @@ async fn every_guard_commits_exactly_when_it_holds() {
             }
         }
     }
-    // 27 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
-    // semaphores and a lease that was one); 5 vacant guards with one effect, 4 held ones with
-    // two, 5 version guards with two.
-    assert_eq!(checked, 27 * (5 + 4 * 2 + 5 * 2));
+    // 31 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
+    // semaphores, a lease that was one, 4 queues); 5 vacant guards with one effect, 4 held ones
+    // with two, 9 version guards with four.
+    assert_eq!(checked, 31 * (5 + 4 * 2 + 9 * 4));
     assert!(wrong.is_empty(), "{} wrong: {wrong:#?}", wrong.len());
 }

@@ -41,6 +41,14 @@ impl JsonHttp {
         Ok(Self { client, timeout })
     }
 
+    /// The same client (its connections too), giving up after `timeout` instead.
+    pub fn with_timeout(&self, timeout: Duration) -> Self {
+        Self {
+            client: self.client.clone(),
+            timeout,
+        }
+    }
+
     /// POST `body` as JSON to `url` with extra `headers`.
     pub async fn post(
         &self,

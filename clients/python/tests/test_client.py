@@ -276,6 +276,40 @@ def test_waiting_gets_the_lease_when_it_frees(server: str, make: Make) -> None:
     asyncio.run(main())
 
 
+def test_waiters_are_served_in_arrival_order_when_it_is_released(server: str, make: Make) -> None:
+    async def main() -> None:
+        client = make(server, api_key=API_KEY, tenant=name("t"))
+        r = name("r")
+        first = await client.acquire(r, holder="owner", ttl=30)
+        order: list[tuple[str, int]] = []
+
+        async def waiter(holder: str) -> None:
+            if isinstance(client, Blocking):  # its lease blocks: wait on a thread, as a user would
+                def hold(blocking: Blocking) -> None:
+                    with blocking.client.lease(r, holder=holder, ttl=5, wait=15) as lease:
+                        order.append((holder, lease.token))
+                        time.sleep(0.1)
+                return await asyncio.to_thread(hold, client)
+            async with client.lease(r, holder=holder, ttl=5, wait=15) as held:
+                order.append((holder, held.token))
+                await asyncio.sleep(0.1)
+
+        w1 = asyncio.create_task(waiter("w1"))
+        await asyncio.sleep(0.5)
+        w2 = asyncio.create_task(waiter("w2"))
+        await asyncio.sleep(0.5)
+        # Both wait in the service's queue, in arrival order.
+        assert (await client.acquire(r, holder="w2")).queue_position == 2
+        began = time.monotonic()
+        assert first.token is not None
+        await client.release(r, holder="owner", token=first.token)
+        await asyncio.gather(w1, w2)
+        assert order == [("w1", 2), ("w2", 3)]
+        assert time.monotonic() - began < 5, "handed on at the release, not found by polling"
+
+    asyncio.run(main())
+
+
 def test_a_refused_renewal_is_a_loss_with_its_rule(server: str, make: Make) -> None:
     async def main() -> None:
         client = make(server, api_key=API_KEY, tenant=name("t"))

@@ -3,6 +3,7 @@ rule on both sides of its boundary."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -307,7 +308,8 @@ def test_an_acquire_granted_starts_the_clock_at_its_send() -> None:
 
 def test_a_refused_acquire_is_tried_again_with_a_new_request_id_while_it_may_wait() -> None:
     now = Now(100.0)
-    a = Acquisition("r", 30, wait=1.0, now=now)
+    # A set (or a service without a queue): asked again with a pause.
+    a = Acquisition("r", 30, wait=1.0, now=now, server_waits=False)
     first = a.next()
     assert a.next(lease(False, token=None, rules=("LEASE_HELD",))) == Pause(ACQUIRE_PAUSE)
     second = a.next()
@@ -315,6 +317,30 @@ def test_a_refused_acquire_is_tried_again_with_a_new_request_id_while_it_may_wai
     assert first.request_id != second.request_id, "a refused acquire changed nothing"
     now.at = 100.9
     assert seconds(a.next(lease(False)), Pause) == pytest.approx(0.1), "no pause past the end of the wait"
+
+
+def test_one_resource_waits_in_the_services_queue_and_starts_its_clock_after_the_grant() -> None:
+    now = Now(100.0)
+    a = Acquisition("r", 30, wait=45.0, now=now)
+    first = a.next()
+    assert isinstance(first, Acquire) and first.wait == 20, "at most 20 s a call"
+    # The call's wait ended ungranted: at once again, for what is left, from the same place.
+    now.at = 120.5
+    queued = dataclasses.replace(lease(False, token=None, rules=("LEASE_HELD",)), queue_position=1)
+    again = a.next(queued)
+    assert isinstance(again, Acquire) and again.wait == 20 and again.request_id != first.request_id
+    now.at = 131.0
+    # Granted after waiting: taken once more at once (the same token), and the clock counts from
+    # that send, not from the wait's.
+    confirm = a.next(lease(True, token=7))
+    assert isinstance(confirm, Acquire) and confirm.wait == 0
+    now.at = 131.2
+    renewal = a.next(lease(True, token=7))
+    assert isinstance(renewal, Renewal) and renewal.token == 7
+    assert renewal.clock.deadline == pytest.approx(131.0 + 29.45)
+    # Less than a second left: no wait on the service, a short pause instead.
+    c = Acquisition("r", 30, wait=0.5, now=Now(100.0))
+    assert getattr(c.next(), "wait") == 0
 
 
 def test_a_refused_acquire_at_the_end_of_the_wait_is_not_acquired() -> None:

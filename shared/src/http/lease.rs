@@ -218,7 +218,13 @@ pub(crate) fn answer_json(answer: &SignedAnswer) -> Result<Value, ApiError> {
 }
 
 /// The integer fields of a lease request.
-const WHOLE: &[&str] = &["ttlSeconds", "token", "limit", "leases/*/token"];
+const WHOLE: &[&str] = &[
+    "ttlSeconds",
+    "token",
+    "limit",
+    "waitSeconds",
+    "leases/*/token",
+];
 
 /// A lease request already parsed as JSON (the MCP tool's path), validated exactly as the HTTP
 /// body is: the request and the hash of its JSON.

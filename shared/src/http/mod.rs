@@ -96,6 +96,11 @@ pub struct AppState {
     pub loopback_hosts: bool,
 }
 
+/// How often a waiting acquire on Lambda reads its resource again (jittered between half and
+/// all of it): one consistent read each, some 5 a second; the release-to-grant delay it gives is
+/// about half of it on average (BENCHMARKS.md).
+const LAMBDA_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl AppState {
     pub fn new(settings: Settings) -> Self {
         let Settings {
@@ -116,9 +121,11 @@ impl AppState {
         let claims = ClaimStore::new(dynamodb.clone(), &tables.claims);
         let store = LeaseStore::new(dynamodb, &tables.leases, &tables.requests);
         Self {
-            leases: issuer
-                .clone()
-                .map(|issuer| LeaseService::new(store, issuer)),
+            leases: issuer.clone().map(|issuer| match on_lambda {
+                // Other instances write the same table: waiters read it again now and then.
+                true => LeaseService::new(store, issuer).polling(LAMBDA_WAIT_POLL),
+                false => LeaseService::new(store, issuer),
+            }),
             payments,
             claims,
             free_claims_per_hour,

@@ -32,6 +32,9 @@ pub struct LeaseAnswer {
     /// The live permits, by token.
     #[serde(default)]
     pub holders: Vec<Holder>,
+    /// The caller's place in the resource's queue (1 = next), when it waits and was not granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<usize>,
     /// check: whether the token is a live permit's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<bool>,
@@ -137,6 +140,7 @@ impl LeaseAnswer {
                     expires_at: iso8601(p.expires_at),
                 })
                 .collect(),
+            queue_position: caller.and_then(|c| state.queue_position(c, now)),
             current: None,
             leases: None,
             replayed: false,

@@ -16,18 +16,25 @@ use serde_json::json;
 /// What must hold of the stored lease, at `now`, for a write to commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Guard {
-    /// Nobody holds a live lease, and the token space is not exhausted. Used without a prior read.
+    /// Nobody holds a live permit, nobody waits, and the token space is not exhausted. Used
+    /// without a prior read.
     Vacant,
-    /// Nobody holds a live lease and the counter is exactly `last_token` (the state that was read),
-    /// below the ceiling: no guard lets a take issue a token past it.
+    /// Nobody holds a live permit, nobody waits, and the counter is exactly `last_token` (the
+    /// state that was read), below the ceiling: no guard lets a take issue a token past it.
     VacantAt { last_token: u64 },
     /// `holder` holds a live lease with `token`.
     HeldBy { holder: String, token: u64 },
     /// The resource is exactly as read: its counter at `last_token`, its version at `version`,
-    /// and no live single permit (one a renew with an earlier clock could have extended since).
-    /// A semaphore's read-modify-write: DynamoDB cannot count a map's live entries in a
-    /// condition, so the write is guarded on the state it was decided on.
-    Version { last_token: u64, version: u64 },
+    /// and its single permit (a lease's, whose writes need no read and bump no version) expiring
+    /// at `single_expiry`, or absent (`None`). A read-modify-write of a semaphore or a queue:
+    /// DynamoDB cannot count a map's live entries in a condition, so the write is guarded on the
+    /// state it was decided on. Every write of a single permit changes its expiry or the counter
+    /// (or removes it), so pinning both pins the lease.
+    Version {
+        last_token: u64,
+        version: u64,
+        single_expiry: Option<Millis>,
+    },
 }
 
 /// The change a granted write makes.
@@ -55,6 +62,13 @@ pub enum Decision {
     Write(Write),
     /// A rule stopped it: one witness per broken rule.
     Deny(Vec<Witness>),
+    /// Not granted: the caller waits in the queue (why, in `witnesses`). `write` takes or keeps
+    /// its place, and hands on permits freed since the last write, when the stored state needs
+    /// it; the answer is the state it leaves.
+    Queue {
+        write: Option<Write>,
+        witnesses: Vec<Witness>,
+    },
     /// Nothing to change (get): answer with the state as it is.
     Observe,
 }
@@ -64,15 +78,20 @@ impl Guard {
     /// expression evaluates inside DynamoDB.
     pub fn holds(&self, state: &LeaseState, now: Millis) -> bool {
         match self {
-            Guard::Vacant => state.live(now).is_none() && state.last_token < MAX_TOKEN,
+            Guard::Vacant => {
+                state.live(now).is_none()
+                    && state.live_waiters(now).next().is_none()
+                    && state.last_token < MAX_TOKEN
+            }
             Guard::VacantAt { last_token } => {
                 state.live(now).is_none()
+                    && state.live_waiters(now).next().is_none()
                     && state.last_token == *last_token
                     && *last_token < MAX_TOKEN
             }
-            // A single permit: a semaphore's permits are not where this guard looks.
+            // A single permit: a semaphore's or a queue's permits are not where this guard looks.
             Guard::HeldBy { holder, token } => {
-                !state.is_semaphore()
+                !state.is_versioned()
                     && state
                         .live(now)
                         .is_some_and(|l| l.holder == holder && l.token == *token)
@@ -80,12 +99,22 @@ impl Guard {
             Guard::Version {
                 last_token,
                 version,
+                single_expiry,
             } => {
                 state.last_token == *last_token
                     && state.version == *version
-                    && (state.is_semaphore() || state.live(now).is_none())
+                    && single(state) == *single_expiry
             }
         }
+    }
+}
+
+/// The expiry of a lease's single permit, as the store keeps it (`None`: no single permit, or
+/// the resource is versioned and keeps its permits in a map).
+pub(super) fn single(state: &LeaseState) -> Option<Millis> {
+    match state.is_versioned() {
+        true => None,
+        false => state.permits.first().map(|p| p.expires_at),
     }
 }
 
@@ -126,6 +155,7 @@ pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
             holder,
             ttl_ms,
             limit: 1,
+            ..
         } => Some(take(Guard::Vacant, holder, now + ttl_ms)),
         Command::Acquire { .. } => None,
         Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
@@ -145,8 +175,10 @@ pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Writ
     match command {
         Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
         Command::Acquire { limit: 1, .. } => match decide(view, command, now) {
-            Decision::Write(write) => Some(write),
-            Decision::Deny(_) | Decision::Observe => None,
+            // A versioned write (a queue's) is decided on a read, as a semaphore's is.
+            Decision::Write(write) if !matches!(write.guard, Guard::Version { .. }) => Some(write),
+            Decision::Write(_) => None,
+            Decision::Deny(_) | Decision::Queue { .. } | Decision::Observe => None,
         },
         Command::Acquire { .. } | Command::Get | Command::Check { .. } => None,
     }
@@ -249,20 +281,27 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
             holder,
             ttl_ms,
             limit,
+            wait_ms,
         } => {
-            return decide_acquire(state, holder, *limit, now + ttl_ms, now);
+            let asked = queue::Asked {
+                holder,
+                ttl_ms: *ttl_ms,
+                limit: *limit,
+                wait_ms: *wait_ms,
+            };
+            return decide_acquire(state, &asked, now);
         }
         Command::Renew { holder, token, .. } | Command::Release { holder, token } => {
             (holder, *token)
         }
     };
-    let mismatches = if state.is_semaphore() {
+    let mismatches = if state.is_versioned() {
         semaphore::mismatches(state, holder, token, now)
     } else {
         holder_mismatches(state, holder, token, now)
     };
     let Some(witnesses) = mismatches else {
-        let write = if state.is_semaphore() {
+        let write = if state.is_versioned() {
             semaphore::holder_write(state, command, now)
         } else {
             holder_write(command, now)
@@ -287,28 +326,43 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
     }
 }
 
-fn decide_acquire(
-    state: &LeaseState,
-    holder: &str,
-    limit: u32,
-    expires_at: Millis,
-    now: Millis,
-) -> Decision {
+/// An acquire. A lease (limit 1, nobody waiting) is decided here, with writes that need no read;
+/// a semaphore, a resource with a queue, and a caller who would wait for a held lease, by the
+/// read-modify-write rules of [`semaphore`] and [`queue`].
+fn decide_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Millis) -> Decision {
+    // A versioned resource that nobody holds or waits for is taken as a lease is: one write,
+    // which stores it as a lease again.
+    let versioned_in_use = state.is_versioned()
+        && (state.live(now).is_some() || state.live_waiters(now).next().is_some());
+    if asked.limit > 1 || versioned_in_use {
+        return semaphore::acquire(state, asked, now);
+    }
+    match decide_lease_acquire(state, asked, now) {
+        Decision::Deny(_) if asked.wait_ms > 0 => semaphore::acquire(state, asked, now),
+        lease => lease,
+    }
+}
+
+/// The caller's limit differs from that of the live permits `live` were granted under.
+fn limit_mismatch(state: &LeaseState, limit: u32, now: Millis) -> Option<Witness> {
     let live = state.live_permits(now);
-    if !live.is_empty() && state.limit != limit {
-        return Decision::Deny(vec![
-            Witness::new(
-                "LIMIT_MISMATCH",
-                "/limit",
-                "the resource's live permits were granted under another limit; state the same one",
-            )
-            .expected(state.limit)
-            .actual(limit),
-        ]);
+    (!live.is_empty() && state.limit != limit).then(|| {
+        Witness::new(
+            "LIMIT_MISMATCH",
+            "/limit",
+            "the resource's live permits were granted under another limit; state the same one",
+        )
+        .expected(state.limit)
+        .actual(limit)
+    })
+}
+
+/// An acquire of a lease that nobody waits for.
+fn decide_lease_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Millis) -> Decision {
+    if let Some(mismatch) = limit_mismatch(state, asked.limit, now) {
+        return Decision::Deny(vec![mismatch]);
     }
-    if limit > 1 {
-        return semaphore::acquire(state, holder, limit, expires_at, now);
-    }
+    let (holder, expires_at) = (asked.holder, now + asked.ttl_ms);
     match state.live(now) {
         // Re-acquire by the live holder: same token, expiry moves to now + ttl.
         Some(l) if l.holder == holder => Decision::Write(Write {
@@ -401,6 +455,7 @@ fn token_mismatch(live: u64, token: u64) -> Witness {
     .actual(token)
 }
 
+mod queue;
 mod semaphore;
 
 #[cfg(test)]

@@ -16,11 +16,36 @@ pub struct Permit {
 /// The most permits a resource can have at once.
 pub const MAX_LIMIT: u32 = 64;
 
+/// The most places a resource's queue keeps: each is kept in the item and rewritten by every
+/// write (some 300 bytes with a long holder name), so the queue is bounded as permits are.
+pub const MAX_WAITERS: usize = 64;
+
+/// How long a place in the queue is kept after its holder's wait ends (ms): long enough to call
+/// again and keep waiting, short enough that a waiter who went away blocks nobody for long.
+pub const PLACE_KEPT_MS: Millis = 30_000;
+
+/// The longest wait one call may ask for (ms): API Gateway REST's integration timeout is 29 s.
+pub const MAX_WAIT_MS: Millis = 20_000;
+
+/// A caller waiting for a permit of the resource (docs/adr/0007). Places are served in the order
+/// they were taken. The permit a place is handed lasts `ttl_ms` from then, under `limit`, and at
+/// least until `until`, so that a waiter between two calls finds it kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub holder: String,
+    pub ttl_ms: i64,
+    pub limit: u32,
+    /// The place lapses at this time: [`PLACE_KEPT_MS`] after its holder's last wait ends.
+    pub until: Millis,
+}
+
 /// One (tenant, resource) as stored. `last_token` is the counter: the last token ever issued
 /// (0 = never acquired). `permits` are the grants kept, by token: a lease (limit 1) keeps at most
 /// one, its latest grant, which stays after it lapses and is cleared by release. A semaphore
 /// (`limit` > 1, docs/adr/0006) keeps one per holder, those live when it was last written.
 /// `version` counts a semaphore's writes: what its read-modify-write is guarded on.
+/// `waiters` is the queue, first come first; places lapsed since the last write stay in it until
+/// the next one, and every rule skips them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseState {
     pub last_token: u64,
@@ -28,6 +53,7 @@ pub struct LeaseState {
     pub limit: u32,
     pub version: u64,
     pub permits: Vec<Permit>,
+    pub waiters: Vec<Place>,
 }
 
 impl Default for LeaseState {
@@ -52,6 +78,7 @@ impl LeaseState {
             limit: 1,
             version: 0,
             permits: Vec::new(),
+            waiters: Vec::new(),
         }
     }
 
@@ -67,12 +94,27 @@ impl LeaseState {
                 token: last_token,
                 expires_at,
             }],
+            waiters: Vec::new(),
         }
     }
 
-    /// Whether this is a semaphore (stored as a map of permits and guarded by its version).
-    pub fn is_semaphore(&self) -> bool {
-        self.limit > 1
+    /// Whether every write of it replaces it whole, guarded on its version: a semaphore, or a
+    /// resource with a queue (stored as a map of permits, docs/adr/0006). Otherwise it is a
+    /// lease, whose writes need no read.
+    pub fn is_versioned(&self) -> bool {
+        self.limit > 1 || !self.waiters.is_empty()
+    }
+
+    /// The places live at `now`, in queue order.
+    pub fn live_waiters(&self, now: Millis) -> impl Iterator<Item = &Place> {
+        self.waiters.iter().filter(move |w| now < w.until)
+    }
+
+    /// `holder`'s place in the queue at `now`: 1 = next.
+    pub fn queue_position(&self, holder: &str, now: Millis) -> Option<usize> {
+        self.live_waiters(now)
+            .position(|w| w.holder == holder)
+            .map(|i| i + 1)
     }
 
     /// The permits held at `now`, by token.

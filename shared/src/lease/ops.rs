@@ -27,6 +27,8 @@ pub struct Spec {
     pub holder: Field,
     pub token: Field,
     pub limit: Field,
+    /// `waitSeconds`: how long it waits in the queue (docs/adr/0007).
+    pub wait: Field,
     /// `ttlSeconds` is part of what it asks (and so of its requestId's fingerprint).
     pub ttl: bool,
 }
@@ -39,6 +41,7 @@ pub const OPS: [Spec; 5] = [
         holder: Field::Required,
         token: Field::Unused,
         limit: Field::Optional,
+        wait: Field::Optional,
         ttl: true,
     },
     Spec {
@@ -47,6 +50,7 @@ pub const OPS: [Spec; 5] = [
         holder: Field::Required,
         token: Field::Required,
         limit: Field::Unused,
+        wait: Field::Unused,
         ttl: true,
     },
     Spec {
@@ -55,6 +59,7 @@ pub const OPS: [Spec; 5] = [
         holder: Field::Required,
         token: Field::Required,
         limit: Field::Unused,
+        wait: Field::Unused,
         ttl: false,
     },
     Spec {
@@ -64,6 +69,7 @@ pub const OPS: [Spec; 5] = [
         holder: Field::Optional,
         token: Field::Unused,
         limit: Field::Unused,
+        wait: Field::Unused,
         ttl: false,
     },
     Spec {
@@ -72,6 +78,7 @@ pub const OPS: [Spec; 5] = [
         holder: Field::Optional,
         token: Field::Required,
         limit: Field::Unused,
+        wait: Field::Unused,
         ttl: false,
     },
 ];

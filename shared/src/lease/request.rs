@@ -46,6 +46,8 @@ pub struct LeaseRequest {
     pub ttl_seconds: Option<u32>,
     pub token: Option<u64>,
     pub limit: Option<u32>,
+    /// How long an acquire waits in the queue for a permit (s); not part of its identity.
+    pub wait_seconds: Option<u32>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
 }
@@ -66,6 +68,8 @@ pub enum Command {
         ttl_ms: i64,
         /// How many holders may hold the resource at once (1 = a lease).
         limit: u32,
+        /// How long the caller waits in the queue in this call (ms; 0 = it does not).
+        wait_ms: i64,
     },
     Renew {
         holder: String,
@@ -82,6 +86,26 @@ pub enum Command {
         token: u64,
         holder: Option<String>,
     },
+}
+
+impl Command {
+    /// This command waiting `wait_ms` (an acquire; other commands do not wait).
+    pub fn with_wait(&self, wait_ms: i64) -> Command {
+        match self {
+            Command::Acquire {
+                holder,
+                ttl_ms,
+                limit,
+                ..
+            } => Command::Acquire {
+                holder: holder.clone(),
+                ttl_ms: *ttl_ms,
+                limit: *limit,
+                wait_ms: wait_ms.max(0),
+            },
+            other => other.clone(),
+        }
+    }
 }
 
 /// A required field was absent (the schema normally catches this first).
@@ -151,6 +175,13 @@ impl LeaseRequest {
                 "acquire takes a set as resources; renew and release as leases [{resource, token}]; get and check take one resource",
             ).actual(self.op.as_str()));
         }
+        if self.resources.is_some() && self.wait_seconds.is_some_and(|w| w > 0) {
+            errors.push(Witness::new(
+                "SET_WAIT",
+                "/waitSeconds",
+                "a set is granted whole or not at all, at once: it does not wait",
+            ));
+        }
         if self.leases.is_some() && self.token.is_some() {
             errors.push(Witness::new(
                 "SET_TOKEN",
@@ -190,6 +221,7 @@ impl LeaseRequest {
                 holder: holder()?,
                 ttl_ms,
                 limit: self.limit.unwrap_or(1),
+                wait_ms: i64::from(self.wait_seconds.unwrap_or(0)) * 1000,
             },
             Op::Renew => Command::Renew {
                 holder: holder()?,
@@ -211,7 +243,8 @@ impl LeaseRequest {
     /// SHA-256 (hex) of the input that decides the outcome, with defaults filled in, so that a retry
     /// which spells the same request differently (field order, an explicit default ttl) matches,
     /// and one that asks for something else does not. tenantId and requestId are left out: they
-    /// are the record's key, not its content.
+    /// are the record's key, not its content; so is waitSeconds, how long this one call waits
+    /// (a retry resumes the same place with whatever wait it asks).
     pub fn fingerprint(&self) -> String {
         #[derive(Serialize)]
         struct Canonical<'a> {
@@ -266,6 +299,9 @@ mod tests {
         assert_eq!(a.fingerprint(), b.fingerprint());
         assert_ne!(a.fingerprint(), c.fingerprint());
         assert_ne!(a.fingerprint(), d.fingerprint());
+        let waits =
+            parse(json!({"op": "acquire", "resource": "r", "holder": "h", "waitSeconds": 5}));
+        assert_eq!(a.fingerprint(), waits.fingerprint());
     }
 
     #[test]
@@ -276,7 +312,8 @@ mod tests {
             Ok(Command::Acquire {
                 holder: "h".into(),
                 ttl_ms: 30_000,
-                limit: 1
+                limit: 1,
+                wait_ms: 0,
             })
         );
         let r = parse(json!({"op": "renew", "resource": "r", "holder": "h"}));

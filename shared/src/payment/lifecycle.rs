@@ -58,10 +58,11 @@ impl Status {
     }
 }
 
-/// How long the work of a paid call may take before the call gives up on it (502). A Lambda's
-/// own timeout (10 s) ends it sooner there. It must stay well below [`SWEEP_GRACE`], so that the
-/// sweeper never takes up a payment whose call is still working on it.
-pub const WORK_LIMIT: Duration = Duration::from_secs(20);
+/// How long the work of a paid call may take before the call gives up on it (502): an acquire
+/// may wait 20 s for its permit and is answered by about 21 s. A Lambda's own timeout (26 s for
+/// the lease and MCP functions, 10 s for the others) ends it there. It must stay well below
+/// [`SWEEP_GRACE`], so that the sweeper never takes up a payment whose call is still working on it.
+pub const WORK_LIMIT: Duration = Duration::from_secs(25);
 
 /// How old an open payment must be before the sweeper closes it, by default: longer than the
 /// work limit plus a settlement (the facilitator's own timeout is at most 10 s), with room for

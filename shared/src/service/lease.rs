@@ -26,6 +26,7 @@ use crate::store::{
     Applied, Committed, LeaseKey, LeaseStore, RecordKey, SetCommitted, StoreError, StoredRecord,
 };
 use crate::tenant::Tenant;
+use crate::witness::Witness;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -108,34 +109,82 @@ pub struct LeaseService {
     store: LeaseStore,
     issuer: Issuer,
     views: Views,
+    waits: super::waiting::Waits,
 }
 
 /// What one try of a request with requestId commits: its answer, and the write (with the state
-/// it leaves) if it grants.
+/// it leaves) if it has one. A queued caller's write (its place) is committed without the
+/// record: a retry resumes the place, and only a grant or a denial is kept for replays.
 struct Plan {
     answer: LeaseAnswer,
-    write: Option<(Write, LeaseState)>,
+    /// The write, if any; the state the answer shows (the one the write leaves).
+    write: Option<Write>,
+    shown: LeaseState,
+    queued: bool,
 }
 
 impl Plan {
     /// The plan `decide` makes on `state`, the lease as the store last showed it.
     fn decided(state: &LeaseState, command: &Command, request: &LeaseRequest, now: Millis) -> Self {
+        let plan = |answer, write: Option<Write>, queued| {
+            let shown = write
+                .as_ref()
+                .map_or(state.clone(), |w| w.effect.apply(state));
+            Self {
+                answer,
+                write,
+                shown,
+                queued,
+            }
+        };
+        let (op, holder) = (request.op, caller(request));
         match decide(state, command, now) {
             Decision::Write(write) => {
                 let after = write.effect.apply(state);
-                Self {
-                    answer: LeaseAnswer::granted(request.op, &after, caller(request), now),
-                    write: Some((write, after)),
-                }
+                plan(
+                    LeaseAnswer::granted(op, &after, holder, now),
+                    Some(write),
+                    false,
+                )
             }
-            Decision::Deny(witnesses) => Self {
-                answer: LeaseAnswer::denied(request.op, state, caller(request), now, witnesses),
-                write: None,
-            },
-            Decision::Observe => Self {
-                answer: observation(state, command, request, now),
-                write: None,
-            },
+            Decision::Deny(witnesses) => plan(
+                LeaseAnswer::denied(op, state, holder, now, witnesses),
+                None,
+                false,
+            ),
+            Decision::Queue { write, witnesses } => {
+                let after = write
+                    .as_ref()
+                    .map_or(state.clone(), |w| w.effect.apply(state));
+                plan(
+                    LeaseAnswer::denied(op, &after, holder, now, witnesses),
+                    write,
+                    true,
+                )
+            }
+            Decision::Observe => plan(observation(state, command, request, now), None, false),
+        }
+    }
+}
+
+/// A write to try, and what it answers once committed: a grant, or (`queued`) the caller's
+/// place with why it waits.
+struct Pending {
+    write: Write,
+    queued: Option<Vec<Witness>>,
+}
+
+impl Pending {
+    fn answer(
+        self,
+        op: crate::lease::Op,
+        after: &LeaseState,
+        caller: Option<&str>,
+        now: Millis,
+    ) -> LeaseAnswer {
+        match self.queued {
+            None => LeaseAnswer::granted(op, after, caller, now),
+            Some(witnesses) => LeaseAnswer::denied(op, after, caller, now, witnesses),
         }
     }
 }
@@ -187,6 +236,7 @@ impl Views {
 }
 
 /// What a request is, for signing: its op and the SHA-256 of its canonical body.
+#[derive(Clone, Copy)]
 struct Signing<'a> {
     op: &'a str,
     request_sha256: [u8; 32],
@@ -216,7 +266,23 @@ impl LeaseService {
             store,
             issuer,
             views: Views::default(),
+            waits: super::waiting::Waits::default(),
         }
+    }
+
+    /// Waiters also read the store every `interval` (jittered): for a process that is not the
+    /// only writer of its store (a Lambda function, or a server on a shared DynamoDB), whose
+    /// waiters cannot count on being woken by the write that frees their permit.
+    pub fn polling(mut self, interval: std::time::Duration) -> Self {
+        self.waits = self.waits.polling(interval);
+        self
+    }
+
+    /// A write of `key` committed, leaving `after`: remembered, and this process's waiters for it
+    /// woken.
+    fn committed(&self, key: &LeaseKey, after: &LeaseState) {
+        self.views.put(key, after);
+        self.waits.wake(key);
     }
 
     fn sign(&self, answer: LeaseAnswer, signing: &Signing<'_>) -> Result<SignedAnswer, LeaseError> {
@@ -272,24 +338,71 @@ impl LeaseService {
             .as_deref()
             .ok_or(LeaseError::Missing("resource"))?;
         let key = LeaseKey::new(tenant, resource);
-        let answer = match (&command, &request.request_id) {
-            _ if !request.op.writes() => {
-                let state = self.store.get(&key).await?;
-                self.views.put(&key, &state);
-                observation(&state, &command, request, now)
-            }
-            (_, None) => {
-                self.mutate_optimistically(&key, &command, request, now)
-                    .await?
-            }
-            (_, Some(id)) => {
-                let record = RecordKey::new(tenant, id);
-                return self
-                    .mutate_with_record(&key, &record, &command, request, &signing)
-                    .await;
-            }
+        if !request.op.writes() {
+            let state = self.store.get(&key).await?;
+            self.views.put(&key, &state);
+            return self.sign(observation(&state, &command, request, now), &signing);
+        }
+        let record = request
+            .request_id
+            .as_deref()
+            .map(|id| RecordKey::new(tenant, id));
+        let Command::Acquire { wait_ms, .. } = command else {
+            return Ok(self
+                .mutate(&key, record.as_ref(), &command, request, &signing)
+                .await?
+                .0);
         };
-        self.sign(answer, &signing)
+        // A caller who waits: each round tries the acquire at its own time (the clock of the
+        // request, moved on by the time waited), then sleeps until the resource changes or a
+        // permit or place ahead of it lapses. The place it takes lasts until the whole wait ends
+        // and 30 s after, so every round asks for the same place.
+        let started = tokio::time::Instant::now();
+        let deadline = now + wait_ms;
+        loop {
+            let round_now = now + Millis::try_from(started.elapsed().as_millis()).unwrap_or(0);
+            let round_now = round_now.min(deadline.max(now));
+            let waiting = command.with_wait(deadline - round_now);
+            let woken = self.waits.subscribe(&key);
+            let signing = Signing {
+                now: round_now,
+                ..signing
+            };
+            let (answer, state) = self
+                .mutate(&key, record.as_ref(), &waiting, request, &signing)
+                .await?;
+            let queued = !answer.data.granted && answer.data.queue_position.is_some();
+            let (Some(state), true) = (state, queued && round_now < deadline) else {
+                return Ok(answer);
+            };
+            woken
+                .until(super::waiting::next_change(&state, round_now, deadline) - round_now)
+                .await;
+        }
+    }
+
+    /// A mutation: with a requestId its answer is recorded, without one it is not. Also the
+    /// state the answer shows, when it is not a replay.
+    async fn mutate(
+        &self,
+        key: &LeaseKey,
+        record: Option<&RecordKey>,
+        command: &Command,
+        request: &LeaseRequest,
+        signing: &Signing<'_>,
+    ) -> Result<(SignedAnswer, Option<LeaseState>), LeaseError> {
+        match record {
+            None => {
+                let (answer, state) = self
+                    .mutate_optimistically(key, command, request, signing.now)
+                    .await?;
+                Ok((self.sign(answer, signing)?, Some(state)))
+            }
+            Some(record) => {
+                self.mutate_with_record(key, record, command, request, signing)
+                    .await
+            }
+        }
     }
 
     /// Without requestId: one guarded write on the optimistic guess, then decide on the item a
@@ -301,42 +414,51 @@ impl LeaseService {
         command: &Command,
         request: &LeaseRequest,
         now: Millis,
-    ) -> Result<LeaseAnswer, LeaseError> {
+    ) -> Result<(LeaseAnswer, LeaseState), LeaseError> {
         let view = self.views.get(key).unwrap_or_default();
         let foreseen = planned(&view, command, now)
             .filter(|w| matches!(command, Command::Acquire { .. }) && w.effect.keeps_token());
         // No write to try blind (a semaphore's acquire): read, and decide on what was read.
-        let mut next = foreseen.or_else(|| optimistic(command, now));
+        let grants = |write| Pending {
+            write,
+            queued: None,
+        };
+        let mut next = foreseen.or_else(|| optimistic(command, now)).map(grants);
         for round in 0..MAX_ROUNDS {
             back_off(round).await;
             let old = match next.take() {
                 None => self.store.get(key).await?,
-                Some(write) => match self.store.apply(key, &write, now).await? {
+                Some(pending) => match self.store.apply(key, &pending.write, now).await? {
                     Applied::Committed(after) => {
-                        self.views.put(key, &after);
-                        return Ok(LeaseAnswer::granted(
-                            request.op,
-                            &after,
-                            caller(request),
-                            now,
-                        ));
+                        self.committed(key, &after);
+                        let answer = pending.answer(request.op, &after, caller(request), now);
+                        return Ok((answer, after));
                     }
                     Applied::GuardFailed(old) => old,
                 },
             };
             self.views.put(key, &old);
+            let answer = |witnesses| {
+                let denied = LeaseAnswer::denied(request.op, &old, caller(request), now, witnesses);
+                Ok((denied, old.clone()))
+            };
             match decide(&old, command, now) {
-                Decision::Write(write) => next = Some(write),
-                Decision::Deny(witnesses) => {
-                    return Ok(LeaseAnswer::denied(
-                        request.op,
-                        &old,
-                        caller(request),
-                        now,
-                        witnesses,
-                    ));
+                Decision::Write(write) => next = Some(grants(write)),
+                Decision::Queue {
+                    write: Some(write),
+                    witnesses,
+                } => {
+                    next = Some(Pending {
+                        write,
+                        queued: Some(witnesses),
+                    })
                 }
-                Decision::Observe => return Ok(observation(&old, command, request, now)),
+                Decision::Deny(witnesses) | Decision::Queue { witnesses, .. } => {
+                    return answer(witnesses);
+                }
+                Decision::Observe => {
+                    return Ok((observation(&old, command, request, now), old.clone()));
+                }
             }
         }
         Err(LeaseError::Contention)
@@ -355,7 +477,7 @@ impl LeaseService {
         command: &Command,
         request: &LeaseRequest,
         signing: &Signing<'_>,
-    ) -> Result<SignedAnswer, LeaseError> {
+    ) -> Result<(SignedAnswer, Option<LeaseState>), LeaseError> {
         let now = signing.now;
         let fingerprint = request.fingerprint();
         let view = self.views.get(key).unwrap_or_default();
@@ -363,7 +485,9 @@ impl LeaseService {
             let after = write.outcome()?;
             Some(Plan {
                 answer: LeaseAnswer::granted(request.op, &after, caller(request), now),
-                write: Some((write, after)),
+                write: Some(write),
+                shown: after,
+                queued: false,
             })
         });
         for round in 0..MAX_ROUNDS {
@@ -373,12 +497,28 @@ impl LeaseService {
                 None => {
                     let (state, record) = self.store.read_with_record(key, record_key, now).await?;
                     if let Some(record) = record {
-                        return self.replay(&record, &fingerprint);
+                        return Ok((self.replay(&record, &fingerprint)?, None));
                     }
                     self.views.put(key, &state);
                     Plan::decided(&state, command, request, now)
                 }
             };
+            if this.queued {
+                let Some(write) = &this.write else {
+                    return Ok((self.sign(this.answer, signing)?, Some(this.shown)));
+                };
+                match self.store.apply(key, write, now).await? {
+                    Applied::Committed(after) => {
+                        self.committed(key, &after);
+                        return Ok((self.sign(this.answer, signing)?, Some(after)));
+                    }
+                    Applied::GuardFailed(old) => {
+                        self.views.put(key, &old);
+                        plan = Some(Plan::decided(&old, command, request, now));
+                        continue;
+                    }
+                }
+            }
             let answer = self.sign(this.answer, signing)?;
             let stored = StoredRecord {
                 fingerprint: fingerprint.clone(),
@@ -386,19 +526,21 @@ impl LeaseService {
                 expires_at: now + REPLAY_WINDOW_MS,
                 paid_by: signing.paid_by.map(str::to_owned),
             };
-            let write = this.write.as_ref().map(|(write, _)| write);
+            let write = this.write.as_ref();
             match self
                 .store
                 .commit(key, write, record_key, &stored, now)
                 .await?
             {
                 Committed::Yes => {
-                    if let Some((_, after)) = &this.write {
-                        self.views.put(key, after);
+                    if this.write.is_some() {
+                        self.committed(key, &this.shown);
                     }
-                    return Ok(answer);
+                    return Ok((answer, Some(this.shown)));
                 }
-                Committed::RecordExists(existing) => return self.replay(&existing, &fingerprint),
+                Committed::RecordExists(existing) => {
+                    return Ok((self.replay(&existing, &fingerprint)?, None));
+                }
                 Committed::LeaseChanged(Some(current)) => {
                     self.views.put(key, &current);
                     plan = Some(Plan::decided(&current, command, request, now));
@@ -449,14 +591,23 @@ impl LeaseService {
             let mut writes = Vec::new();
             let mut witnesses = Vec::new();
             for (i, ((_, command), state)) in members.iter().zip(&states).enumerate() {
-                match decide(state, command, now) {
-                    Decision::Write(write) => writes.push((keys[i].clone(), write)),
-                    Decision::Deny(denied) => witnesses.extend(denied.into_iter().map(|mut w| {
-                        w.path = format!("/{field}/{i}");
-                        w
-                    })),
-                    Decision::Observe => {}
-                }
+                let denied = match decide(state, command, now) {
+                    Decision::Write(write) => {
+                        writes.push((keys[i].clone(), write));
+                        continue;
+                    }
+                    // A set does not wait: a member whose holder has a place in its queue is
+                    // refused like any other (its place left as it is).
+                    Decision::Deny(denied)
+                    | Decision::Queue {
+                        witnesses: denied, ..
+                    } => denied,
+                    Decision::Observe => continue,
+                };
+                witnesses.extend(denied.into_iter().map(|mut w| {
+                    w.path = format!("/{field}/{i}");
+                    w
+                }));
             }
             let granted = witnesses.is_empty();
             if !granted {
@@ -496,7 +647,7 @@ impl LeaseService {
             match self.store.commit_set(&writes, record, now).await? {
                 SetCommitted::Yes => {
                     for (key, state) in keys.iter().zip(&after) {
-                        self.views.put(key, state);
+                        self.committed(key, state);
                     }
                     return Ok(answer);
                 }

@@ -4,3 +4,4 @@
 
 pub mod lease;
 pub mod payments;
+mod waiting;

@@ -10,7 +10,7 @@ use super::{
     req_s, s, transaction,
 };
 use crate::clock::Millis;
-use crate::lease::model::{MAX_LIMIT, Permit};
+use crate::lease::model::{MAX_LIMIT, MAX_WAITERS, Permit, Place};
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
@@ -315,18 +315,22 @@ impl LeaseStore {
 /// The update and condition expressions of a guarded write: the only translation of the domain's
 /// guards into DynamoDB conditions. Each condition is `Guard::holds` spelled for DynamoDB.
 ///
-/// The item (docs/adr/0006): `tok` the counter; a lease's one permit is `holder` and `exp`; a
-/// semaphore's are `pm` (holder → `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`.
+/// The item (docs/adr/0006, 0007): `tok` the counter; a lease's one permit is `holder` and `exp`;
+/// a versioned resource's (a semaphore, or any resource with a queue) are `pm` (holder →
+/// `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`, and its queue `wq` (`[{h, u, x, l}]`:
+/// holder, place lapses at, ttl ms, limit) with `wuntil` (the latest `u`).
 fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
     let mut e = Expr::default();
     let (holder, tok, exp) = (e.name("holder"), e.name("tok"), e.name("exp"));
     let (lim, pm, until, ver) = (e.name("lim"), e.name("pm"), e.name("until"), e.name("ver"));
+    let (wq, wuntil) = (e.name("wq"), e.name("wuntil"));
     let now = e.value("now", n(now));
-    // No live single permit; for a take, no live semaphore permit either.
-    let single_vacant = format!(
-        "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now})"
+    // No live permit of either kind, and nobody waiting.
+    let vacant = format!(
+        "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now}) \
+         AND (attribute_not_exists({until}) OR {until} <= {now}) \
+         AND (attribute_not_exists({wuntil}) OR {wuntil} <= {now})"
     );
-    let vacant = format!("{single_vacant} AND (attribute_not_exists({until}) OR {until} <= {now})");
     let is = |e: &mut Expr, name: &str, key: &str, value: u64| match value {
         0 => format!("attribute_not_exists({name})"),
         v => format!("{name} = {}", e.value(key, n(v))),
@@ -354,19 +358,26 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
         Guard::Version {
             last_token,
             version,
+            single_expiry,
         } => format!(
-            "{} AND {} AND {single_vacant}",
+            "{} AND {} AND {}",
             is(&mut e, &tok, "last", *last_token),
             is(&mut e, &ver, "version", *version),
+            match single_expiry {
+                Some(x) => format!("{exp} = {}", e.value("singleExp", n(x))),
+                None => format!("attribute_not_exists({exp})"),
+            },
         ),
     };
     let update = match &write.effect {
-        // A take on a lapsed semaphore makes it a lease again: its permits go.
+        // A take on a lapsed semaphore makes it a lease again: its permits go, and the places
+        // its guard found lapsed.
         Effect::Take {
             holder: h,
             expires_at,
         } => format!(
-            "SET {holder} = {h}, {exp} = {x} ADD {tok} {one} REMOVE {pm}, {lim}, {until}",
+            "SET {holder} = {h}, {exp} = {x} ADD {tok} {one} \
+             REMOVE {pm}, {lim}, {until}, {wq}, {wuntil}",
             h = e.value("holder", s(h)),
             x = e.value("exp", n(expires_at)),
             one = e.value("one", n(1)),
@@ -375,15 +386,39 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
             format!("SET {exp} = {x}", x = e.value("exp", n(expires_at)))
         }
         Effect::Clear => format!("REMOVE {holder}, {exp}"),
-        // A semaphore, whole; a lapsed single permit it replaces goes.
-        Effect::Replace(after) => {
+        // A versioned resource, whole; a single permit it replaces goes.
+        Effect::Replace(after) if after.is_versioned() => {
             let latest = after.permits.iter().map(|p| p.expires_at).max();
+            let queue = match after.waiters.iter().map(|w| w.until).max() {
+                Some(last) => format!(
+                    ", {wq} = {q}, {wuntil} = {w} REMOVE {holder}, {exp}",
+                    q = e.value("wq", places_list(after)),
+                    w = e.value("wuntil", n(last)),
+                ),
+                None => format!(" REMOVE {holder}, {exp}, {wq}, {wuntil}"),
+            };
             format!(
-                "SET {lim} = {l}, {pm} = {m}, {until} = {u}, {ver} = {v}, {tok} = {t} \
-                 REMOVE {holder}, {exp}",
+                "SET {lim} = {l}, {pm} = {m}, {until} = {u}, {ver} = {v}, {tok} = {t}{queue}",
                 l = e.value("lim", n(after.limit)),
                 m = e.value("pm", permits_map(after)),
                 u = e.value("until", n(latest.unwrap_or(0))),
+                v = e.value("ver", n(after.version)),
+                t = e.value("tok", n(after.last_token)),
+            )
+        }
+        // A lease again (its last waiter served): its permit as a lease keeps it, the version
+        // carried on so that no earlier read's guard can match it.
+        Effect::Replace(after) => {
+            let permit = match after.permits.first() {
+                Some(p) => format!(
+                    ", {holder} = {h}, {exp} = {x} REMOVE ",
+                    h = e.value("holder", s(&p.holder)),
+                    x = e.value("exp", n(p.expires_at)),
+                ),
+                None => format!(" REMOVE {holder}, {exp}, "),
+            };
+            format!(
+                "SET {ver} = {v}, {tok} = {t}{permit}{pm}, {lim}, {until}, {wq}, {wuntil}",
                 v = e.value("ver", n(after.version)),
                 t = e.value("tok", n(after.last_token)),
             )
@@ -411,6 +446,25 @@ fn permits_map(state: &LeaseState) -> AttributeValue {
     )
 }
 
+/// A queue as stored, in order: `[{h: holder, u: lapses at, x: ttl ms, l: limit}]`.
+fn places_list(state: &LeaseState) -> AttributeValue {
+    AttributeValue::L(
+        state
+            .waiters
+            .iter()
+            .map(|w| {
+                let place = [
+                    ("h".to_owned(), s(&w.holder)),
+                    ("u".to_owned(), n(w.until)),
+                    ("x".to_owned(), n(w.ttl_ms)),
+                    ("l".to_owned(), n(w.limit)),
+                ];
+                AttributeValue::M(place.into())
+            })
+            .collect(),
+    )
+}
+
 pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
     let Some(item) = item.filter(|i| !i.is_empty()) else {
         return Ok(LeaseState::default());
@@ -425,7 +479,10 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
     }
     let version = get_n(item, "ver")?.unwrap_or(0);
     if let Some(limit) = get_n::<u32>(item, "lim")? {
-        return semaphore_from_item(item, last_token, limit, version);
+        return versioned_from_item(item, last_token, limit, version);
+    }
+    if item.contains_key("wq") {
+        return Err(StoreError::Corrupt("a lease item with a queue".into()));
     }
     // A lease's one permit is `holder` and `exp`, its token the counter; the store writes both
     // or neither (a take sets them, a release removes them), and a holder is never empty.
@@ -446,16 +503,21 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
     Ok(LeaseState { version, ..state })
 }
 
-/// A semaphore's item: `lim` 2..=64, `pm` of at most `lim` permits, each token at most the counter.
-fn semaphore_from_item(
+/// A versioned item: `lim` 1..=64 (1 only with a queue), `pm` of at most `lim` permits, each
+/// token at most the counter, and its queue, if any.
+fn versioned_from_item(
     item: &Item,
     last_token: u64,
     limit: u32,
     version: u64,
 ) -> Result<LeaseState, StoreError> {
     let corrupt = |what: &str| StoreError::Corrupt(format!("a semaphore item with {what}"));
-    if !(2..=MAX_LIMIT).contains(&limit) {
+    if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(corrupt(&format!("limit {limit}")));
+    }
+    let waiters = places_from_item(item)?;
+    if limit == 1 && waiters.is_empty() {
+        return Err(corrupt("limit 1 and no queue"));
     }
     if item.contains_key("holder") || item.contains_key("exp") {
         return Err(corrupt("a single permit too"));
@@ -491,7 +553,43 @@ fn semaphore_from_item(
         limit,
         version,
         permits,
+        waiters,
     })
+}
+
+/// The queue of a versioned item: at most [`MAX_WAITERS`] places, one per holder.
+fn places_from_item(item: &Item) -> Result<Vec<Place>, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("a queue with {what}"));
+    let list = match item.get("wq") {
+        None => return Ok(Vec::new()),
+        Some(AttributeValue::L(list)) => list,
+        Some(_) => return Err(corrupt("a value that is not a list")),
+    };
+    if list.len() > MAX_WAITERS {
+        return Err(corrupt("too many places"));
+    }
+    let mut waiters: Vec<Place> = Vec::with_capacity(list.len());
+    for place in list {
+        let AttributeValue::M(place) = place else {
+            return Err(corrupt("a place that is not a map"));
+        };
+        let holder = req_s(place, "h")?;
+        let limit: u32 = req_n(place, "l")?;
+        let ttl_ms: i64 = req_n(place, "x")?;
+        if holder.is_empty() || waiters.iter().any(|w| w.holder == holder) {
+            return Err(corrupt("an empty or repeated holder"));
+        }
+        if !(1..=MAX_LIMIT).contains(&limit) || ttl_ms <= 0 {
+            return Err(corrupt("a limit or ttl out of range"));
+        }
+        waiters.push(Place {
+            holder: holder.to_owned(),
+            ttl_ms,
+            limit,
+            until: req_n(place, "u")?,
+        });
+    }
+    Ok(waiters)
 }
 
 pub(super) fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {

@@ -50,11 +50,12 @@ class AsyncClient(Settings):
         await self.aclose()
 
     async def acquire(self, resource: str, *, holder: str, ttl: int = 30, limit: int | None = None,
-                      request_id: str | None = None, deadline: float | None = None) -> Lease:
+                      wait: int = 0, request_id: str | None = None, deadline: float | None = None) -> Lease:
         """Acquire `resource` for `ttl` seconds; `granted` says whether you hold it now. With
-        `limit` (1-64), one of that many permits (a semaphore), each with its own token."""
+        `limit` (1-64), one of that many permits (a semaphore), each with its own token. With
+        `wait` (0-20 s), see `Client.acquire`: the service's first-come-first-served wait."""
         return await self._call(body("acquire", resource, self.tenant, holder=holder, ttl=ttl, limit=limit,
-                               request_id=request_id or new_request_id()), deadline)
+                                     wait=wait or None, request_id=request_id or new_request_id()), deadline)
 
     async def acquire_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, limit: int | None = None,
                           request_id: str | None = None, deadline: float | None = None) -> Lease:

@@ -32,6 +32,9 @@ IN_PROGRESS_PAUSE = 1.0
 #: The longest a 429's Retry-After is waited out; a longer one is the call's error at once (the
 #: caller knows better than to block for it: it used to sleep as long as asked, an hour or more).
 MAX_RETRY_AFTER = 30.0
+#: The longest wait one call asks the service for (its `waitSeconds` bound).
+MAX_SERVER_WAIT = 20
+
 #: Pause between a held lease's tries to acquire while it may wait.
 ACQUIRE_PAUSE = 0.2
 #: Pause before trying a renewal again after a call that failed (its own retries spent).
@@ -68,6 +71,8 @@ class Acquire:
     error ends the acquire: let it propagate)."""
 
     request_id: str
+    #: Seconds the service may wait for it in the resource's queue (0: answer at once).
+    wait: int = 0
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,9 @@ class Settings:
         self._paying = account is not None
 
     def _new_call(self, request: dict[str, Any], deadline: float | None) -> Call:
-        return Call(request, timeout=self.timeout, retries=self.retries, paying=self._paying, deadline=deadline)
+        # A call that waits on the service is given its wait on top of the usual timeout.
+        timeout = self.timeout + float(request.get("waitSeconds") or 0)
+        return Call(request, timeout=timeout, retries=self.retries, paying=self._paying, deadline=deadline)
 
 
 class Call:
@@ -208,26 +215,43 @@ class Call:
 
 
 class Acquisition:
-    """A held lease's acquire: tried again `ACQUIRE_PAUSE` apart until `wait` seconds have
-    passed, then `NotAcquired`. A refused acquire changes nothing, so each try has a new request
-    id (a call's own retries keep theirs). The lease's clock starts at the granted try's send.
+    """A held lease's acquire: until `wait` seconds have passed, then `NotAcquired`. One
+    resource waits in the service's queue (`waitSeconds`, at most `MAX_SERVER_WAIT` a try, the
+    place kept between tries: first come, first served); a set, which cannot wait there, is tried
+    again `ACQUIRE_PAUSE` apart. Each try has a new request id (a call's own retries keep
+    theirs). The lease's clock starts at the granted try's send; a grant that came after a wait
+    on the service is taken once more at once (the holder's own acquire, the same token), so that
+    the clock starts at a send after the grant, however long the wait took.
 
     `next(outcome)`: None to start and after a `Pause`; an `Acquire`'s `Lease`. It answers the
     next step, or the `Renewal` of the lease once granted, or raises `NotAcquired`.
     """
 
-    def __init__(self, resource: str, ttl: int, wait: float, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, resource: str, ttl: int, wait: float, now: Callable[[], float] = time.monotonic,
+                 *, server_waits: bool = True) -> None:
         self.resource, self.ttl, self._now = resource, ttl, now
         self.give_up = now() + wait
+        self._server_waits = server_waits
+        self._asked = 0
         self._sent = 0.0
         #: The granted acquire's answer (a set's tokens are in its `leases`).
         self.answer: Lease | None = None
 
+    def _try(self, wait: int) -> Acquire:
+        self._sent, self._asked = self._now(), wait
+        return Acquire(new_request_id(), wait)
+
+    def _server_wait(self) -> int:
+        """Whole seconds the next try may wait on the service."""
+        left = self.give_up - self._now()
+        return int(min(MAX_SERVER_WAIT, left)) if self._server_waits and left >= 1 else 0
+
     def next(self, outcome: Outcome = None) -> Acquire | Pause | Renewal:
         if not isinstance(outcome, Lease):
-            self._sent = self._now()
-            return Acquire(new_request_id())
+            return self._try(self._server_wait())
         if outcome.granted and (outcome.token is not None or outcome.leases):
+            if self._asked > 0:
+                return self._try(0)
             self.answer = outcome
             clock = Clock(self.ttl)
             clock.granted(self._sent)
@@ -238,6 +262,9 @@ class Acquisition:
         now = self._now()
         if now >= self.give_up:
             raise NotAcquired(f"{self.resource} is held by {outcome.holder}", holder=outcome.holder)
+        # The service waited and kept the place: ask again at once, while it can wait longer.
+        if outcome.queue_position is not None and (wait := self._server_wait()) > 0:
+            return self._try(wait)
         return Pause(min(ACQUIRE_PAUSE, self.give_up - now))
 
 
@@ -354,7 +381,7 @@ class Hold(Generic[C]):
         return len(self.resources) > 1
 
     def _acquisition(self) -> Acquisition:
-        return Acquisition(self.resource, self.ttl, self._wait)
+        return Acquisition(self.resource, self.ttl, self._wait, server_waits=not self._is_set)
 
     def _held(self, acquisition: Acquisition, renewal: Renewal) -> None:
         """The acquire was granted: keep its tokens and its renewal."""
@@ -372,7 +399,7 @@ class Hold(Generic[C]):
             target: dict[str, Any] = {"resources": list(self.resources)} if self._is_set else {}
             return body("acquire", None if self._is_set else self.resources[0], tenant, ttl=self.ttl,
                         limit=self.limit if self.limit != 1 else None, request_id=step.request_id,
-                        **target, **fields)
+                        wait=step.wait or None, **target, **fields)
         op = "renew" if isinstance(step, Renew) else "release"
         ttl = self.ttl if isinstance(step, Renew) else None
         if self._is_set:

@@ -47,6 +47,7 @@ class Lease:
     `replayed`: this is the stored answer of an earlier call with the same request id.
     `limit`, `holders`: how many may hold the resource at once, and the live permits by token.
     `current`: check's answer. `leases`: a set's resources, in request order.
+    `queue_position`: an acquire whose wait ended ungranted: your place in the queue (1 = next).
     """
 
     granted: bool
@@ -59,6 +60,7 @@ class Lease:
     holders: tuple[Permit, ...] = ()
     current: bool | None = None
     leases: tuple[Member, ...] | None = None
+    queue_position: int | None = None
 
 
 def _time(value: object) -> datetime | None:
@@ -108,6 +110,7 @@ def lease_from(answer: object) -> Lease:
         holders=_permits(data.get("holders")),
         current=current if isinstance(current, bool) else None,
         leases=_members(data.get("leases")),
+        queue_position=_int(data.get("queuePosition")),
     )
 
 
@@ -124,7 +127,7 @@ def new_request_id() -> str:
 def body(op: str, resource: str | None, tenant: str | None, **fields: Any) -> dict[str, Any]:
     """A lease request body: the fields that are set, under the API's names (a set names no
     `resource`, but `resources` or `leases`)."""
-    names = {"ttl": "ttlSeconds", "request_id": "requestId"}
+    names = {"ttl": "ttlSeconds", "request_id": "requestId", "wait": "waitSeconds"}
     out: dict[str, Any] = {"op": op} if resource is None else {"op": op, "resource": resource}
     if tenant is not None:
         out["tenantId"] = tenant

@@ -1,83 +1,108 @@
-//! The rules of a resource with `limit` > 1: up to `limit` permits, one per holder, each with its
-//! own token from the one counter. Every write replaces the whole state, guarded on the version
-//! it was read at ([`Guard::Version`]); lapsed permits are dropped by the next write.
+//! The rules of a versioned resource: a semaphore (`limit` > 1: up to `limit` permits, one per
+//! holder, each with its own token from the one counter) or any resource with a queue. Every
+//! write replaces the whole state, guarded on the version it was read at ([`Guard::Version`]),
+//! and settles it first ([`queue::settle`]): lapsed permits and places are dropped, and free
+//! permits go to the earliest waiters.
 
-use super::{Decision, Effect, Guard, Write, exhausted, expired, token_mismatch};
+use super::queue::{self, Asked};
+use super::{
+    Decision, Effect, Guard, Write, exhausted, expired, limit_mismatch, single, token_mismatch,
+};
 use crate::clock::Millis;
 use crate::lease::model::{LeaseState, MAX_TOKEN, Permit};
 use crate::lease::request::Command;
 use crate::witness::Witness;
 use serde_json::json;
 
-/// The write that makes `state` into `permits` under `limit`, with the counter at `last_token`.
-fn replace(state: &LeaseState, limit: u32, last_token: u64, mut permits: Vec<Permit>) -> Write {
-    permits.sort_by_key(|p| p.token);
+/// The write that makes the stored `state` into `after`, settled at `now`, at the next version.
+fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
+    let mut after = queue::settle(&after, now);
+    after.version = state.version + 1;
     Write {
         guard: Guard::Version {
             last_token: state.last_token,
             version: state.version,
+            single_expiry: single(state),
         },
-        effect: Effect::Replace(LeaseState {
-            last_token,
-            limit,
-            version: state.version + 1,
-            permits,
-        }),
+        effect: Effect::Replace(after),
     }
 }
 
-/// The permits live at `now`, owned, but `holder`'s.
-fn others(state: &LeaseState, holder: &str, now: Millis) -> Vec<Permit> {
-    state
-        .live_permits(now)
-        .into_iter()
-        .filter(|p| p.holder != holder)
-        .cloned()
-        .collect()
-}
-
-/// An acquire under `limit` (> 1), the limit already checked against the live permits.
-pub(super) fn acquire(
-    state: &LeaseState,
-    holder: &str,
-    limit: u32,
-    expires_at: Millis,
-    now: Millis,
-) -> Decision {
-    let mut permits = others(state, holder, now);
-    // Acquire again by a holder with a live permit: the same token, a new expiry.
-    if let Some(mine) = state.live_permit_of(holder, now) {
-        permits.push(Permit {
+/// An acquire on a versioned resource, or one that waits: on the state settled first, so that
+/// earlier waiters are served before the caller.
+pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Decision {
+    let settled = queue::settle(state, now);
+    if let Some(mismatch) = limit_mismatch(&settled, asked.limit, now) {
+        return Decision::Deny(vec![mismatch]);
+    }
+    let mut after = settled.clone();
+    after.waiters.retain(|w| w.holder != asked.holder);
+    let expires_at = now + asked.ttl_ms;
+    // Acquire again by a holder with a live permit (one handed to it from the queue, too): the
+    // same token, a new expiry.
+    if let Some(mine) = after.permits.iter_mut().find(|p| p.holder == asked.holder) {
+        mine.expires_at = expires_at;
+        after.limit = asked.limit;
+        return Decision::Write(replace(state, after, now));
+    }
+    let ahead = queue::ahead(&settled, asked.holder, now);
+    let full = settled.permits.len() >= asked.limit as usize;
+    if ahead == 0 && !full && settled.last_token < MAX_TOKEN {
+        after.last_token += 1;
+        after.limit = asked.limit;
+        after.permits.push(Permit {
+            holder: asked.holder.to_owned(),
+            token: after.last_token,
             expires_at,
-            ..mine.clone()
         });
-        return Decision::Write(replace(state, limit, state.last_token, permits));
+        return Decision::Write(replace(state, after, now));
     }
-    if permits.len() >= limit as usize {
-        let held: Vec<_> = permits
-            .iter()
-            .map(|p| json!({"holder": p.holder, "fencingToken": p.token}))
-            .collect();
-        return Decision::Deny(vec![
-            Witness::new(
-                "LEASE_HELD",
-                "/resource",
-                format!("all {limit} permits are held until one lapses or is released"),
-            )
-            .expected(format!("fewer than {limit} live permits"))
-            .actual(held),
-        ]);
-    }
-    if state.last_token >= MAX_TOKEN {
+    let why = if ahead > 0 {
+        queue::waiters_ahead(ahead)
+    } else if full {
+        held(&settled, asked.limit)
+    } else {
         return Decision::Deny(vec![exhausted(state)]);
+    };
+    if !queue::waits(&settled, asked, now) {
+        return Decision::Deny(vec![why]);
     }
-    let token = state.last_token + 1;
-    permits.push(Permit {
-        holder: holder.to_owned(),
-        token,
-        expires_at,
-    });
-    Decision::Write(replace(state, limit, token, permits))
+    let Some(queued) = queue::keep_place(&settled, asked, now) else {
+        return Decision::Deny(vec![why, queue::queue_full()]);
+    };
+    // Written when it takes or lengthens the place, or hands on a permit freed since the last
+    // write; otherwise the stored state says it all already.
+    let unchanged = queued.last_token == state.last_token && queued.waiters == state.waiters;
+    Decision::Queue {
+        write: (!unchanged).then(|| replace(state, queued, now)),
+        witnesses: vec![why],
+    }
+}
+
+/// Every permit is held.
+fn held(settled: &LeaseState, limit: u32) -> Witness {
+    let held: Vec<_> = settled
+        .permits
+        .iter()
+        .map(|p| json!({"holder": p.holder, "fencingToken": p.token}))
+        .collect();
+    let (detail, expected) = match limit {
+        1 => (
+            "another holder has this lease until it lapses or is released".to_owned(),
+            "a free or lapsed lease".to_owned(),
+        ),
+        _ => (
+            format!("all {limit} permits are held until one lapses or is released"),
+            format!("fewer than {limit} live permits"),
+        ),
+    };
+    let actual = match limit {
+        1 => held.into_iter().next().unwrap_or_default(),
+        _ => json!(held),
+    };
+    Witness::new("LEASE_HELD", "/resource", detail)
+        .expected(expected)
+        .actual(actual)
 }
 
 /// Why `holder` with `token` does not hold a live permit (`None` when it does).
@@ -121,13 +146,11 @@ pub(super) fn holder_write(state: &LeaseState, command: &Command, now: Millis) -
         Command::Release { holder, .. } => (holder, None),
         Command::Acquire { .. } | Command::Get | Command::Check { .. } => return None,
     };
-    let mut permits = others(state, holder, now);
+    let mine = state.live_permit_of(holder, now)?.clone();
+    let mut after = state.clone();
+    after.permits.retain(|p| p.holder != *holder);
     if let Some(expires_at) = expires_at {
-        let mine = state.live_permit_of(holder, now)?;
-        permits.push(Permit {
-            expires_at,
-            ..mine.clone()
-        });
+        after.permits.push(Permit { expires_at, ..mine });
     }
-    Some(replace(state, state.limit, state.last_token, permits))
+    Some(replace(state, after, now))
 }

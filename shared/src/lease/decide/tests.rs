@@ -1,7 +1,7 @@
 //! Exhaustive tests of the lease rules over small states.
 
 use super::*;
-use crate::lease::model::Permit;
+use crate::lease::model::{MAX_WAITERS, PLACE_KEPT_MS, Permit, Place};
 
 const NOW: Millis = 1_000_000;
 
@@ -23,6 +23,37 @@ fn acquire_of(holder: &str, limit: u32) -> Command {
         holder: holder.into(),
         ttl_ms: 30_000,
         limit,
+        wait_ms: 0,
+    }
+}
+
+/// An acquire that waits `wait_ms` for a permit.
+fn waiting(holder: &str, limit: u32, wait_ms: Millis) -> Command {
+    acquire_of(holder, limit).with_wait(wait_ms)
+}
+
+/// `state` with places for `waiters` (holder, lapses at), in order.
+fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
+    let limit = state.limit;
+    LeaseState {
+        waiters: waiters
+            .iter()
+            .map(|(holder, until)| Place {
+                holder: (*holder).into(),
+                ttl_ms: 30_000,
+                limit,
+                until: *until,
+            })
+            .collect(),
+        ..state
+    }
+}
+
+/// The write a decision makes, granting or queueing.
+fn write_of(d: &Decision) -> Option<&Write> {
+    match d {
+        Decision::Write(w) | Decision::Queue { write: Some(w), .. } => Some(w),
+        _ => None,
     }
 }
 
@@ -45,6 +76,7 @@ fn semaphore(
                 expires_at: *expires_at,
             })
             .collect(),
+        waiters: Vec::new(),
     }
 }
 
@@ -65,7 +97,9 @@ fn release(holder: &str, token: u64) -> Command {
 
 fn rule_ids(d: &Decision) -> Vec<&str> {
     match d {
-        Decision::Deny(w) => w.iter().map(|w| w.rule_id.as_str()).collect(),
+        Decision::Deny(w) | Decision::Queue { witnesses: w, .. } => {
+            w.iter().map(|w| w.rule_id.as_str()).collect()
+        }
         _ => vec![],
     }
 }
@@ -99,6 +133,33 @@ fn all_states() -> Vec<LeaseState> {
             ..state(8, Some("a"), Some(live))
         },
     ]);
+    // Queues: behind a live lease, behind a lapsed one (the next write hands it on), with a
+    // lapsed place ahead, and behind a full semaphore.
+    let place = NOW + 40_000;
+    out.extend([
+        queued(semaphore(1, 4, 5, &[("a", 4, live)]), &[("b", place)]),
+        queued(
+            semaphore(1, 4, 5, &[("a", 4, live)]),
+            &[("b", place), ("c", place)],
+        ),
+        queued(
+            semaphore(1, 4, 6, &[("a", 4, NOW)]),
+            &[("b", place), ("c", place)],
+        ),
+        queued(
+            semaphore(1, 4, 6, &[("a", 4, live)]),
+            &[("b", NOW), ("c", place)],
+        ),
+        queued(semaphore(1, 4, 6, &[]), &[("b", NOW - 1)]),
+        queued(
+            semaphore(2, 5, 8, &[("a", 4, live), ("b", 5, NOW)]),
+            &[("c", place)],
+        ),
+        queued(
+            semaphore(2, 5, 8, &[("a", 4, live), ("b", 5, live)]),
+            &[("c", place)],
+        ),
+    ]);
     out
 }
 
@@ -107,6 +168,7 @@ fn all_commands() -> Vec<Command> {
     for holder in ["a", "b", "c"] {
         for limit in [1, 2, 3] {
             out.push(acquire_of(holder, limit));
+            out.push(waiting(holder, limit, 5_000));
         }
         for token in [1, 2, 3, 5] {
             out.push(renew(holder, token));
@@ -345,7 +407,8 @@ fn check_is_current_exactly_for_a_live_permit() {
 fn no_write_overfills_a_resource_or_repeats_a_token() {
     for s in all_states() {
         for c in all_commands() {
-            let Decision::Write(w) = decide(&s, &c, NOW) else {
+            let decision = decide(&s, &c, NOW);
+            let Some(w) = write_of(&decision) else {
                 continue;
             };
             let after = w.effect.apply(&s);
@@ -374,7 +437,7 @@ fn no_write_overfills_a_resource_or_repeats_a_token() {
 fn every_decided_write_is_guarded_by_the_state_it_was_decided_on() {
     for s in all_states() {
         for c in all_commands() {
-            if let Decision::Write(w) = decide(&s, &c, NOW) {
+            if let Some(w) = write_of(&decide(&s, &c, NOW)) {
                 assert!(w.guard.holds(&s, NOW), "{s:?} {c:?} {w:?}");
             }
         }
@@ -401,11 +464,11 @@ fn optimistic_write_commits_exactly_when_decide_grants_it() {
                 // The only grants the optimistic write misses: re-acquire by the live holder, and
                 // a semaphore's permits (its writes are decided on a read).
                 assert!(
-                    s.is_semaphore() || matches!(c, Command::Acquire { .. }),
+                    s.is_versioned() || matches!(c, Command::Acquire { .. }),
                     "{s:?} {c:?}"
                 );
                 assert!(
-                    s.is_semaphore() || after.last_token == s.last_token,
+                    s.is_versioned() || after.last_token == s.last_token,
                     "{s:?} {c:?}"
                 );
             }
@@ -417,7 +480,7 @@ fn optimistic_write_commits_exactly_when_decide_grants_it() {
 fn tokens_only_ever_grow() {
     for s in all_states() {
         for c in all_commands() {
-            if let Decision::Write(w) = decide(&s, &c, NOW) {
+            if let Some(w) = write_of(&decide(&s, &c, NOW)) {
                 assert!(w.effect.apply(&s).last_token >= s.last_token);
             }
         }
@@ -470,7 +533,8 @@ fn a_write_shows_in_what_it_leaves_and_not_in_another_holders_state() {
     let mut checked = 0;
     for s in all_states() {
         for c in all_commands() {
-            let Decision::Write(w) = decide(&s, &c, NOW) else {
+            let decision = decide(&s, &c, NOW);
+            let Some(w) = write_of(&decision) else {
                 continue;
             };
             let after = w.effect.apply(&s);
@@ -486,4 +550,176 @@ fn a_write_shows_in_what_it_leaves_and_not_in_another_holders_state() {
         }
     }
     assert!(checked > 0);
+}
+
+/// Over every state and command, nobody jumps the queue: a new permit goes to the caller only
+/// when no live place is ahead of its own (or, with none, no live place at all), and the permits
+/// a write hands on go to the earliest places, in order, each with a token above all before.
+#[test]
+fn nobody_is_granted_ahead_of_a_live_waiter() {
+    let mut checked = 0;
+    for s in all_states() {
+        for c in all_commands() {
+            let decision = decide(&s, &c, NOW);
+            let Some(w) = write_of(&decision) else {
+                continue;
+            };
+            let after = w.effect.apply(&s);
+            let new: Vec<&Permit> = after
+                .permits
+                .iter()
+                .filter(|p| p.token > s.last_token)
+                .collect();
+            let order: Vec<&str> = s.live_waiters(NOW).map(|w| w.holder.as_str()).collect();
+            let caller = match &c {
+                Command::Acquire { holder, .. } => Some(holder.as_str()),
+                _ => None,
+            };
+            for (i, permit) in new.iter().enumerate() {
+                match order.iter().position(|h| *h == permit.holder) {
+                    // A waiter: the i-th new permit goes to the i-th live place.
+                    Some(at) => assert_eq!(at, i, "{s:?} {c:?} {after:?}"),
+                    // The caller: only after every live place was served.
+                    None => {
+                        assert_eq!(Some(permit.holder.as_str()), caller, "{s:?} {c:?}");
+                        assert!(
+                            order.iter().all(|h| new.iter().any(|p| p.holder == *h)),
+                            "{s:?} {c:?} {after:?}"
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
+#[test]
+fn a_waiter_takes_a_place_and_a_release_hands_it_the_lease() {
+    let held = LeaseState::granted(4, "a", NOW + 60_000);
+    // b waits 5 s: a place until the wait ends and 30 s after; not granted.
+    let d = decide(&held, &waiting("b", 1, 5_000), NOW);
+    let Decision::Queue {
+        write: Some(w),
+        witnesses,
+    } = &d
+    else {
+        panic!("{d:?}");
+    };
+    assert_eq!(witnesses[0].rule_id, "LEASE_HELD");
+    let b_waits = w.effect.apply(&held);
+    assert_eq!(b_waits.queue_position("b", NOW), Some(1));
+    assert_eq!(b_waits.waiters[0].until, NOW + 5_000 + PLACE_KEPT_MS);
+    assert!(b_waits.is_versioned());
+    // c queues behind b; a newcomer who does not wait is refused, with nothing written.
+    let Decision::Queue { write: Some(w), .. } = decide(&b_waits, &waiting("c", 1, 5_000), NOW)
+    else {
+        panic!()
+    };
+    let both = w.effect.apply(&b_waits);
+    assert_eq!(both.queue_position("c", NOW), Some(2));
+    assert!(matches!(
+        decide(&both, &acquire("d"), NOW),
+        Decision::Deny(w) if w[0].rule_id == "WAITERS_AHEAD"
+    ));
+    // a releases: in that very write, b gets the next token; c moves up.
+    let Decision::Write(release) = decide(&both, &release("a", 4), NOW + 10) else {
+        panic!()
+    };
+    let after = release.effect.apply(&both);
+    let b = after.live_permit_of("b", NOW + 10).expect("handed to b");
+    assert_eq!(b.token, 5);
+    // b may be between calls: its permit is kept at least as long as its place would have been.
+    assert_eq!(b.expires_at, NOW + 5_000 + PLACE_KEPT_MS);
+    assert_eq!(after.queue_position("c", NOW + 10), Some(1));
+    // b's call notices and takes it for its own ttl, the same token.
+    let Decision::Write(mine) = decide(&after, &waiting("b", 1, 4_000), NOW + 20) else {
+        panic!()
+    };
+    let taken = mine.effect.apply(&after);
+    let b = taken.live_permit_of("b", NOW + 20).unwrap();
+    assert_eq!((b.token, b.expires_at), (5, NOW + 20 + 30_000));
+}
+
+#[test]
+fn a_lapsed_lease_goes_to_the_first_live_waiter_noticing_it() {
+    let place = NOW + 40_000;
+    // a lapsed at NOW; b and c wait. c notices first: it hands the lease to b and stays queued.
+    let s = queued(
+        semaphore(1, 4, 6, &[("a", 4, NOW)]),
+        &[("b", place), ("c", place)],
+    );
+    let Decision::Queue { write: Some(w), .. } = decide(&s, &waiting("c", 1, 5_000), NOW) else {
+        panic!()
+    };
+    let after = w.effect.apply(&s);
+    assert_eq!(after.live_permit_of("b", NOW).map(|p| p.token), Some(5));
+    assert_eq!(after.queue_position("c", NOW), Some(1));
+    // A lapsed place is skipped: c is first once b's place lapsed.
+    let s = queued(
+        semaphore(1, 4, 6, &[("a", 4, NOW)]),
+        &[("b", NOW), ("c", place)],
+    );
+    let Decision::Write(w) = decide(&s, &waiting("c", 1, 5_000), NOW) else {
+        panic!()
+    };
+    let after = w.effect.apply(&s);
+    assert_eq!(after.live_permit_of("c", NOW).map(|p| p.token), Some(5));
+    assert!(after.waiters.is_empty() && !after.is_versioned());
+}
+
+#[test]
+fn a_waiter_calling_again_keeps_its_place_and_writes_only_to_lengthen_it() {
+    let live = NOW + 60_000;
+    let s = queued(
+        semaphore(1, 4, 5, &[("a", 4, live)]),
+        &[("b", NOW + 35_000), ("c", NOW + 35_000)],
+    );
+    // The same place asked again: nothing to write.
+    let d = decide(&s, &waiting("c", 1, 5_000), NOW);
+    assert!(
+        matches!(&d, Decision::Queue { write: None, witnesses } if witnesses[0].rule_id == "WAITERS_AHEAD")
+    );
+    // A call without wait keeps the place too (the 30 s after it are already there).
+    assert!(matches!(
+        decide(&s, &acquire("c"), NOW),
+        Decision::Queue { write: None, .. }
+    ));
+    // A longer wait lengthens it, in place.
+    let Decision::Queue { write: Some(w), .. } = decide(&s, &waiting("c", 1, 9_000), NOW) else {
+        panic!()
+    };
+    let after = w.effect.apply(&s);
+    assert_eq!(after.queue_position("c", NOW), Some(2));
+    assert_eq!(after.waiters[1].until, NOW + 9_000 + PLACE_KEPT_MS);
+}
+
+#[test]
+fn a_semaphores_waiters_are_served_in_order_and_the_queue_is_bounded() {
+    let live = NOW + 60_000;
+    let place = NOW + 40_000;
+    let s = queued(
+        semaphore(2, 5, 8, &[("a", 4, live), ("b", 5, live)]),
+        &[("c", place), ("d", place)],
+    );
+    let Decision::Write(w) = decide(&s, &release("a", 4), NOW) else {
+        panic!()
+    };
+    let after = w.effect.apply(&s);
+    assert_eq!(after.live_permit_of("c", NOW).map(|p| p.token), Some(6));
+    assert_eq!(after.queue_position("d", NOW), Some(1));
+    // Waiting under another limit than the live permits': LIMIT_MISMATCH, no place.
+    assert_eq!(
+        rule_ids(&decide(&s, &waiting("e", 3, 5_000), NOW)),
+        ["LIMIT_MISMATCH"]
+    );
+    // A full queue takes no more places.
+    let full: Vec<(String, Millis)> = (0..MAX_WAITERS).map(|i| (format!("w{i}"), place)).collect();
+    let full: Vec<(&str, Millis)> = full.iter().map(|(h, u)| (h.as_str(), *u)).collect();
+    let s = queued(semaphore(2, 5, 8, &[("a", 4, live), ("b", 5, live)]), &full);
+    assert_eq!(
+        rule_ids(&decide(&s, &waiting("late", 2, 5_000), NOW)),
+        ["WAITERS_AHEAD", "QUEUE_FULL"]
+    );
 }

@@ -1,0 +1,111 @@
+//! The queue of waiters (docs/adr/0007): first come, first served. A freed permit goes to the
+//! earliest live place in the write that frees it, and while anyone waits nobody is granted
+//! ahead of them. Every write of a versioned resource settles it first ([`settle`]), so that
+//! the permits a release, or a lapse noticed by the next writer, freed are handed on at once.
+
+use crate::clock::Millis;
+use crate::lease::model::{LeaseState, MAX_TOKEN, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place};
+use crate::witness::Witness;
+
+/// What an acquire asks for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    pub holder: &'a str,
+    pub ttl_ms: i64,
+    pub limit: u32,
+    /// How long the caller waits in this call (0: it does not, unless it has a place).
+    pub wait_ms: Millis,
+}
+
+/// `state` at `now` with its lapsed permits and places dropped and each free permit handed to
+/// the earliest live place, in order, under that place's limit: what the next write stores.
+/// A handed permit lasts the place's ttl from now, and at least as long as the place would
+/// have (its holder may be between two calls).
+pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
+    let mut after = state.clone();
+    after.permits.retain(|p| now < p.expires_at);
+    after.waiters.retain(|w| now < w.until);
+    while let Some(head) = after.waiters.first() {
+        if after.permits.is_empty() {
+            after.limit = head.limit;
+        }
+        let full = after.permits.len() >= after.limit as usize;
+        if head.limit != after.limit || full || after.last_token >= MAX_TOKEN {
+            break;
+        }
+        let head = after.waiters.remove(0);
+        // A holder with a permit does not wait for another.
+        if after.permits.iter().any(|p| p.holder == head.holder) {
+            continue;
+        }
+        after.last_token += 1;
+        after.permits.push(Permit {
+            expires_at: (now + head.ttl_ms).max(head.until),
+            holder: head.holder,
+            token: after.last_token,
+        });
+    }
+    after.permits.sort_by_key(|p| p.token);
+    after
+}
+
+/// Whether the caller waits in the queue: it asked to, or it has a place already (calling again
+/// keeps it, whatever the wait asked for this time).
+pub(super) fn waits(settled: &LeaseState, asked: &Asked<'_>, now: Millis) -> bool {
+    asked.wait_ms > 0 || settled.queue_position(asked.holder, now).is_some()
+}
+
+/// The live places ahead of the caller's (all of them if it has none).
+pub(super) fn ahead(settled: &LeaseState, holder: &str, now: Millis) -> usize {
+    settled
+        .live_waiters(now)
+        .take_while(|w| w.holder != holder)
+        .count()
+}
+
+/// The caller's place taken or kept in `settled`: lasting until its wait ends and
+/// [`PLACE_KEPT_MS`] after, never shortened. `None` when the queue is full and it has none.
+pub(super) fn keep_place(
+    settled: &LeaseState,
+    asked: &Asked<'_>,
+    now: Millis,
+) -> Option<LeaseState> {
+    let mut after = settled.clone();
+    let until = now + asked.wait_ms + PLACE_KEPT_MS;
+    let full = after.waiters.len() >= MAX_WAITERS;
+    match after.waiters.iter_mut().find(|w| w.holder == asked.holder) {
+        Some(place) => {
+            place.until = place.until.max(until);
+            place.ttl_ms = asked.ttl_ms;
+        }
+        None if full => return None,
+        None => after.waiters.push(Place {
+            holder: asked.holder.to_owned(),
+            ttl_ms: asked.ttl_ms,
+            limit: asked.limit,
+            until,
+        }),
+    }
+    Some(after)
+}
+
+/// Live places are ahead of the caller.
+pub(super) fn waiters_ahead(ahead: usize) -> Witness {
+    Witness::new(
+        "WAITERS_AHEAD",
+        "/resource",
+        "callers waiting before you are served first; wait with waitSeconds to keep a place",
+    )
+    .expected("no live waiters ahead")
+    .actual(ahead)
+}
+
+/// The queue has no room for another place.
+pub(super) fn queue_full() -> Witness {
+    Witness::new(
+        "QUEUE_FULL",
+        "/waitSeconds",
+        format!("{MAX_WAITERS} callers wait for this resource already; try again later"),
+    )
+    .expected(format!("fewer than {MAX_WAITERS} waiters"))
+}
