@@ -124,6 +124,11 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"check\",\"tenantId\":\"team-a\",\"resource\":\"gpu-pool\",\"token\":3,\"holder\":\"worker-7\"}'".into(),
             "Every answer carries limit and holders (the live permits by token); the top-level holder, fencingToken and expiresAt are your own permit when you hold one, else the live permit with the largest token (null for a set). Over MCP, the read-only tool lease_read offers get and check and nothing that writes.".into(),
         ]),
+        ("Waiting fairly", vec![
+            "An acquire of one resource may wait for it: waitSeconds (0 to 20, default 0). Not granted at once, you take a place in the resource's queue and the call answers as soon as a permit is yours, or when the wait ends with granted: false and queuePosition (1 = next). First come, first served: a freed permit goes to the earliest waiter in the very write that frees it, and while anyone waits nobody else is granted ahead of them (witness WAITERS_AHEAD). Semaphores queue the same way; sets do not wait.".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\",\"waitSeconds\":20}'".into(),
+            "Your place is kept while you wait and 30 s after each wait ends: call again with the same holder to keep waiting (a lease handed to you meanwhile is kept for you until then). waitSeconds is not part of a requestId's identity: a retry resumes your place, or replays the grant you already won. A queue holds 64 places (QUEUE_FULL beyond). The clients wait this way: with client.lease(r, holder=h, wait=60) (Python), guard_waiting (Rust), leasekit run --wait 60.".into(),
+        ]),
         ("Calling it", vec![
             "POST /api/v1/lease with a JSON body: {\"op\": \"acquire\", \"resource\": \"deploy:prod\", \"holder\": \"worker-7\", \"ttlSeconds\": 60, \"tenantId\": \"team-a\", \"requestId\": \"w7-deploy-1\"}. ops: acquire, renew (with token), release (with token), get, check (with token).".into(),
             "With an API key: send X-API-KEY and a tenantId; your account and tenantId are the namespace.".into(),

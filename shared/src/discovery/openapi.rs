@@ -50,6 +50,11 @@ fn lease_examples(lease: Value) -> Value {
             json!({"op": "release", "leases": [{"resource": "account:alice", "token": 7}, {"resource": "account:bob", "token": 3}], "holder": "transfer-17", "tenantId": "team-a"}),
         ),
         (
+            "wait",
+            "Wait up to 20 s in the queue for a lease, first come first served",
+            json!({"op": "acquire", "resource": "deploy:prod", "holder": "worker-7", "waitSeconds": 20, "tenantId": "team-a"}),
+        ),
+        (
             "check",
             "Is token 3 still a live permit of worker-7?",
             json!({"op": "check", "resource": "gpu-pool", "token": 3, "holder": "worker-7", "tenantId": "team-a"}),
