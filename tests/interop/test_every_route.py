@@ -132,6 +132,35 @@ def test_semaphore_set_and_check_with_a_key(server, did):
     assert lease({"op": "get", "resource": a})["granted"] is False
 
 
+def test_a_waiting_acquire(server, did):
+    """Fair waiting on whatever is under test (through `sam local`, the Lambda function waits
+    inside the request and reads again every 125-250 ms): a lapse is handed to the waiter, and a
+    wait that ends answers the place."""
+    import time
+    from datetime import datetime
+
+    url = server + "/api/v1/lease"
+    tenant, resource = unique("every-wait"), unique("wait")
+
+    def lease(body):
+        response = requests.post(url, json={"tenantId": tenant, "resource": resource, **body}, headers=KEY,
+                                 timeout=TIMEOUT)
+        return signed(response, did)["data"]
+
+    held = lease({"op": "acquire", "holder": "gone", "ttlSeconds": 2})
+    expires = datetime.fromisoformat(held["expiresAt"].replace("Z", "+00:00")).timestamp()
+    got = lease({"op": "acquire", "holder": "next", "waitSeconds": 10})
+    late_ms = (time.time() - expires) * 1000
+    print(f"lapse to grant: {late_ms:.0f} ms")
+    assert got["granted"] is True and got["fencingToken"] == held["fencingToken"] + 1, got
+    assert late_ms < 3000, late_ms
+    began = time.monotonic()
+    ended = lease({"op": "acquire", "holder": "late", "waitSeconds": 1})
+    assert (ended["granted"], ended["queuePosition"]) == (False, 1), ended
+    assert ended["witnesses"][0]["ruleId"] == "LEASE_HELD"
+    assert time.monotonic() - began >= 1.0
+
+
 def test_lease_paid_with_the_x402_sdk(server, did):
     account, session = paying_session()
     body = {"op": "acquire", "resource": unique("every-paid"), "holder": "agent-1"}
