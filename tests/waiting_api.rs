@@ -365,3 +365,54 @@ async fn bad_wait_input_is_a_400_naming_the_field() {
     let got = c.data(get("t1", "x")).await;
     assert_eq!(got["granted"], false);
 }
+
+/// 40 waiters arriving together all have their places within a second, so one who comes after
+/// is 41st (found by the attack of 2026-12-03: racing on the version, some took seconds and
+/// came in behind later callers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forty_waiters_at_once_are_all_in_line_before_a_later_caller() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    c.data(acquire("t1", "crowd", "owner")).await;
+    let waiters: Vec<_> = (0..40)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move { c.data(waiting("crowd", &format!("w{i:02}"), 4)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let late = c.data(waiting("crowd", "late", 1)).await;
+    assert_eq!(late["queuePosition"], 41, "{late}");
+    let mut positions = Vec::new();
+    for w in waiters {
+        let d = w.await.unwrap();
+        assert_eq!(d["granted"], false, "{d}");
+        positions.push(d["queuePosition"].as_u64().unwrap());
+    }
+    positions.sort();
+    assert_eq!(positions, (1..=40).collect::<Vec<u64>>());
+}
+
+/// A lease handed to a waiter who went away is kept for it while its place lasts, not for the
+/// ttl it asked for (found by the attack of 2026-12-03: an hour, while others waited).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lease_handed_to_an_absent_waiter_lasts_only_as_long_as_its_place() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let held = c.data(acquire("t1", "absent", "owner")).await;
+    let mut body = waiting("absent", "gone", 1);
+    body["ttlSeconds"] = json!(3600);
+    let queued = c.data(body).await;
+    assert_eq!(queued["queuePosition"], 1);
+    let released_at = support::history::now_ms();
+    c.data(release("absent", "owner", &held["fencingToken"]))
+        .await;
+    let got = c.data(get("t1", "absent")).await;
+    assert_eq!(got["holder"], "gone", "{got}");
+    let expires = support::history::parse_iso(got["expiresAt"].as_str().unwrap()).unwrap();
+    assert!(
+        expires <= released_at + 31_000,
+        "kept {} ms past the release, not while its place lasts",
+        expires - released_at
+    );
+}

@@ -59,7 +59,6 @@ fn queued(state: LeaseState, until: Millis) -> LeaseState {
     LeaseState {
         waiters: vec![Place {
             holder: "c".into(),
-            ttl_ms: 5_000,
             limit: state.limit,
             until,
         }],
@@ -197,7 +196,6 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
                 let place = [
                     ("h".to_owned(), AttributeValue::S(w.holder.clone())),
                     ("u".to_owned(), n(w.until as u64)),
-                    ("x".to_owned(), n(w.ttl_ms as u64)),
                     ("l".to_owned(), n(w.limit.into())),
                 ];
                 AttributeValue::M(place.into())

@@ -28,12 +28,11 @@ pub const PLACE_KEPT_MS: Millis = 30_000;
 pub const MAX_WAIT_MS: Millis = 20_000;
 
 /// A caller waiting for a permit of the resource (docs/adr/0007). Places are served in the order
-/// they were taken. The permit a place is handed lasts `ttl_ms` from then, under `limit`, and at
-/// least until `until`, so that a waiter between two calls finds it kept.
+/// they were taken. The permit a place is handed, under `limit`, lasts until `until`: its holder
+/// takes it for its own ttl when it next calls, or it lapses with the place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
     pub holder: String,
-    pub ttl_ms: i64,
     pub limit: u32,
     /// The place lapses at this time: [`PLACE_KEPT_MS`] after its holder's last wait ends.
     pub until: Millis,

@@ -348,6 +348,7 @@ impl LeaseService {
             .as_deref()
             .map(|id| RecordKey::new(tenant, id));
         let Command::Acquire { wait_ms, .. } = command else {
+            let _turn = self.waits.turn(&key).await;
             return Ok(self
                 .mutate(&key, record.as_ref(), &command, request, &signing)
                 .await?
@@ -368,9 +369,11 @@ impl LeaseService {
                 now: round_now,
                 ..signing
             };
+            let turn = self.waits.turn(&key).await;
             let (answer, state) = self
                 .mutate(&key, record.as_ref(), &waiting, request, &signing)
                 .await?;
+            drop(turn);
             let queued = !answer.data.granted && answer.data.queue_position.is_some();
             let (Some(state), true) = (state, queued && round_now < deadline) else {
                 return Ok(answer);

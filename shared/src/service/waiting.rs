@@ -17,12 +17,30 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::sync::futures::OwnedNotified;
 
-/// This process's waiters, by resource: a `Notify` per resource someone waits for, kept while
-/// anyone holds it.
+/// This process's waiters and writers, by resource: what a resource someone waits for or writes
+/// has, kept while anyone holds it.
 #[derive(Clone, Default)]
 pub(crate) struct Waits {
-    by_key: Arc<Mutex<HashMap<LeaseKey, Weak<Notify>>>>,
+    by_key: Arc<Mutex<HashMap<LeaseKey, Weak<Resource>>>>,
     poll: Option<Duration>,
+}
+
+/// One resource in this process: the wake-up of its waiters, and the turn its writers take.
+#[derive(Default)]
+struct Resource {
+    changed: Arc<Notify>,
+    /// Held for one round of a mutation. Within one process, writers of a resource go one at a
+    /// time, in the order they came (tokio's mutex is fair), instead of racing on its version:
+    /// 40 waiters arriving together once took seconds of lost races to take their places, and
+    /// took them out of their order of arrival (found by the attack of 2026-12-03). Writers in
+    /// other processes still race, guarded as ever.
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A writer's turn on a resource (see [`Resource::turn`]); the resource is kept while it is held.
+pub(crate) struct Turn {
+    _held: tokio::sync::OwnedMutexGuard<()>,
+    _of: Arc<Resource>,
 }
 
 /// Resources with waiters in one process at which dead entries are swept out of the map.
@@ -39,40 +57,54 @@ impl Waits {
     /// A waiter's wake-up for `key`, armed now: a write that commits after this call wakes it,
     /// even one that commits before it starts to sleep.
     pub(crate) fn subscribe(&self, key: &LeaseKey) -> Woken {
-        let notify = match self.by_key.lock() {
-            Ok(mut by_key) => {
-                if by_key.len() >= SWEEP_AT {
-                    by_key.retain(|_, n| n.strong_count() > 0);
-                }
-                match by_key.get(key).and_then(Weak::upgrade) {
-                    Some(notify) => notify,
-                    None => {
-                        let notify = Arc::new(Notify::new());
-                        by_key.insert(key.clone(), Arc::downgrade(&notify));
-                        notify
-                    }
-                }
-            }
-            // A poisoned map: wake-ups are lost, the waiter still wakes by its timers.
-            Err(_) => Arc::new(Notify::new()),
-        };
-        let mut notified = Box::pin(notify.notified_owned());
+        let resource = self.resource(key);
+        let mut notified = Box::pin(resource.changed.clone().notified_owned());
         notified.as_mut().enable();
         Woken {
             notified,
             poll: self.poll,
+            _of: resource,
+        }
+    }
+
+    /// Wait for this process's turn to write `key`, first come first served.
+    pub(crate) async fn turn(&self, key: &LeaseKey) -> Turn {
+        let resource = self.resource(key);
+        let held = resource.turn.clone().lock_owned().await;
+        Turn {
+            _held: held,
+            _of: resource,
+        }
+    }
+
+    fn resource(&self, key: &LeaseKey) -> Arc<Resource> {
+        let Ok(mut by_key) = self.by_key.lock() else {
+            // A poisoned map: wake-ups and turns are lost; waiters still wake by their timers,
+            // writers still race guarded.
+            return Arc::new(Resource::default());
+        };
+        if by_key.len() >= SWEEP_AT {
+            by_key.retain(|_, n| n.strong_count() > 0);
+        }
+        match by_key.get(key).and_then(Weak::upgrade) {
+            Some(resource) => resource,
+            None => {
+                let resource = Arc::new(Resource::default());
+                by_key.insert(key.clone(), Arc::downgrade(&resource));
+                resource
+            }
         }
     }
 
     /// A write of `key` committed: wake its waiters in this process.
     pub(crate) fn wake(&self, key: &LeaseKey) {
-        let notify = self
+        let resource = self
             .by_key
             .lock()
             .ok()
             .and_then(|by_key| by_key.get(key).and_then(Weak::upgrade));
-        if let Some(notify) = notify {
-            notify.notify_waiters();
+        if let Some(resource) = resource {
+            resource.changed.notify_waiters();
         }
     }
 }
@@ -81,6 +113,8 @@ impl Waits {
 pub(crate) struct Woken {
     notified: Pin<Box<OwnedNotified>>,
     poll: Option<Duration>,
+    /// Kept so that writers find the same wake-up while this waiter sleeps.
+    _of: Arc<Resource>,
 }
 
 impl Woken {

@@ -317,8 +317,8 @@ impl LeaseStore {
 ///
 /// The item (docs/adr/0006, 0007): `tok` the counter; a lease's one permit is `holder` and `exp`;
 /// a versioned resource's (a semaphore, or any resource with a queue) are `pm` (holder →
-/// `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`, and its queue `wq` (`[{h, u, x, l}]`:
-/// holder, place lapses at, ttl ms, limit) with `wuntil` (the latest `u`).
+/// `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`, and its queue `wq` (`[{h, u, l}]`:
+/// holder, place lapses at, limit) with `wuntil` (the latest `u`).
 fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
     let mut e = Expr::default();
     let (holder, tok, exp) = (e.name("holder"), e.name("tok"), e.name("exp"));
@@ -446,7 +446,7 @@ fn permits_map(state: &LeaseState) -> AttributeValue {
     )
 }
 
-/// A queue as stored, in order: `[{h: holder, u: lapses at, x: ttl ms, l: limit}]`.
+/// A queue as stored, in order: `[{h: holder, u: lapses at, l: limit}]`.
 fn places_list(state: &LeaseState) -> AttributeValue {
     AttributeValue::L(
         state
@@ -456,7 +456,6 @@ fn places_list(state: &LeaseState) -> AttributeValue {
                 let place = [
                     ("h".to_owned(), s(&w.holder)),
                     ("u".to_owned(), n(w.until)),
-                    ("x".to_owned(), n(w.ttl_ms)),
                     ("l".to_owned(), n(w.limit)),
                 ];
                 AttributeValue::M(place.into())
@@ -575,16 +574,14 @@ fn places_from_item(item: &Item) -> Result<Vec<Place>, StoreError> {
         };
         let holder = req_s(place, "h")?;
         let limit: u32 = req_n(place, "l")?;
-        let ttl_ms: i64 = req_n(place, "x")?;
         if holder.is_empty() || waiters.iter().any(|w| w.holder == holder) {
             return Err(corrupt("an empty or repeated holder"));
         }
-        if !(1..=MAX_LIMIT).contains(&limit) || ttl_ms <= 0 {
-            return Err(corrupt("a limit or ttl out of range"));
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(corrupt("a limit out of range"));
         }
         waiters.push(Place {
             holder: holder.to_owned(),
-            ttl_ms,
             limit,
             until: req_n(place, "u")?,
         });

@@ -19,8 +19,10 @@ pub(crate) struct Asked<'a> {
 
 /// `state` at `now` with its lapsed permits and places dropped and each free permit handed to
 /// the earliest live place, in order, under that place's limit: what the next write stores.
-/// A handed permit lasts the place's ttl from now, and at least as long as the place would
-/// have (its holder may be between two calls).
+/// A handed permit lasts as long as the place would have: its holder, if it is waiting, takes
+/// it for its own ttl at once (an acquire by the live holder); if it is between calls, the
+/// permit is kept for it until its place's 30 s run out, and no longer (a caller who went away
+/// does not hold it for the hour it asked for: found by the attack of 2026-12-03).
 pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
     let mut after = state.clone();
     after.permits.retain(|p| now < p.expires_at);
@@ -40,7 +42,7 @@ pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
         }
         after.last_token += 1;
         after.permits.push(Permit {
-            expires_at: (now + head.ttl_ms).max(head.until),
+            expires_at: head.until,
             holder: head.holder,
             token: after.last_token,
         });
@@ -76,12 +78,10 @@ pub(super) fn keep_place(
     match after.waiters.iter_mut().find(|w| w.holder == asked.holder) {
         Some(place) => {
             place.until = place.until.max(until);
-            place.ttl_ms = asked.ttl_ms;
         }
         None if full => return None,
         None => after.waiters.push(Place {
             holder: asked.holder.to_owned(),
-            ttl_ms: asked.ttl_ms,
             limit: asked.limit,
             until,
         }),

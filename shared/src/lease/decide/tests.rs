@@ -40,7 +40,6 @@ fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
             .iter()
             .map(|(holder, until)| Place {
                 holder: (*holder).into(),
-                ttl_ms: 30_000,
                 limit,
                 until: *until,
             })
