@@ -7,22 +7,6 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::*;
-use tempfile::TempDir;
-
-fn serve() -> (TempDir, Server) {
-    let dir = TempDir::new().unwrap();
-    let server = Server::start(dir.path());
-    (dir, server)
-}
-
-fn rule_ids(data: &Value) -> Vec<String> {
-    data["witnesses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["ruleId"].as_str().unwrap().to_owned())
-        .collect()
-}
 
 fn semaphore(resource: &str, holder: &str, limit: Value) -> Value {
     json!({"op": "acquire", "tenantId": "t1", "resource": resource, "holder": holder, "limit": limit})

@@ -7,21 +7,6 @@ use serde_json::{Value, json};
 use support::*;
 use tempfile::TempDir;
 
-fn serve() -> (TempDir, Server) {
-    let dir = TempDir::new().unwrap();
-    let server = Server::start(dir.path());
-    (dir, server)
-}
-
-fn rule_ids(data: &Value) -> Vec<String> {
-    data["witnesses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["ruleId"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// `2026-11-29T10:00:00.000Z`: ISO 8601, UTC, milliseconds.
 fn is_iso_millis(v: &Value) -> bool {
     let s = v.as_str().unwrap_or_default();

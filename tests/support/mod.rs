@@ -171,6 +171,23 @@ impl Client {
     }
 }
 
+/// A `leasekit serve` on a data dir of its own, removed with the `TempDir`.
+pub fn serve() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    (dir, server)
+}
+
+/// The rule ids of an answer's witnesses, in order.
+pub fn rule_ids(data: &Value) -> Vec<String> {
+    data["witnesses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["ruleId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 pub fn acquire(tenant: &str, resource: &str, holder: &str) -> Value {
     json!({"op": "acquire", "tenantId": tenant, "resource": resource, "holder": holder})
 }
