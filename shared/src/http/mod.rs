@@ -96,9 +96,9 @@ pub struct AppState {
     pub loopback_hosts: bool,
 }
 
-/// How often a waiting acquire on Lambda reads its resource again (jittered between half and
-/// all of it): one consistent read each, some 5 a second; the release-to-grant delay it gives is
-/// about half of it on average (BENCHMARKS.md).
+/// How often a waiting acquire on Lambda looks at its resource again (jittered between half and
+/// all of it): one round each, some 5 a second (what a round costs: BENCHMARKS.md); the
+/// release-to-grant delay it gives is about half of it on average.
 const LAMBDA_WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl AppState {
