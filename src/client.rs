@@ -64,6 +64,9 @@ pub struct Call {
     /// Holders allowed at once (acquire; 1-64, default 1): a semaphore, a token each.
     #[arg(long)]
     pub limit: Option<u32>,
+    /// Seconds to wait in the resource's queue if it is held (acquire of one resource; 0-20).
+    #[arg(long)]
+    pub wait: Option<u32>,
     /// Makes a retry of this call safe (one is made up otherwise).
     #[arg(long)]
     pub request_id: Option<String>,
@@ -122,6 +125,9 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     }
     if let Some(limit) = call.limit {
         body["limit"] = json!(limit);
+    }
+    if let Some(wait) = call.wait {
+        body["waitSeconds"] = json!(wait);
     }
     if let Some(id) = &call.request_id {
         body["requestId"] = json!(id);

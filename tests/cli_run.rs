@@ -156,6 +156,35 @@ fn run_passes_the_exit_code_through_and_gives_up_when_held() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("held by other"));
 }
 
+/// `leasekit acquire --wait` waits in the resource's queue: held throughout, it answers when the
+/// wait ends, not granted (exit 1), with its place; a later plain acquire sees it ahead.
+#[test]
+fn acquire_waits_in_the_queue_with_wait() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let out = cli(&server, "owner")
+        .args(["acquire", "--resource", "q", "--ttl", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let started = std::time::Instant::now();
+    let out = cli(&server, "waiter")
+        .args(["acquire", "--resource", "q", "--wait", "1"])
+        .output()
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(1), "it waited");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["data"]["queuePosition"], 1);
+    let out = cli(&server, "newcomer")
+        .args(["acquire", "--resource", "q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        json(&out)["data"]["witnesses"][0]["ruleId"],
+        "WAITERS_AHEAD"
+    );
+}
+
 /// A renewer paused past its deadline (like a long GC pause) finds the lease lapsed: the command
 /// is killed at once (the deadline has passed, so there is no grace left) and `run` exits 76.
 #[test]

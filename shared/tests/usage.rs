@@ -330,6 +330,36 @@ async fn semaphore_and_set_paths_cost_what_the_adr_says() {
             (format!("set of {n}: acquire with requestId"), json!({"op": "acquire", "resources": resources, "holder": "w", "requestId": format!("set{n}")}), true, (2, units + 2.0, units + [2.0, 6.0, 22.0][[2, 10, 50].iter().position(|&m| m == n).unwrap()])),
         ]);
     }
+    // Waiting (docs/adr/0007) behind a lease: the place is the blind take that fails, then the
+    // versioned write; nothing wakes the waiter (its own write does not), and the last round
+    // (the wait ended) reads instead of guessing again. The
+    // release hands the lease on in its write, after its own guess failed on the queued item.
+    assert!(
+        run(json!({"op": "acquire", "resource": "queued", "holder": "owner"}))
+            .await
+            .0
+            .granted
+    );
+    cases.extend([
+        (
+            "wait 1 s behind a lease (a place, ends ungranted)".to_owned(),
+            json!({"op": "acquire", "resource": "queued", "holder": "w", "waitSeconds": 1}),
+            false,
+            (3, 1.0, 2.0),
+        ),
+        (
+            "release, handing the lease to the waiter".to_owned(),
+            json!({"op": "release", "resource": "queued", "holder": "owner", "token": 1}),
+            true,
+            (2, 0.0, 2.0),
+        ),
+        (
+            "wait, free at once (the lease's one write)".to_owned(),
+            json!({"op": "acquire", "resource": "free", "holder": "w", "waitSeconds": 5}),
+            true,
+            (1, 0.0, 1.0),
+        ),
+    ]);
     let mut table = vec![format!(
         "| {:<42} | {:>11} | {:>10} | {:>11} |",
         "path", "round trips", "read units", "write units"

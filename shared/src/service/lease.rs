@@ -126,43 +126,33 @@ struct Plan {
 impl Plan {
     /// The plan `decide` makes on `state`, the lease as the store last showed it.
     fn decided(state: &LeaseState, command: &Command, request: &LeaseRequest, now: Millis) -> Self {
-        let plan = |answer, write: Option<Write>, queued| {
-            let shown = write
-                .as_ref()
-                .map_or(state.clone(), |w| w.effect.apply(state));
-            Self {
-                answer,
-                write,
-                shown,
-                queued,
+        let (op, holder) = (request.op, caller(request));
+        // What the answer shows: the state the write leaves, or the state as read.
+        let (write, queued, witnesses) = match decide(state, command, now) {
+            Decision::Write(write) => (Some(write), false, None),
+            Decision::Deny(witnesses) => (None, false, Some(witnesses)),
+            Decision::Queue { write, witnesses } => (write, true, Some(witnesses)),
+            Decision::Observe => {
+                return Self {
+                    answer: observation(state, command, request, now),
+                    write: None,
+                    shown: state.clone(),
+                    queued: false,
+                };
             }
         };
-        let (op, holder) = (request.op, caller(request));
-        match decide(state, command, now) {
-            Decision::Write(write) => {
-                let after = write.effect.apply(state);
-                plan(
-                    LeaseAnswer::granted(op, &after, holder, now),
-                    Some(write),
-                    false,
-                )
-            }
-            Decision::Deny(witnesses) => plan(
-                LeaseAnswer::denied(op, state, holder, now, witnesses),
-                None,
-                false,
-            ),
-            Decision::Queue { write, witnesses } => {
-                let after = write
-                    .as_ref()
-                    .map_or(state.clone(), |w| w.effect.apply(state));
-                plan(
-                    LeaseAnswer::denied(op, &after, holder, now, witnesses),
-                    write,
-                    true,
-                )
-            }
-            Decision::Observe => plan(observation(state, command, request, now), None, false),
+        let shown = write
+            .as_ref()
+            .map_or_else(|| state.clone(), |w| w.effect.apply(state));
+        let answer = match witnesses {
+            None => LeaseAnswer::granted(op, &shown, holder, now),
+            Some(witnesses) => LeaseAnswer::denied(op, &shown, holder, now, witnesses),
+        };
+        Self {
+            answer,
+            write,
+            shown,
+            queued,
         }
     }
 }
@@ -350,7 +340,7 @@ impl LeaseService {
         let Command::Acquire { wait_ms, .. } = command else {
             let _turn = self.waits.turn(&key).await;
             return Ok(self
-                .mutate(&key, record.as_ref(), &command, request, &signing)
+                .mutate(&key, record.as_ref(), &command, request, &signing, true)
                 .await?
                 .0);
         };
@@ -360,19 +350,26 @@ impl LeaseService {
         // and 30 s after, so every round asks for the same place.
         let started = tokio::time::Instant::now();
         let deadline = now + wait_ms;
+        let mut round = 0;
         loop {
             let round_now = now + Millis::try_from(started.elapsed().as_millis()).unwrap_or(0);
-            let round_now = round_now.min(deadline.max(now));
+            let round_now = round_now.min(deadline);
             let waiting = command.with_wait(deadline - round_now);
-            let woken = self.waits.subscribe(&key);
             let signing = Signing {
                 now: round_now,
                 ..signing
             };
+            // After the first round the caller knows the resource is held or queued: it reads
+            // (one read unit) instead of the blind take, a write that would fail (one write unit).
+            let guess = round == 0;
+            round += 1;
             let turn = self.waits.turn(&key).await;
             let (answer, state) = self
-                .mutate(&key, record.as_ref(), &waiting, request, &signing)
+                .mutate(&key, record.as_ref(), &waiting, request, &signing, guess)
                 .await?;
+            // Armed before the turn is given up, so every later write of the resource in this
+            // process wakes it, and its own write does not.
+            let woken = self.waits.subscribe(&key);
             drop(turn);
             let queued = !answer.data.granted && answer.data.queue_position.is_some();
             let (Some(state), true) = (state, queued && round_now < deadline) else {
@@ -385,7 +382,8 @@ impl LeaseService {
     }
 
     /// A mutation: with a requestId its answer is recorded, without one it is not. Also the
-    /// state the answer shows, when it is not a replay.
+    /// state the answer shows, when it is not a replay. `guess`: try the write planned without a
+    /// read first (see [`Self::mutate_optimistically`]).
     async fn mutate(
         &self,
         key: &LeaseKey,
@@ -393,11 +391,12 @@ impl LeaseService {
         command: &Command,
         request: &LeaseRequest,
         signing: &Signing<'_>,
+        guess: bool,
     ) -> Result<(SignedAnswer, Option<LeaseState>), LeaseError> {
         match record {
             None => {
                 let (answer, state) = self
-                    .mutate_optimistically(key, command, request, signing.now)
+                    .mutate_optimistically(key, command, request, signing.now, guess)
                     .await?;
                 Ok((self.sign(answer, signing)?, Some(state)))
             }
@@ -410,13 +409,15 @@ impl LeaseService {
 
     /// Without requestId: one guarded write on the optimistic guess, then decide on the item a
     /// failed guard hands back. A re-acquire that this process's view foresees (the caller holds
-    /// the lease) goes straight to its own write instead of the vacant-lease guess.
+    /// the lease) goes straight to its own write instead of the vacant-lease guess. Without
+    /// `guess` (a waiter's later rounds, which know the guess would fail) it reads first.
     async fn mutate_optimistically(
         &self,
         key: &LeaseKey,
         command: &Command,
         request: &LeaseRequest,
         now: Millis,
+        guess: bool,
     ) -> Result<(LeaseAnswer, LeaseState), LeaseError> {
         let view = self.views.get(key).unwrap_or_default();
         let foreseen = planned(&view, command, now)
@@ -426,7 +427,10 @@ impl LeaseService {
             write,
             queued: None,
         };
-        let mut next = foreseen.or_else(|| optimistic(command, now)).map(grants);
+        let mut next = foreseen
+            .or_else(|| optimistic(command, now))
+            .map(grants)
+            .filter(|_| guess);
         for round in 0..MAX_ROUNDS {
             back_off(round).await;
             let old = match next.take() {
@@ -584,6 +588,14 @@ impl LeaseService {
         } else {
             "resources"
         };
+        // Each resource's turn, in key order (so that two sets cannot wait on each other), held
+        // for the whole set: its writes wake waiters as a single resource's do.
+        let mut ordered: Vec<&LeaseKey> = keys.iter().collect();
+        ordered.sort();
+        let mut turns = Vec::with_capacity(ordered.len());
+        for key in ordered {
+            turns.push(self.waits.turn(key).await);
+        }
         for round in 0..MAX_ROUNDS {
             // A set's first round reads before it writes: a second means it lost a race.
             back_off(round + 1).await;

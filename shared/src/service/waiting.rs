@@ -55,7 +55,8 @@ impl Waits {
     }
 
     /// A waiter's wake-up for `key`, armed now: a write that commits after this call wakes it,
-    /// even one that commits before it starts to sleep.
+    /// even one that commits before it starts to sleep. Armed while the waiter holds its turn,
+    /// after its own write (writers of a resource in this process take turns).
     pub(crate) fn subscribe(&self, key: &LeaseKey) -> Woken {
         let resource = self.resource(key);
         let mut notified = Box::pin(resource.changed.clone().notified_owned());

@@ -20,7 +20,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseKey(pub(super) String);
 
 impl LeaseKey {
