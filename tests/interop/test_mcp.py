@@ -72,6 +72,9 @@ async def semaphore_and_check(server, resource):
         first = await call("lease", {"op": "acquire", "holder": "agent-1", "limit": 2})
         second = await call("lease", {"op": "acquire", "holder": "agent-2", "limit": 2})
         third = await call("lease", {"op": "acquire", "holder": "agent-3", "limit": 2})
+        # The lease tool waits as the route does: a 1 s wait behind the full semaphore ends with
+        # the place.
+        waited = await call("lease", {"op": "acquire", "holder": "agent-5", "limit": 2, "waitSeconds": 1})
         current = await call("lease_read", {"op": "check", "token": 2, "holder": "agent-2"})
         stale = await call("lease_read", {"op": "check", "token": 3})
         got = await call("lease_read", {"op": "get"})
@@ -82,14 +85,18 @@ async def semaphore_and_check(server, resource):
             await call("lease_read", {"op": "release", "holder": "agent-1", "token": 1}),
             await call("lease_read", {"op": "get", "limit": 2}),
             await call("lease_read", {"op": "get", "requestId": "x"}),
+            await call("lease_read", {"op": "get", "waitSeconds": 1}),
         ]
         after = await call("lease_read", {"op": "get"})
-        return first, second, third, current, stale, got, refused, after
+        return first, second, third, waited, current, stale, got, refused, after
 
 
 def test_a_semaphore_over_mcp_and_a_check_with_the_read_only_tool(server):
     resource = unique("mcp:sem")
-    first, second, third, current, stale, got, refused, after = asyncio.run(semaphore_and_check(server, resource))
+    first, second, third, waited, current, stale, got, refused, after = asyncio.run(
+        semaphore_and_check(server, resource))
+    waited = waited.structured_content["data"]
+    assert (waited["granted"], waited["queuePosition"]) == (False, 1), waited
     assert [r.structured_content["data"]["fencingToken"] for r in (first, second)] == [1, 2]
     assert third.structured_content["data"]["witnesses"][0]["ruleId"] == "LEASE_HELD"
     assert current.structured_content["data"]["current"] is True

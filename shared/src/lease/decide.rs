@@ -372,15 +372,8 @@ fn decide_lease_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Milli
             },
             effect: Effect::Extend { expires_at },
         }),
-        Some(l) => Decision::Deny(vec![
-            Witness::new(
-                "LEASE_HELD",
-                "/resource",
-                "another holder has this lease until it lapses or is released",
-            )
-            .expected("a free or lapsed lease")
-            .actual(json!({"holder": l.holder, "fencingToken": l.token})),
-        ]),
+        // A lease (not versioned) keeps only the permit that is live here.
+        Some(_) => Decision::Deny(vec![semaphore::held(state, 1)]),
         None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![exhausted(state)]),
         None => Decision::Write(take(
             Guard::VacantAt {

@@ -79,8 +79,8 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     }
 }
 
-/// Every permit is held.
-fn held(settled: &LeaseState, limit: u32) -> Witness {
+/// Every permit of `settled` (all of them live) is held, under `limit`.
+pub(super) fn held(settled: &LeaseState, limit: u32) -> Witness {
     let held: Vec<_> = settled
         .permits
         .iter()
