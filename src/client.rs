@@ -1,4 +1,4 @@
-//! `leasekit acquire|renew|release|get|check`: the lease API from scripts. The answer's JSON goes
+//! `leasekit acquire|renew|release|get|check|revoke|list|audit`: the lease API from scripts. The answer's JSON goes
 //! to stdout; the exit code says what happened: 0 the answer's status is pass (granted; get:
 //! answered; check: current), 1 fail (a rule stopped it: held by another, lapsed, wrong token,
 //! not current), 2 an error (see stderr).
@@ -53,7 +53,7 @@ pub struct Call {
     #[command(flatten)]
     pub connection: Connection,
     /// The resource, e.g. deploy:prod; several (2-50) for a set, all or nothing.
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub resource: Vec<String>,
     /// Lease length in seconds (acquire, renew).
     #[arg(long)]
@@ -67,9 +67,31 @@ pub struct Call {
     /// Seconds to wait in the resource's queue if it is held (acquire of one resource; 0-20).
     #[arg(long)]
     pub wait: Option<u32>,
+    /// Why (revoke; 1-200 characters, kept in the audit entry).
+    #[arg(long)]
+    pub reason: Option<String>,
     /// Makes a retry of this call safe (one is made up otherwise).
     #[arg(long)]
     pub request_id: Option<String>,
+}
+
+/// One page of `list` or `audit`.
+#[derive(Args)]
+pub struct Page {
+    #[command(flatten)]
+    pub connection: Connection,
+    /// list: only resources whose names start with this.
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// audit: only this resource's entries.
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// The nextCursor of the page before.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    /// Entries per page (1-100, default 50).
+    #[arg(long)]
+    pub page_size: Option<u32>,
 }
 
 /// The default holder: host name and process id.
@@ -89,6 +111,7 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     let spec = op.spec();
     let mut body = json!({"op": op.as_str()});
     match (call.resource.as_slice(), call.token.as_slice()) {
+        ([], _) => anyhow::bail!("--resource is required"),
         ([one], tokens) => {
             body["resource"] = json!(one);
             if let [token] = tokens {
@@ -129,10 +152,33 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     if let Some(wait) = call.wait {
         body["waitSeconds"] = json!(wait);
     }
+    if let Some(reason) = &call.reason {
+        body["reason"] = json!(reason);
+    }
     if let Some(id) = &call.request_id {
         body["requestId"] = json!(id);
     }
     Ok(body)
+}
+
+/// Print one page of list or audit (the whole answer; `data.nextCursor` continues it).
+pub async fn page(op: Op, page: Page) -> Result<u8> {
+    let client = page.connection.client()?;
+    let mut body = json!({"op": op.as_str()});
+    for (name, value) in [
+        ("prefix", &page.prefix),
+        ("resource", &page.resource),
+        ("cursor", &page.cursor),
+    ] {
+        if let Some(value) = value {
+            body[name] = json!(value);
+        }
+    }
+    if let Some(size) = page.page_size {
+        body["pageSize"] = json!(size);
+    }
+    println!("{}", client.send(body).await?);
+    Ok(EXIT_GRANTED)
 }
 
 /// Run one of acquire, renew, release, get, check; print the answer; the exit code.

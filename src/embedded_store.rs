@@ -146,7 +146,7 @@ fn run(database: &Database, mut flush: Option<Box<dyn Flush>>, queue: &mpsc::Rec
 fn is_read(operation: &str) -> bool {
     matches!(
         operation,
-        "GetItem" | "Query" | "Scan" | "TransactGetItems" | "DescribeTable"
+        "GetItem" | "BatchGetItem" | "Query" | "Scan" | "TransactGetItems" | "DescribeTable"
     )
 }
 
@@ -162,6 +162,7 @@ fn internal_error(why: &str) -> Answer {
 fn serve(db: &Database, operation: &str, body: &str) -> Answer {
     let result = match operation {
         "GetItem" => run_op(body, |r| db.get_item(r)),
+        "BatchGetItem" => run_op(body, |r| db.batch_get_item(r)),
         "PutItem" => run_op(body, |r| db.put_item(r)),
         "UpdateItem" => run_op(body, |r| db.update_item(r)),
         "DeleteItem" => run_op(body, |r| db.delete_item(r)),

@@ -14,6 +14,9 @@ pub enum KeysCommand {
     Create {
         #[arg(long)]
         account: String,
+        /// With the admin role: it may revoke its account's leases and read their audit.
+        #[arg(long)]
+        admin: bool,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -29,6 +32,7 @@ pub async fn run(command: KeysCommand) -> Result<()> {
     match command {
         KeysCommand::Create {
             account,
+            admin,
             store: args,
         } => {
             if !is_valid_name(&account) {
@@ -39,7 +43,7 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             let key = ApiKey::generate()
                 .map_err(|e| anyhow::anyhow!("no randomness from the OS: {e}"))?;
             if !keys
-                .insert(&KeyRecord::new(&key, &account, now_ms()))
+                .insert(&KeyRecord::new(&key, &account, now_ms()).with_admin(admin))
                 .await?
             {
                 bail!("a key with the same id exists already; run the command again");
@@ -48,7 +52,8 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             announce(&args)?;
             println!("{}", key.expose());
             eprintln!(
-                "created key {} for account {account}; it is not shown again",
+                "created {}key {} for account {account}; it is not shown again",
+                if admin { "admin " } else { "" },
                 key.id().as_str()
             );
             Ok(())
@@ -88,9 +93,10 @@ fn announce(args: &StoreArgs) -> Result<()> {
     )
 }
 
-/// Register `ACCOUNT:KEY` pairs given to `serve --api-key`. An existing registration of the same
-/// key for the same account is fine; the same key for another account is an error.
-pub async fn seed(keys: &KeyStore, pairs: &[String]) -> Result<()> {
+/// Register `ACCOUNT:KEY` pairs given to `serve --api-key` (or, `admin`, `--admin-key`). An
+/// existing registration of the same key for the same account and role is fine; the same key
+/// for another account or role is an error.
+pub async fn seed(keys: &KeyStore, pairs: &[String], admin: bool) -> Result<()> {
     for pair in pairs {
         let Some((account, key)) = pair.split_once(':') else {
             bail!("--api-key takes ACCOUNT:KEY");
@@ -102,12 +108,17 @@ pub async fn seed(keys: &KeyStore, pairs: &[String]) -> Result<()> {
             bail!("--api-key: a key is 16 to 256 printable ASCII characters without spaces");
         };
         if !keys
-            .insert(&KeyRecord::new(&key, account, now_ms()))
+            .insert(&KeyRecord::new(&key, account, now_ms()).with_admin(admin))
             .await?
         {
             match keys.find(&key.id()).await? {
-                Some(existing) if existing.account == account && existing.accepts(&key) => {}
-                _ => bail!("--api-key: this key is registered to another account, or revoked"),
+                Some(existing)
+                    if existing.account == account
+                        && existing.admin == admin
+                        && existing.accepts(&key) => {}
+                _ => bail!(
+                    "--api-key/--admin-key: this key is registered to another account or role, or revoked"
+                ),
             }
         }
     }

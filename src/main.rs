@@ -51,6 +51,13 @@ enum Command {
     Get(client::Call),
     /// Is a fencing token (of --holder, if given) still a live permit? Exit 0 current, 1 not.
     Check(client::Call),
+    /// End a holder's permit (--holder), or every permit of the resource, with a --reason: an
+    /// admin key's op, audited. Exit 0 revoked, 1 nothing to revoke.
+    Revoke(client::Call),
+    /// A page of your tenant's live leases (--prefix, --cursor): advisory, about 2 s behind.
+    List(client::Page),
+    /// A page of the revoke audit, newest first (--resource, --cursor): an admin key's op.
+    Audit(client::Page),
     /// DynamoDB (the embedded store) and the signing key's secret over HTTP on 127.0.0.1: the AWS
     /// that the Lambda functions need under `sam local start-api`.
     LocalAws(local_aws::LocalAwsArgs),
@@ -95,6 +102,9 @@ fn main() -> ExitCode {
             Command::Release(call) => client::run(Op::Release, call).await,
             Command::Get(call) => client::run(Op::Get, call).await,
             Command::Check(call) => client::run(Op::Check, call).await,
+            Command::Revoke(call) => client::run(Op::Revoke, call).await,
+            Command::List(page) => client::page(Op::List, page).await,
+            Command::Audit(page) => client::page(Op::Audit, page).await,
             Command::LocalAws(args) => local_aws::run(args).await.map(|()| 0),
             Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,

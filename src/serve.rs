@@ -24,6 +24,10 @@ pub struct ServeArgs {
     /// Register an API key at start, for development and tests (repeatable).
     #[arg(long = "api-key", value_name = "ACCOUNT:KEY")]
     api_keys: Vec<String>,
+    /// Register an API key with the admin role (revoke, audit) for ACCOUNT, e.g.
+    /// `--admin-key ops:my-admin-key-123456` (repeatable).
+    #[arg(long = "admin-key", value_name = "ACCOUNT:KEY")]
+    admin_keys: Vec<String>,
     /// The address that receives x402 payments (Base Sepolia USDC, local facilitator: no chain).
     #[arg(long, default_value = LOCAL_PAY_TO, env = "LEASEKIT_PAY_TO")]
     pay_to: String,
@@ -98,7 +102,8 @@ const LOCAL_PAY_TO: &str = "0x000000000000000000000000000000000000dEaD";
 pub async fn run(args: ServeArgs) -> Result<()> {
     let store = Store::open(&args.store).await?;
     let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
-    crate::keys::seed(&keys, &args.api_keys).await?;
+    crate::keys::seed(&keys, &args.api_keys, false).await?;
+    crate::keys::seed(&keys, &args.admin_keys, true).await?;
     if args.store.dynamodb_endpoint.is_none() {
         crate::key_changes::ensure(&args.store.data_dir)
             .context("creating the data dir's keys.generation file")?;

@@ -65,6 +65,49 @@ async fn a_guard_reports_a_lost_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_guard_is_lost_with_revoked_and_the_client_lists_and_audits() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = client(&server);
+    let admin = Client::with_api_key(&server.url, ACME_ADMIN_KEY, "guard-tests").unwrap();
+    let mut guard = c
+        .guard("deploy:prod", "worker-1", Duration::from_secs(3))
+        .await
+        .unwrap();
+    let page = c.list(Some("deploy:"), None, None).await.unwrap();
+    assert_eq!(page.leases.len(), 1);
+    assert_eq!(page.leases[0].holders[0].holder, "worker-1");
+    assert_eq!(page.next_cursor, None);
+    match c.revoke("deploy:prod", None, "no role").await {
+        Err(Error::Refused {
+            status: 403, code, ..
+        }) => assert_eq!(code, "FORBIDDEN"),
+        other => panic!("expected a 403, got {other:?}"),
+    }
+    let revoked = admin
+        .revoke("deploy:prod", Some("worker-1"), "wedged")
+        .await
+        .unwrap();
+    assert!(revoked.granted);
+    assert_eq!(
+        revoked.revoked.unwrap()[0].fencing_token,
+        guard.fencing_token()
+    );
+    // Learned at the next renewal (a third of the ttl in), long before the lease would lapse.
+    let lost = tokio::time::timeout(Duration::from_millis(2_500), guard.lost())
+        .await
+        .expect("noticed within a renewal");
+    assert_eq!(lost, Lost::Refused("REVOKED".into()));
+    let audit = admin
+        .audit(Some("deploy:prod"), None, Some(10))
+        .await
+        .unwrap();
+    assert_eq!(audit.entries.len(), 1);
+    assert_eq!(audit.entries[0].reason, "wedged");
+    assert_eq!(audit.entries[0].ended[0].holder, "worker-1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_a_guard_releases_the_lease() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());

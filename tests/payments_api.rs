@@ -483,7 +483,7 @@ async fn the_request_log_names_what_happened_and_no_secret() {
     // needs to settle it: about 1.5 KB, 2 units), commits the lease and its record in one
     // transaction with no read before it (a paid mutation always keeps a record: it is the
     // evidence a sweeper settles on; a transaction bills twice the units), then closes the
-    // payment (2 units).
+    // payment (2 units). Each take also writes its list index entry (one unit, docs/adr/0008).
     let usage: Vec<&str> = lines
         .iter()
         .filter(|l| l.contains("status=200") && l.contains("op=\"acquire\""))
@@ -492,8 +492,8 @@ async fn the_request_log_names_what_happened_and_no_secret() {
     assert_eq!(
         usage,
         [
-            "2 store_read_units=0.5 store_write_units=1.0",
-            "3 store_read_units=0.0 store_write_units=12.0"
+            "2 store_read_units=0.5 store_write_units=2.0",
+            "3 store_read_units=0.0 store_write_units=13.0"
         ],
         "{log}"
     );

@@ -16,6 +16,12 @@ if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt .venv/requiremen
   cp tests/requirements.txt .venv/requirements.txt
 fi
 
+step "chromium and chromedriver (Debian's, for the console's browser test)"
+if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver > /dev/null
+fi
+
 step "cfn-lint infra/template.yaml"
 .venv/bin/cfn-lint infra/template.yaml
 

@@ -68,7 +68,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Why a guard's lease ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lost {
-    /// A renewal was refused (the rule: LEASE_EXPIRED, NOT_HOLDER, TOKEN_MISMATCH, NO_HOLD).
+    /// A renewal was refused (the rule: LEASE_EXPIRED, NOT_HOLDER, TOKEN_MISMATCH, NO_HOLD, or
+    /// REVOKED when an operator ended the permit).
     Refused(String),
     /// No renewal got through before the local deadline (or before `lead` of it, for
     /// [`Guard::expiring`]).

@@ -65,6 +65,9 @@ pub struct Lease {
     /// acquire with a wait that ended ungranted: your place in the queue (1 = next).
     #[serde(default)]
     pub queue_position: Option<u32>,
+    /// revoke: the permits it ended.
+    #[serde(default)]
+    pub revoked: Option<Vec<Permit>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
 }
@@ -91,9 +94,58 @@ pub struct Member {
     pub holders: Vec<Permit>,
 }
 
+/// A page of [`Client::list`]: your tenant's resources with a live permit or waiter, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPage {
+    pub leases: Vec<Listed>,
+    /// Pass it back for the next page; `None` at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// One resource of a list page.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listed {
+    pub resource: String,
+    pub limit: u32,
+    pub holders: Vec<Permit>,
+    pub waiters: Vec<Waiter>,
+}
+
+/// A live place in a resource's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiter {
+    pub holder: String,
+    /// ISO 8601 UTC: the place lapses then unless its holder calls again.
+    pub until: String,
+}
+
+/// A page of [`Client::audit`], newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    pub entries: Vec<AuditEntry>,
+    pub next_cursor: Option<String>,
+}
+
+/// One revoke, as the audit keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    pub id: String,
+    pub at: String,
+    /// `key:<key id>`, or the paying wallet's tenant.
+    pub actor: String,
+    pub resource: String,
+    pub ended: Vec<Permit>,
+    pub reason: String,
+}
+
 /// The ops that only read: no requestId (nothing is recorded), and a retry is harmless. The
 /// server's op table (`leasekit_core::lease::ops`) says the same; a test holds the two together.
-pub const READ_OPS: [&str; 2] = ["get", "check"];
+pub const READ_OPS: [&str; 4] = ["get", "check", "list", "audit"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -420,9 +472,62 @@ impl Client {
 
     /// One call and its `data` as a lease; with `by`, it gives up then.
     pub(crate) async fn call(&self, body: Value, by: Option<Instant>) -> Result<Lease, Error> {
+        self.call_for(body, by).await
+    }
+
+    /// One call and its `data` as `T`.
+    async fn call_for<T: serde::de::DeserializeOwned>(
+        &self,
+        body: Value,
+        by: Option<Instant>,
+    ) -> Result<T, Error> {
         let answer = self.send_by(body, by).await?;
         serde_json::from_value(answer["data"].clone())
             .map_err(|e| Error::Unavailable(format!("unexpected answer: {e}")))
+    }
+
+    /// A page of your tenant's live leases (advisory: a grant shows within about 2 s; `get`
+    /// and `check` decide): those starting with `prefix`, from `cursor` (a page's
+    /// `next_cursor`), at most `page_size` (1-100; default 50).
+    pub async fn list(
+        &self,
+        prefix: Option<&str>,
+        cursor: Option<&str>,
+        page_size: Option<u32>,
+    ) -> Result<ListPage, Error> {
+        let body = page_body("list", &[("prefix", prefix), ("cursor", cursor)], page_size);
+        self.call_for(body, None).await
+    }
+
+    /// End `holder`'s permit of `resource` (every permit when `None`) with `reason`, audited:
+    /// an API key with the admin role, or a paying wallet in its own tenant. `revoked` lists
+    /// what it ended; not granted (NO_HOLD) when nothing was live.
+    pub async fn revoke(
+        &self,
+        resource: &str,
+        holder: Option<&str>,
+        reason: &str,
+    ) -> Result<Lease, Error> {
+        let mut body = json!({"op": "revoke", "resource": resource, "reason": reason});
+        if let Some(holder) = holder {
+            body["holder"] = json!(holder);
+        }
+        self.call(body, None).await
+    }
+
+    /// A page of the revoke audit, newest first: of `resource` when given.
+    pub async fn audit(
+        &self,
+        resource: Option<&str>,
+        cursor: Option<&str>,
+        page_size: Option<u32>,
+    ) -> Result<AuditPage, Error> {
+        let body = page_body(
+            "audit",
+            &[("resource", resource), ("cursor", cursor)],
+            page_size,
+        );
+        self.call_for(body, None).await
     }
 
     /// Send one lease request (`op`, `resource`, ...) and get the whole answer, `data` and
@@ -542,6 +647,20 @@ fn refused(status: u16, body: &Value) -> Error {
         code: body["code"].as_str().unwrap_or("?").to_owned(),
         message: body["error"].as_str().unwrap_or("").to_owned(),
     }
+}
+
+/// A list or audit request: `op` with the fields given.
+fn page_body(op: &str, fields: &[(&str, Option<&str>)], page_size: Option<u32>) -> Value {
+    let mut body = json!({"op": op});
+    for (name, value) in fields {
+        if let Some(value) = value {
+            body[*name] = json!(value);
+        }
+    }
+    if let Some(size) = page_size {
+        body["pageSize"] = json!(size);
+    }
+    body
 }
 
 #[cfg(test)]

@@ -80,6 +80,8 @@ pub struct KeyRecord {
     pub hash: [u8; 32],
     pub created_at: Millis,
     pub revoked_at: Option<Millis>,
+    /// Created with the admin role: it may revoke and read the audit (docs/adr/0008).
+    pub admin: bool,
 }
 
 impl KeyRecord {
@@ -90,7 +92,13 @@ impl KeyRecord {
             hash: key.hash(),
             created_at: now,
             revoked_at: None,
+            admin: false,
         }
+    }
+
+    /// This record with the admin role, or without it.
+    pub fn with_admin(self, admin: bool) -> Self {
+        Self { admin, ..self }
     }
 
     /// Whether `key` is this record's key and the record is not revoked.

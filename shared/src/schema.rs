@@ -5,6 +5,7 @@
 //! document is built from them. Validation runs before anything else looks at the request, so a
 //! request that fails it is answered 400 and changes nothing.
 
+use crate::lease::Op;
 use crate::witness::Witness;
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{ValidationError, Validator};
@@ -31,10 +32,16 @@ pub const CLAIM_ANSWER_JSON: &str = include_str!("../schemas/claim-answer.json")
 pub const VERIFY_INPUT_JSON: &str = include_str!("../schemas/verify-provenance-input.json");
 
 static LEASE_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(LEASE_INPUT_JSON));
-static LEASE_READ_INPUT: LazyLock<(Value, Schema)> = LazyLock::new(|| {
-    let schema = lease_read_schema();
-    let compiled = Schema::compile(&schema.to_string());
-    (schema, compiled)
+/// The lease tools of MCP, each a narrowing of the lease input to some ops (see [`lease_tool`]).
+static LEASE_TOOLS: LazyLock<Vec<(LeaseTool, Value, Schema)>> = LazyLock::new(|| {
+    LeaseTool::ALL
+        .iter()
+        .map(|tool| {
+            let schema = lease_tool_schema(*tool);
+            let compiled = Schema::compile(&schema.to_string());
+            (*tool, schema, compiled)
+        })
+        .collect()
 });
 static VERIFY_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(VERIFY_INPUT_JSON));
 static CLAIM_INPUT: LazyLock<Schema> = LazyLock::new(|| Schema::compile(CLAIM_INPUT_JSON));
@@ -54,38 +61,119 @@ pub fn lease_input() -> &'static Schema {
     &LEASE_INPUT
 }
 
-/// The lease request schema narrowed to the ops that only read (get, check, by the op table):
-/// the input of the MCP tool that offers no mutation. The fields only mutations take are not in
-/// it, so a call that sends one is refused, not quietly read.
-fn lease_read_schema() -> Value {
+/// The MCP tools that carry lease ops, each with the ops it takes: a tool's annotations (read
+/// only, destructive) can then be true of every call it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseTool {
+    /// acquire, renew, release, get, check: no op that ends another's permit.
+    Lease,
+    /// get, check.
+    Read,
+    /// list.
+    List,
+    /// audit.
+    Audit,
+    /// revoke: destructive.
+    Revoke,
+}
+
+impl LeaseTool {
+    pub const ALL: [LeaseTool; 5] = [
+        LeaseTool::Lease,
+        LeaseTool::Read,
+        LeaseTool::List,
+        LeaseTool::Audit,
+        LeaseTool::Revoke,
+    ];
+
+    /// The ops it takes.
+    pub fn ops(self) -> &'static [Op] {
+        match self {
+            LeaseTool::Lease => &[Op::Acquire, Op::Renew, Op::Release, Op::Get, Op::Check],
+            LeaseTool::Read => &[Op::Get, Op::Check],
+            LeaseTool::List => &[Op::List],
+            LeaseTool::Audit => &[Op::Audit],
+            LeaseTool::Revoke => &[Op::Revoke],
+        }
+    }
+}
+
+/// The lease request schema narrowed to `tool`'s ops: the fields none of them takes are not in
+/// it, so a call that sends one is refused (a read tool is never quietly asked to write).
+fn lease_tool_schema(tool: LeaseTool) -> Value {
+    use crate::lease::ops::Field;
     let mut schema: Value =
         serde_json::from_str(LEASE_INPUT_JSON).expect("embedded schema is JSON");
-    let reads: Vec<&str> = crate::lease::ops::OPS
+    let ops = tool.ops();
+    let specs: Vec<&crate::lease::ops::Spec> = ops.iter().map(|op| op.spec()).collect();
+    let any = |takes: &dyn Fn(&crate::lease::ops::Spec) -> bool| specs.iter().any(|s| takes(s));
+    let sets = ops
         .iter()
-        .filter(|spec| !spec.writes)
-        .map(|spec| spec.op.as_str())
-        .collect();
-    schema["title"] = "Lease read (get, check)".into();
-    schema["description"] = "Read a resource: get shows its live permits; check answers whether a token is a live permit's (current). Nothing is changed.".into();
-    schema["properties"]["op"]["enum"] = serde_json::json!(reads);
+        .any(|op| matches!(op, Op::Acquire | Op::Renew | Op::Release));
+    let (title, description) = match tool {
+        LeaseTool::Lease => ("Lease request (acquire, renew, release, get, check)", None),
+        LeaseTool::Read => (
+            "Lease read (get, check)",
+            Some(
+                "Read a resource: get shows its live permits; check answers whether a token is a live permit's (current). Nothing is changed.",
+            ),
+        ),
+        LeaseTool::List => (
+            "Lease list",
+            Some(
+                "A page of your tenant's resources with a live permit or waiter, by name (prefix filter, cursor paging). Advisory: a grant shows within about 2 s. Nothing is changed.",
+            ),
+        ),
+        LeaseTool::Audit => (
+            "Lease audit",
+            Some(
+                "A page of your tenant's revoke audit, newest first (kept 90 days): who revoked which permits, when and why. Admin keys and paying wallets only. Nothing is changed.",
+            ),
+        ),
+        LeaseTool::Revoke => (
+            "Lease revoke",
+            Some(
+                "End a holder's permit, or every permit of a resource, at once, with a reason kept in the audit: the holders learn REVOKED. Admin keys and paying wallets only.",
+            ),
+        ),
+    };
+    schema["title"] = title.into();
+    if let Some(description) = description {
+        schema["description"] = description.into();
+    }
+    let names: Vec<&str> = ops.iter().map(|op| op.as_str()).collect();
+    schema["properties"]["op"]["enum"] = serde_json::json!(names);
+    let kept = [
+        ("holder", any(&|s| s.holder != Field::Unused)),
+        ("token", any(&|s| s.token != Field::Unused)),
+        ("ttlSeconds", any(&|s| s.ttl)),
+        ("limit", any(&|s| s.limit != Field::Unused)),
+        ("waitSeconds", any(&|s| s.wait != Field::Unused)),
+        ("resource", any(&|s| s.resource != Field::Unused)),
+        ("reason", any(&|s| s.reason != Field::Unused)),
+        ("cursor", any(&|s| s.pages)),
+        ("pageSize", any(&|s| s.pages)),
+        ("prefix", ops.contains(&Op::List)),
+        ("requestId", any(&|s| s.writes)),
+        ("resources", sets),
+        ("leases", sets),
+    ];
     if let Some(properties) = schema["properties"].as_object_mut() {
-        for mutation_only in [
-            "ttlSeconds",
-            "limit",
-            "waitSeconds",
-            "requestId",
-            "resources",
-            "leases",
-        ] {
-            properties.remove(mutation_only);
+        for (field, keep) in kept {
+            if !keep {
+                properties.remove(field);
+            }
         }
     }
     schema
 }
 
-/// The read-only lease input (see [`lease_read_schema`]), as published and compiled.
-pub fn lease_read_input() -> (&'static Value, &'static Schema) {
-    let (value, schema) = &*LEASE_READ_INPUT;
+/// `tool`'s input schema, as published and compiled.
+pub fn lease_tool(tool: LeaseTool) -> (&'static Value, &'static Schema) {
+    let (_, value, schema) = LEASE_TOOLS
+        .iter()
+        .find(|(t, _, _)| *t == tool)
+        .expect("every tool has its schema");
     (value, schema)
 }
 

@@ -191,6 +191,7 @@ async fn revoking_a_key_takes_effect() {
         leasekit_core::auth::authenticate(&keys, key.expose())
             .await
             .unwrap()
+            .map(|h| h.account)
             .as_deref(),
         Some("acme")
     );
@@ -216,32 +217,52 @@ async fn the_lambda_key_cache_holds_an_account_for_a_while_and_no_cache_does_not
     let cached = CachedKeys::new(keys.clone(), KeyFreshness::For(Duration::from_secs(60)));
     let uncached = CachedKeys::new(keys.clone(), KeyFreshness::Never);
     assert_eq!(
-        cached.account(key.expose()).await.unwrap().as_deref(),
+        cached
+            .resolve(key.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("acme")
     );
     assert_eq!(
-        uncached.account(key.expose()).await.unwrap().as_deref(),
+        uncached
+            .resolve(key.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("acme")
     );
     keys.revoke(&key.id(), 2).await.unwrap();
     assert_eq!(
-        cached.account(key.expose()).await.unwrap().as_deref(),
+        cached
+            .resolve(key.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("acme"),
         "within the cache time"
     );
     assert_eq!(
-        uncached.account(key.expose()).await.unwrap(),
+        uncached.resolve(key.expose()).await.unwrap(),
         None,
         "at once without a cache"
     );
     // Unknown keys are never cached.
     let unknown = ApiKey::generate().unwrap();
-    assert_eq!(cached.account(unknown.expose()).await.unwrap(), None);
+    assert_eq!(cached.resolve(unknown.expose()).await.unwrap(), None);
     keys.insert(&KeyRecord::new(&unknown, "globex", 3))
         .await
         .unwrap();
     assert_eq!(
-        cached.account(unknown.expose()).await.unwrap().as_deref(),
+        cached
+            .resolve(unknown.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("globex")
     );
 }
@@ -279,23 +300,33 @@ async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
         },
     );
     assert_eq!(
-        cached.account(key.expose()).await.unwrap().as_deref(),
+        cached
+            .resolve(key.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("acme")
     );
     // Revoked behind the cache's back, generation unchanged: still remembered (this is what
     // the generation is for, and why `leasekit keys` must move it).
     keys.revoke(&key.id(), 2).await.unwrap();
     assert_eq!(
-        cached.account(key.expose()).await.unwrap().as_deref(),
+        cached
+            .resolve(key.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("acme")
     );
     // The generation moved: the next check reads the store.
     generation.0.store(8, Ordering::SeqCst);
-    assert_eq!(cached.account(key.expose()).await.unwrap(), None);
+    assert_eq!(cached.resolve(key.expose()).await.unwrap(), None);
     // The generation read before comes back (a file restored, removed and recreated): the
     // entry it stamped is gone, not revived.
     generation.0.store(7, Ordering::SeqCst);
-    assert_eq!(cached.account(key.expose()).await.unwrap(), None);
+    assert_eq!(cached.resolve(key.expose()).await.unwrap(), None);
 
     // A generation that cannot be read bypasses the cache both ways.
     let other = ApiKey::generate().unwrap();
@@ -303,12 +334,17 @@ async fn the_local_key_cache_holds_an_account_until_the_keys_change() {
         .await
         .unwrap();
     assert_eq!(
-        cached.account(other.expose()).await.unwrap().as_deref(),
+        cached
+            .resolve(other.expose())
+            .await
+            .unwrap()
+            .map(|h| h.account)
+            .as_deref(),
         Some("globex")
     );
     generation.0.store(u64::MAX, Ordering::SeqCst);
     keys.revoke(&other.id(), 4).await.unwrap();
-    assert_eq!(cached.account(other.expose()).await.unwrap(), None);
+    assert_eq!(cached.resolve(other.expose()).await.unwrap(), None);
 }
 
 /// Should a change of the keys fail to be recorded, the local cache still forgets a key after
@@ -336,11 +372,11 @@ async fn the_local_key_cache_forgets_a_key_after_at_most() {
             at_most: Duration::from_millis(300),
         },
     );
-    assert!(cached.account(key.expose()).await.unwrap().is_some());
+    assert!(cached.resolve(key.expose()).await.unwrap().is_some());
     keys.revoke(&key.id(), 2).await.unwrap();
-    assert!(cached.account(key.expose()).await.unwrap().is_some());
+    assert!(cached.resolve(key.expose()).await.unwrap().is_some());
     tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(cached.account(key.expose()).await.unwrap(), None);
+    assert_eq!(cached.resolve(key.expose()).await.unwrap(), None);
 }
 
 /// A tool call that fails on the store answers a tool error (HTTP 200 on the JSON-RPC level)

@@ -9,7 +9,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::test_store;
 use leasekit_core::clock::Millis;
-use leasekit_core::lease::model::{Permit, Place};
+use leasekit_core::lease::model::{Permit, Place, Revoked};
 use leasekit_core::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use leasekit_core::store::{Applied, LeaseKey, LeaseStore};
 use leasekit_core::tenant::Tenant;
@@ -40,6 +40,19 @@ fn states() -> Vec<Option<LeaseState>> {
     states.push(Some(LeaseState {
         version: 3,
         ..LeaseState::granted(2, "a", NOW + 1)
+    }));
+    // A lease whose earlier permit was revoked, and a semaphore with one revoked.
+    let revoked = |holder: &str, token| Revoked {
+        holder: holder.into(),
+        token,
+    };
+    states.push(Some(LeaseState {
+        revoked: vec![revoked("z", 1)],
+        ..LeaseState::granted(2, "a", NOW + 1)
+    }));
+    states.push(Some(LeaseState {
+        revoked: vec![revoked("z", 2), revoked("y", 1)],
+        ..semaphore(2, 3, &[NOW + 1])
     }));
     // Queues (limit 1, kept as a map): behind a live permit, behind a lapsed one, and only
     // lapsed places left.
@@ -82,6 +95,7 @@ fn semaphore(limit: u32, version: u64, expiries: &[Millis]) -> LeaseState {
             })
             .collect(),
         waiters: Vec::new(),
+        revoked: Vec::new(),
     }
 }
 
@@ -159,6 +173,15 @@ fn effects(guard: &Guard) -> Vec<Effect> {
                 version: version + 1,
                 ..LeaseState::granted(3, "c", NOW + 5_000)
             }),
+            // A revoke: the lease's permit ended and remembered.
+            Effect::Replace(LeaseState {
+                version: version + 1,
+                revoked: vec![Revoked {
+                    holder: "a".into(),
+                    token: 2,
+                }],
+                ..LeaseState::vacant(2)
+            }),
         ],
     }
 }
@@ -171,6 +194,17 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
         ("pk".to_owned(), AttributeValue::S(pk.to_owned())),
         ("tok".to_owned(), n(state.last_token)),
     ]);
+    // Revoked permits (docs/adr/0008): `rv`, `[{h, t}]`, whatever the format.
+    if !state.revoked.is_empty() {
+        let rv = state.revoked.iter().map(|r| {
+            let entry = [
+                ("h".to_owned(), AttributeValue::S(r.holder.clone())),
+                ("t".to_owned(), n(r.token)),
+            ];
+            AttributeValue::M(entry.into())
+        });
+        item.insert("rv".into(), AttributeValue::L(rv.collect()));
+    }
     if state.version > 0 {
         item.insert("ver".into(), n(state.version));
     }
@@ -262,9 +296,9 @@ async fn every_guard_commits_exactly_when_it_holds() {
             }
         }
     }
-    // 31 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
-    // semaphores, a lease that was one, 4 queues); 5 vacant guards with one effect, 4 held ones
-    // with two, 9 version guards with four.
-    assert_eq!(checked, 31 * (5 + 4 * 2 + 9 * 4));
+    // 33 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
+    // semaphores, a lease that was one, 2 with revoked permits, 4 queues); 5 vacant guards with
+    // one effect, 4 held ones with two, 9 version guards with five.
+    assert_eq!(checked, 33 * (5 + 4 * 2 + 9 * 5));
     assert!(wrong.is_empty(), "{} wrong: {wrong:#?}", wrong.len());
 }

@@ -190,13 +190,19 @@ def test_each_function_may_do_only_what_its_routes_do():
                 elif "Ref" in resource:
                     where = resource["Ref"]
                 else:
-                    where = "payments/index/pending"
+                    # "${PaymentsTable.Arn}/index/pending" -> payments/index/pending
+                    sub = resource["Fn::Sub"]
+                    where = table[sub[2:sub.index(".Arn")]] + sub[sub.index("}") + 1:]
                 for action in statement["Action"]:
                     out.add((action, where))
         return out
 
     lease_writes = {("dynamodb:GetItem", "leases"), ("dynamodb:UpdateItem", "leases"),
-                    ("dynamodb:GetItem", "requests"), ("dynamodb:PutItem", "requests")}
+                    ("dynamodb:GetItem", "requests"), ("dynamodb:PutItem", "requests"),
+                    # list and audit: only their indexes, never a scan of a table.
+                    ("dynamodb:Query", "leases/index/by-tenant"),
+                    ("dynamodb:Query", "requests/index/audit-by-tenant"),
+                    ("dynamodb:BatchGetItem", "leases")}
     secret = {("secretsmanager:GetSecretValue", "SigningKeySecret")}
     keys = {("dynamodb:GetItem", "keys")}
     # The ledger consumes (a put; two in a transaction with a payment identifier) and closes

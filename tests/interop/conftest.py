@@ -35,6 +35,8 @@ if EXTERNAL_URL and not os.environ.get("LEASEKIT_API_KEY"):
 EXTERNAL = EXTERNAL_URL is not None
 SAM_LOCAL = TARGET == "sam-local"
 API_KEY = os.environ["LEASEKIT_API_KEY"] if EXTERNAL else "interop-key-0123456789"
+#: The same account's key with the admin role (revoke, audit), on servers this suite starts.
+ADMIN_KEY = "interop-admin-key-0123456789"
 
 # One per test session: names made with it are new to any store, so reruns start clean.
 RUN = secrets.token_hex(4)
@@ -54,7 +56,8 @@ def needs_own_server(why: str) -> None:
 def start_serve(*args, env=None, stderr=None, data_dir=None):
     """A real `leasekit serve` on a free port with `data_dir` (default: a fresh one): (process, url)."""
     process = subprocess.Popen(
-        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", data_dir or tempfile.mkdtemp(), "--api-key", f"acme:{API_KEY}", *args],
+        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", data_dir or tempfile.mkdtemp(), "--api-key", f"acme:{API_KEY}",
+         "--admin-key", f"acme:{ADMIN_KEY}", *args],
         stdout=subprocess.PIPE,
         stderr=stderr,
         env={**os.environ, "RUST_LOG": "error", **(env or {})},

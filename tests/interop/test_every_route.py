@@ -227,7 +227,7 @@ def test_mcp_with_the_official_client(server, did):
             return names, acquired, got
 
     names, acquired, got = asyncio.run(session())
-    assert names == ["claim_free", "lease", "lease_read"]
+    assert names == ["claim_free", "lease", "lease_audit", "lease_list", "lease_read", "lease_revoke"]
     for result in (acquired, got):
         assert not result.is_error, result
         assert verify(result.structured_content, did) == []

@@ -60,7 +60,7 @@ def test_no_key_on_mcp_lists_the_tools_for_a_wallet(server):
     assert status == 200, (status, body)
     if isinstance(body, str):
         body = json.loads(next(line[5:] for line in body.splitlines() if line.startswith("data:")))
-    assert sorted(t["name"] for t in body["result"]["tools"]) == ["claim_free", "lease", "lease_read"]
+    assert sorted(t["name"] for t in body["result"]["tools"]) == ["claim_free", "lease", "lease_audit", "lease_list", "lease_read", "lease_revoke"]
 
 
 def test_the_good_key_on_mcp(server):
@@ -69,7 +69,7 @@ def test_the_good_key_on_mcp(server):
     assert status == 200, (status, body)
     if isinstance(body, str):  # an SSE stream: its data line holds the JSON-RPC answer
         body = json.loads(next(line[5:] for line in body.splitlines() if line.startswith("data:")))
-    assert sorted(t["name"] for t in body["result"]["tools"]) == ["claim_free", "lease", "lease_read"]
+    assert sorted(t["name"] for t in body["result"]["tools"]) == ["claim_free", "lease", "lease_audit", "lease_list", "lease_read", "lease_revoke"]
 
 
 @pytest.mark.parametrize("bad", BAD_KEYS)

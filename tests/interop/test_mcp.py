@@ -15,7 +15,7 @@ from x402.mcp.types import MCPToolResult
 from x402.mcp.utils import attach_payment_to_meta, extract_payment_required_from_result, extract_payment_response_from_meta
 from x402.mechanisms.evm.exact.register import register_exact_evm_client
 
-from conftest import API_KEY, unique
+from conftest import ADMIN_KEY, API_KEY, needs_own_server, unique
 from verifier import verify
 
 
@@ -30,7 +30,7 @@ async def acquire_then_get(server, mode, resource):
     async with client(server, mode) as c:
         tools = await c.list_tools()
         names = sorted(t.name for t in tools.tools)
-        assert names == ["claim_free", "lease", "lease_read"]
+        assert names == ["claim_free", "lease", "lease_audit", "lease_list", "lease_read", "lease_revoke"]
         lease_tool = next(t for t in tools.tools if t.name == "lease")
         assert lease_tool.input_schema["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check"]
         acquired = await c.call_tool("lease", {"op": "acquire", "resource": resource, "holder": "agent-1", "tenantId": tenant})
@@ -119,11 +119,16 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     for tool in tools.values():
         a = tool.annotations
         hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
-        if tool.name == "lease_read":
+        ops = tool.input_schema.get("properties", {}).get("op", {}).get("enum")
+        if tool.name in ("lease_read", "lease_list", "lease_audit"):
             # Reads only: changes nothing, the same call answers the same.
             assert hints == (True, False, True, False), tool.name
-            assert tool.input_schema["properties"]["op"]["enum"] == ["get", "check"]
-            assert not {"ttlSeconds", "limit", "requestId"} & set(tool.input_schema["properties"])
+            assert ops == {"lease_read": ["get", "check"], "lease_list": ["list"], "lease_audit": ["audit"]}[tool.name]
+            assert not {"ttlSeconds", "limit", "requestId", "reason"} & set(tool.input_schema["properties"])
+        elif tool.name == "lease_revoke":
+            # Ends another holder's permit: destructive, and not idempotent without a requestId.
+            assert hints == (False, True, False, False), tool.name
+            assert ops == ["revoke"] and "reason" in tool.input_schema["properties"], tool.input_schema
         else:
             # These change state (a lease, a hold, the free quota), destroy nothing of anyone
             # else's, are not idempotent without a requestId, and touch nothing but this service.
@@ -134,7 +139,13 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     def without_meta(schema):
         return {k: v for k, v in schema.items() if k != "$schema"}
 
-    assert without_meta(tools["lease"].input_schema) == without_meta(api["LeaseRequest"])
+    # The lease tool is the REST input narrowed to the ops that end no one else's permit.
+    lease_input = without_meta(tools["lease"].input_schema)
+    assert lease_input["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check"]
+    assert not {"reason", "cursor", "pageSize", "prefix"} & set(lease_input["properties"])
+    rest = without_meta(api["LeaseRequest"])
+    assert {k: v for k, v in lease_input["properties"].items() if k != "op"} == {
+        k: v for k, v in rest["properties"].items() if k in lease_input["properties"] and k != "op"}
     assert without_meta(tools["lease"].output_schema) == without_meta(api["LeaseAnswer"])
     assert without_meta(tools["lease_read"].output_schema) == without_meta(api["LeaseAnswer"])
     assert without_meta(tools["claim_free"].input_schema) == without_meta(api["ClaimFreeRequest"])
@@ -152,7 +163,7 @@ async def paid_calls(server, mode, resource, payer):
     register_exact_evm_client(payments, payer)
     async with client(server, mode, key=None) as c:
         # No API key: the tools are listed all the same.
-        assert sorted(t.name for t in (await c.list_tools()).tools) == ["claim_free", "lease", "lease_read"]
+        assert sorted(t.name for t in (await c.list_tools()).tools) == ["claim_free", "lease", "lease_audit", "lease_list", "lease_read", "lease_revoke"]
         arguments = {"op": "acquire", "resource": resource, "holder": "agent-1"}
         offer = as_x402_result(await c.call_tool("lease", arguments))
         required = extract_payment_required_from_result(offer)
@@ -194,3 +205,30 @@ def test_a_wallet_without_a_key_pays_per_tool_call(server, mode):
     assert verify(paid.structured_content, did) == []
     assert again.is_error and "used before" in again.structured_content["error"], again.structured_content
     assert free.is_error and free.structured_content["code"] == "UNAUTHORIZED"
+
+
+async def list_revoke_audit(server, resource):
+    tenant = unique("mcp-admin")
+    async with client(server, "auto") as plain, client(server, "auto", key=ADMIN_KEY) as admin:
+        call = lambda c, tool, args: c.call_tool(tool, {"tenantId": tenant, **args})
+        await call(plain, "lease", {"op": "acquire", "resource": resource, "holder": "agent-1"})
+        listed = await call(plain, "lease_list", {"op": "list"})
+        forbidden = await call(plain, "lease_revoke", {"op": "revoke", "resource": resource, "reason": "no role"})
+        not_here = await call(admin, "lease", {"op": "revoke", "resource": resource, "reason": "wrong tool"})
+        revoked = await call(admin, "lease_revoke", {"op": "revoke", "resource": resource, "reason": "wedged"})
+        audit = await call(admin, "lease_audit", {"op": "audit"})
+        audit_forbidden = await call(plain, "lease_audit", {"op": "audit"})
+        return listed, forbidden, not_here, revoked, audit, audit_forbidden
+
+
+def test_list_revoke_and_audit_over_mcp(server):
+    needs_own_server("an API key with the admin role")
+    resource = unique("mcp:admin")
+    listed, forbidden, not_here, revoked, audit, audit_forbidden = asyncio.run(list_revoke_audit(server, resource))
+    assert [l["resource"] for l in listed.structured_content["data"]["leases"]] == [resource]
+    assert forbidden.is_error and forbidden.structured_content["code"] == "FORBIDDEN"
+    assert not_here.is_error and not_here.structured_content["code"] == "INVALID_INPUT", "the lease tool does not revoke"
+    assert revoked.structured_content["data"]["revoked"][0]["holder"] == "agent-1"
+    entry = audit.structured_content["data"]["entries"][0]
+    assert (entry["resource"], entry["reason"]) == (resource, "wedged")
+    assert audit_forbidden.is_error and audit_forbidden.structured_content["code"] == "FORBIDDEN"

@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 
 pub const ACME_KEY: &str = "acme-key-0123456789abcdef";
 pub const GLOBEX_KEY: &str = "globex-key-0123456789abcdef";
+/// acme's key with the admin role (revoke, audit).
+pub const ACME_ADMIN_KEY: &str = "acme-admin-key-0123456789abcdef";
 
 pub fn leasekit() -> Command {
     Command::new(env!("CARGO_BIN_EXE_leasekit"))
@@ -56,6 +58,8 @@ impl Server {
                 &format!("acme:{ACME_KEY}"),
                 "--api-key",
                 &format!("globex:{GLOBEX_KEY}"),
+                "--admin-key",
+                &format!("acme:{ACME_ADMIN_KEY}"),
             ])
             .args(extra)
             .env("AWS_ACCESS_KEY_ID", "test")

@@ -16,12 +16,14 @@ import pytest
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
 BIN = os.environ.get("LEASEKIT_BIN", os.path.join(ROOT, "target", "debug", "leasekit"))
 API_KEY = "python-client-key-0123456789"
+ADMIN_KEY = "python-admin-key-0123456789"
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[str]:
     process = subprocess.Popen(
-        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(), "--api-key", f"py:{API_KEY}"],
+        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(), "--api-key", f"py:{API_KEY}",
+         "--admin-key", f"py:{ADMIN_KEY}"],
         stdout=subprocess.PIPE, env={**os.environ, "RUST_LOG": "error"},
     )
     assert process.stdout is not None

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 import leasekit
-from leasekit import AsyncClient, Client, HeldLease, Lease
+from leasekit import AsyncClient, Client, HeldLease, Lease, Page
 
-from conftest import API_KEY, SilentProxy
+from conftest import ADMIN_KEY, API_KEY, SilentProxy
 
 
 def name(prefix: str) -> str:
@@ -109,6 +109,16 @@ class Blocking:
 
     def lease_all(self, resources: list[str], **options: Any) -> BlockingHeld:
         return BlockingHeld(self.client.lease_all(resources, **options))
+
+    async def revoke(self, resource: str, **options: Any) -> Lease:
+        return self.client.revoke(resource, **options)
+
+    async def audit(self, **options: Any) -> Page:
+        return self.client.audit(**options)
+
+    # Last: the name `list` in this class's body is the method from here on.
+    async def list(self, **options: Any) -> Page:
+        return self.client.list(**options)
 
 
 class BlockingHeld:
@@ -479,5 +489,52 @@ def test_held_permits_and_a_held_set(server: str, make: Make) -> None:
                 async with client.lease_all([y, name("z")], holder="b"):
                     pytest.fail("a set with a held resource")
         assert not (await client.get(x)).granted and not (await client.get(y)).granted
+
+    asyncio.run(main())
+
+
+def test_list_revoke_and_audit(server: str, make: Make) -> None:
+    async def main() -> None:
+        tenant = name("t")
+        client = make(server, api_key=API_KEY, tenant=tenant)
+        admin = make(server, api_key=ADMIN_KEY, tenant=tenant)
+        names = sorted(name("job") for _ in range(3))
+        for r in names:
+            assert (await client.acquire(r, holder="w", ttl=60)).granted
+        first = await client.list(page_size=2)
+        assert [m.resource for m in first.leases] == names[:2] and first.next_cursor is not None
+        rest = await client.list(page_size=2, cursor=first.next_cursor)
+        assert [m.resource for m in rest.leases] == names[2:] and rest.next_cursor is None
+        assert [h.holder for h in rest.leases[0].holders] == ["w"]
+        assert [m.resource for m in (await client.list(prefix=names[1])).leases] == [names[1]]
+        with pytest.raises(leasekit.Forbidden):
+            await client.revoke(names[0], reason="no role")
+        with pytest.raises(leasekit.Forbidden):
+            await client.audit()
+        revoked = await admin.revoke(names[0], holder="w", reason="<b>wedged</b>")
+        assert revoked.granted and revoked.revoked is not None and revoked.revoked[0].holder == "w"
+        token = revoked.revoked[0].token
+        renewed = await client.renew(names[0], holder="w", token=token)
+        assert renewed.rules == ("REVOKED",)
+        audit = await admin.audit(resource=names[0])
+        assert [e.reason for e in audit.entries] == ["<b>wedged</b>"]
+        assert audit.entries[0].actor.startswith("key:") and audit.entries[0].ended[0].token == token
+
+    asyncio.run(main())
+
+
+def test_a_held_lease_that_is_revoked_is_lost_with_revoked(server: str, make: Make) -> None:
+    async def main() -> None:
+        tenant = name("t")
+        client = make(server, api_key=API_KEY, tenant=tenant)
+        admin = make(server, api_key=ADMIN_KEY, tenant=tenant)
+        r = name("r")
+        async with client.lease(r, holder="a", ttl=3) as lease:
+            await admin.revoke(r, reason="operator")
+            # Learned at the next renewal (a third of the ttl in), not when the lease would lapse.
+            assert await lease.wait_lost(timeout=2.5)
+            with pytest.raises(leasekit.LeaseLost) as lost:
+                lease.check()
+            assert lost.value.rule == "REVOKED"
 
     asyncio.run(main())

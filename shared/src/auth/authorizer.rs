@@ -40,6 +40,11 @@ pub enum AuthorizerError {
 
 /// The context key carrying the account.
 pub const ACCOUNT_CONTEXT_KEY: &str = "account";
+/// The context key carrying the key's id (what an audit entry names).
+pub const KEY_ID_CONTEXT_KEY: &str = "keyId";
+/// The context key saying whether the key has the admin role: `"true"` or `"false"` (API
+/// Gateway passes context values on as strings).
+pub const ADMIN_CONTEXT_KEY: &str = "admin";
 
 pub async fn authorize(
     keys: &KeyStore,
@@ -55,12 +60,20 @@ pub async fn authorize(
     let Some(presented) = presented else {
         return Ok(allow("anonymous", &resource, Map::new()));
     };
-    let account = authenticate(keys, presented)
+    let holder = authenticate(keys, presented)
         .await?
         .ok_or(AuthorizerError::Unauthorized)?;
     let mut context = Map::new();
-    context.insert(ACCOUNT_CONTEXT_KEY.into(), Value::String(account.clone()));
-    Ok(allow(&account, &resource, context))
+    context.insert(
+        ACCOUNT_CONTEXT_KEY.into(),
+        Value::String(holder.account.clone()),
+    );
+    context.insert(KEY_ID_CONTEXT_KEY.into(), Value::String(holder.key_id));
+    context.insert(
+        ADMIN_CONTEXT_KEY.into(),
+        Value::String(holder.admin.to_string()),
+    );
+    Ok(allow(&holder.account, &resource, context))
 }
 
 /// The policy covers every method and path of the API stage, because API Gateway caches the

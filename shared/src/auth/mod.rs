@@ -12,13 +12,36 @@ use std::time::{Duration, Instant};
 /// The header that carries an API key.
 pub const API_KEY_HEADER: &str = "x-api-key";
 
-/// The account that owns `presented`, or `None` when the key is malformed, unknown or revoked.
-pub async fn authenticate(keys: &KeyStore, presented: &str) -> Result<Option<String>, StoreError> {
+/// Who holds a valid API key: its account, the key's id (what an audit entry names), and
+/// whether it has the admin role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHolder {
+    pub account: String,
+    pub key_id: String,
+    pub admin: bool,
+}
+
+impl KeyHolder {
+    /// How an audit entry names this key: `key:<key id>`.
+    pub fn actor(&self) -> String {
+        format!("key:{}", self.key_id)
+    }
+}
+
+/// Who holds `presented`, or `None` when the key is malformed, unknown or revoked.
+pub async fn authenticate(
+    keys: &KeyStore,
+    presented: &str,
+) -> Result<Option<KeyHolder>, StoreError> {
     let Some(key) = ApiKey::parse(presented) else {
         return Ok(None);
     };
     let record = keys.find(&key.id()).await?;
-    Ok(record.filter(|r| r.accepts(&key)).map(|r| r.account))
+    Ok(record.filter(|r| r.accepts(&key)).map(|r| KeyHolder {
+        account: r.account,
+        key_id: r.id.as_str().to_owned(),
+        admin: r.admin,
+    }))
 }
 
 /// How long a resolved key is remembered on Lambda: a revoked key stops working within this time.
@@ -59,7 +82,7 @@ pub enum KeyFreshness {
 /// [`authenticate`] with an in-process cache of keys that resolved to an account (unknown
 /// keys are not cached, so junk cannot fill it). Keyed by the key's hash, never the key.
 /// Key hash -> (account, when it was resolved, the key generation read before the lookup).
-type KeyCache = HashMap<[u8; 32], (String, Instant, u64)>;
+type KeyCache = HashMap<[u8; 32], (KeyHolder, Instant, u64)>;
 
 /// The cache and the generation it last saw: when the generation moves, every entry goes, so
 /// none can come back should an older generation be read again.
@@ -85,7 +108,7 @@ impl CachedKeys {
         }
     }
 
-    pub async fn account(&self, presented: &str) -> Result<Option<String>, StoreError> {
+    pub async fn resolve(&self, presented: &str) -> Result<Option<KeyHolder>, StoreError> {
         let Some(key) = ApiKey::parse(presented) else {
             return Ok(None);
         };

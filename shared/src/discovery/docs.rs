@@ -129,8 +129,16 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\",\"waitSeconds\":20}'".into(),
             "Your place is kept while you wait and 30 s after each wait ends: call again with the same holder to keep waiting (a lease handed to you meanwhile is kept for you until then). waitSeconds is not part of a requestId's identity: a retry resumes your place, or replays the grant you already won. A queue holds 64 places (QUEUE_FULL beyond). The clients wait this way: with client.lease(r, holder=h, wait=60) (Python), guard_waiting (Rust), leasekit run --wait 60.".into(),
         ]),
+        ("Seeing and ending leases", vec![
+            "list: {op: list, prefix?, cursor?, pageSize?} pages through your tenant's resources that have a live permit or a waiter, by name (pageSize 1 to 100, default 50): leases lists each with its limit, holders and waiters, and nextCursor continues (null at the end; a cursor works only for the tenant it was given to). It reads an index, so it is advisory: a grant shows within about 2 s; get and check are authoritative.".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"list\",\"tenantId\":\"team-a\",\"prefix\":\"deploy:\"}'".into(),
+            "revoke: {op: revoke, resource, holder?, reason} ends that holder's permit, or every permit of the resource, at once: waiters are served as after a release, later tokens stay larger, and the revoked holder's next renew or release fails with REVOKED. Only an API key created with the admin role (leasekit keys create --account A --admin) or a paying wallet in its own tenant may: anyone else gets 403 FORBIDDEN and nothing changes. Each revoke writes an audit entry in the same transaction (who, when, what it ended, why), kept 90 days; audit: {op: audit, resource?, cursor?, pageSize?} lists them newest first.".into(),
+            "curl -s $URL/api/v1/lease -H \"X-API-KEY: $ADMIN_KEY\" -d '{\"op\":\"revoke\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\",\"reason\":\"wedged since 03:00\"}'".into(),
+            "The console, GET /console/, shows the same for people: your live leases counting down, their waiters, revoke with a reason for an admin key, and the audit. It asks for an API key and tenant and keeps them in the tab's session storage only. From scripts: leasekit list, leasekit revoke --resource R --reason WHY, leasekit audit; over MCP: lease_list and lease_audit (read-only) and lease_revoke (destructive).".into(),
+        ]),
         ("Calling it", vec![
-            "POST /api/v1/lease with a JSON body: {\"op\": \"acquire\", \"resource\": \"deploy:prod\", \"holder\": \"worker-7\", \"ttlSeconds\": 60, \"tenantId\": \"team-a\", \"requestId\": \"w7-deploy-1\"}. ops: acquire, renew (with token), release (with token), get, check (with token).".into(),
+            "POST /api/v1/lease with a JSON body; ops: acquire, renew (with token), release (with token), get, check (with token), list, revoke (with reason), audit.".into(),
+            "{\"op\": \"acquire\", \"resource\": \"deploy:prod\", \"holder\": \"worker-7\", \"ttlSeconds\": 60, \"tenantId\": \"team-a\", \"requestId\": \"w7-deploy-1\"}".into(),
             "With an API key: send X-API-KEY and a tenantId; your account and tenantId are the namespace.".into(),
             "curl -s $URL/api/v1/lease -H \"X-API-KEY: $KEY\" -d '{\"op\":\"acquire\",\"tenantId\":\"team-a\",\"resource\":\"deploy:prod\",\"holder\":\"worker-7\"}'".into(),
             format!("With x402 ({price}): call without a key; the 402 answer offers a payment (scheme exact, USDC, EIP-3009); sign it and send it in PAYMENT-SIGNATURE. Your wallet is the namespace. Every 200 answer is charged, granted or not; errors never are."),
@@ -151,7 +159,7 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             format!("The sample at /api/v1/samples/lease is invented data: its credential is typed {SAMPLE_TYPE} and signed with a sample key of its own, so every verifier reports it as a sample, never as an answer."),
         ]),
         ("Errors", vec![
-            "{\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 409 IDEMPOTENCY_CONFLICT / PAYMENT_IDENTIFIER_CONFLICT / PAYMENT_IN_PROGRESS, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
+            "Every error is {\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 403 FORBIDDEN (revoke or audit without the admin role), 409 IDEMPOTENCY_CONFLICT / PAYMENT_IDENTIFIER_CONFLICT / PAYMENT_IN_PROGRESS, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
         ]),
     ]
 }
@@ -163,6 +171,13 @@ pub fn page_json(base: &str, prices: &Prices) -> Value {
         .map(|(title, paragraphs)| json!({"title": title, "paragraphs": paragraphs}))
         .collect();
     json!({"title": "Leases with fencing tokens", "sections": sections, "links": links(base)})
+}
+
+/// Whether a paragraph is code (a command or a JSON body), set as a block on the page.
+fn is_code(paragraph: &str) -> bool {
+    ["curl ", "leasekit ", "{\""]
+        .iter()
+        .any(|start| paragraph.starts_with(start))
 }
 
 fn escape(text: &str) -> String {
@@ -178,13 +193,19 @@ pub fn page_html(base: &str, prices: &Prices) -> String {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
          <title>Leases with fencing tokens - leasekit</title>\
          <style>body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}\
-         h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem}code{background:#f3f3f3;padding:0 .2rem}</style></head><body>\n\
+         h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem}code{background:#f3f3f3;padding:0 .2rem}\
+         pre{background:#f3f3f3;border:1px solid #ddd;border-radius:4px;padding:.6rem .8rem;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\
+         pre code{padding:0;font:14px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}</style></head><body>\n\
          <h1>Leases with fencing tokens</h1>\n",
     );
     for (title, paragraphs) in sections(prices) {
         html.push_str(&format!("<h2>{}</h2>\n", escape(title)));
         for p in paragraphs {
-            html.push_str(&format!("<p>{}</p>\n", escape(&p)));
+            if is_code(&p) {
+                html.push_str(&format!("<pre><code>{}</code></pre>\n", escape(&p)));
+            } else {
+                html.push_str(&format!("<p>{}</p>\n", escape(&p)));
+            }
         }
     }
     html.push_str(&format!(

@@ -25,7 +25,7 @@ pub fn python_client() -> Value {
 }
 
 /// The lease description, as the product states it.
-pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, and check answers whether a token is still current. Scoped to the paying wallet (or to the API key's account and tenantId).";
+pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, waitSeconds (0-20) waits in a first-come-first-served queue, and check answers whether a token is still current. list pages through your live leases (advisory); revoke force-releases a permit with a reason, audited, and audit lists the revokes (both for API keys with the admin role and paying wallets). Scoped to the paying wallet (or to the API key's account and tenantId).";
 
 /// The lease route's request examples: a lease, a semaphore's permit, a set and a check, each
 /// with its curl line.
@@ -58,6 +58,21 @@ fn lease_examples(lease: Value) -> Value {
             "check",
             "Is token 3 still a live permit of worker-7?",
             json!({"op": "check", "resource": "gpu-pool", "token": 3, "holder": "worker-7", "tenantId": "team-a"}),
+        ),
+        (
+            "list",
+            "Your live leases whose names start with deploy:, 20 a page",
+            json!({"op": "list", "prefix": "deploy:", "pageSize": 20, "tenantId": "team-a"}),
+        ),
+        (
+            "revoke",
+            "Force-release worker-7's permit, with a reason (an admin key)",
+            json!({"op": "revoke", "resource": "deploy:prod", "holder": "worker-7", "reason": "worker-7 is wedged; paged on-call", "tenantId": "team-a"}),
+        ),
+        (
+            "audit",
+            "The revokes of deploy:prod, newest first (an admin key)",
+            json!({"op": "audit", "resource": "deploy:prod", "tenantId": "team-a"}),
         ),
     ];
     let mut out = serde_json::Map::new();
@@ -116,7 +131,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         json!([{"apiKey": []}])
     };
     let mcp_description = format!(
-        "JSON-RPC 2.0 messages of the Model Context Protocol (2026-07-28 with server/discover, or the initialize handshake of earlier versions). Tools: lease, claim_free; same input schemas and answers as the HTTP routes.{}",
+        "JSON-RPC 2.0 messages of the Model Context Protocol (2026-07-28 with server/discover, or the initialize handshake of earlier versions). Tools: lease, lease_read, lease_list, lease_audit (read-only), lease_revoke (destructive), claim_free; same input schemas and answers as the HTTP routes.{}",
         if prices.lease.is_some() {
             format!(" {PAID_MCP_NOTE} {PAYMENT_IDENTIFIER_NOTE}")
         } else {
@@ -127,7 +142,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
     let lease = operation(
         json!({
             "operationId": "lease",
-            "summary": "Short lease with fencing tokens: acquire, renew, release, get",
+            "summary": "Leases with fencing tokens: acquire, renew, release, get, check; list, revoke, audit",
             "description": LEASE_DESCRIPTION,
             "security": paid_security,
             "requestBody": {"required": true, "content": {"application/json": {"schema": reference("LeaseRequest"), "examples": lease_examples(lease_example)}}},
@@ -136,6 +151,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "400": error("Invalid input: witnesses name each field (JSON pointer). Nothing was written or charged."),
                 "401": error("A malformed, unknown or revoked API key."),
                 "402": json_body("PaymentRequired", "Payment required or invalid: x402 v2 PaymentRequired, also base64 in PAYMENT-REQUIRED."),
+                "403": error("FORBIDDEN: revoke or audit with an API key without the admin role. Nothing was read or changed."),
                 "409": error("IDEMPOTENCY_CONFLICT: requestId reused with different input. PAYMENT_IDENTIFIER_CONFLICT: an x402 payment identifier used with another payment or another request. PAYMENT_IN_PROGRESS: the first call with this payment has not finished; send it again shortly."),
                 "413": error("Body over 64 KiB."),
                 "408": error("The body did not arrive in full in time (the local server's --body-timeout)."),

@@ -3,9 +3,10 @@
 //! a [`Caller`].
 
 use super::error::ApiError;
-use crate::auth::authorizer::ACCOUNT_CONTEXT_KEY;
+use crate::auth::authorizer::{ACCOUNT_CONTEXT_KEY, ADMIN_CONTEXT_KEY, KEY_ID_CONTEXT_KEY};
 use crate::auth::{
-    API_KEY_HEADER, CachedKeys, KeyChanges, KeyFreshness, LAMBDA_KEY_CACHE, LOCAL_KEY_CACHE,
+    API_KEY_HEADER, CachedKeys, KeyChanges, KeyFreshness, KeyHolder, LAMBDA_KEY_CACHE,
+    LOCAL_KEY_CACHE,
 };
 use crate::store::KeyStore;
 use axum::http::request::Parts;
@@ -25,8 +26,8 @@ pub struct Authenticator {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// An API key of this account.
-    Account(String),
+    /// An API key (of its account).
+    Account(KeyHolder),
     /// No API key: the caller must pay (or is refused).
     Anonymous,
 }
@@ -55,12 +56,12 @@ impl Authenticator {
     }
 
     pub async fn caller(&self, parts: &Parts) -> Result<Caller, ApiError> {
-        if let Some(account) = self
+        if let Some(holder) = self
             .trust_gateway
-            .then(|| account_from_context(parts))
+            .then(|| holder_from_context(parts))
             .flatten()
         {
-            return Ok(Caller::Account(account));
+            return Ok(Caller::Account(holder));
         }
         let Some(header) = parts.headers.get(API_KEY_HEADER) else {
             return Ok(Caller::Anonymous);
@@ -68,8 +69,8 @@ impl Authenticator {
         let presented = header
             .to_str()
             .map_err(|_| ApiError::Unauthorized("malformed API key"))?;
-        match self.keys.account(presented).await? {
-            Some(account) => Ok(Caller::Account(account)),
+        match self.keys.resolve(presented).await? {
+            Some(holder) => Ok(Caller::Account(holder)),
             None => Err(ApiError::Unauthorized(
                 "malformed, unknown or revoked API key",
             )),
@@ -77,17 +78,20 @@ impl Authenticator {
     }
 }
 
-fn account_from_context(parts: &Parts) -> Option<String> {
+/// The key holder the authorizer put in the context. A context without the key's id or role
+/// (an authorizer from before they existed) is a key without the admin role.
+fn holder_from_context(parts: &Parts) -> Option<KeyHolder> {
     let Some(RequestContext::ApiGatewayV1(context)) = parts.extensions.get::<RequestContext>()
     else {
         return None;
     };
-    let account = context
-        .authorizer
-        .fields
-        .get(ACCOUNT_CONTEXT_KEY)?
-        .as_str()?;
-    (!account.is_empty()).then(|| account.to_owned())
+    let field = |name: &str| context.authorizer.fields.get(name)?.as_str();
+    let account = field(ACCOUNT_CONTEXT_KEY).filter(|a| !a.is_empty())?;
+    Some(KeyHolder {
+        account: account.to_owned(),
+        key_id: field(KEY_ID_CONTEXT_KEY).unwrap_or_default().to_owned(),
+        admin: field(ADMIN_CONTEXT_KEY) == Some("true"),
+    })
 }
 
 /// An API key whose stored account is not a valid name: our data's fault, not the caller's.

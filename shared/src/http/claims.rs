@@ -164,7 +164,9 @@ pub async fn free(State(state): State<AppState>, request: Request) -> Result<Res
     let claim: FreeClaim = parse(&read_limited(body).await?, claim_free_input())?;
     let now = now_ms();
     let scope = match caller {
-        Caller::Account(account) => Tenant::for_account(&account).ok_or_else(malformed_account)?,
+        Caller::Account(holder) => {
+            Tenant::for_account(&holder.account).ok_or_else(malformed_account)?
+        }
         Caller::Anonymous => prove_wallet(&state, &parts, now).await?,
     };
     let outcome = free_claim(&state, &scope, &claim, now).await?;

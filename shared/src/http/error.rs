@@ -231,6 +231,11 @@ impl From<LeaseError> for ApiError {
                     crate::service::lease::MAX_KEPT_ANSWER_BYTES / 1024
                 ),
             )]),
+            LeaseError::BadCursor => Self::InvalidInput(vec![Witness::new(
+                "CURSOR",
+                "/cursor",
+                "cursor is not one this service gave your tenant for this op: send the nextCursor of your previous page, unchanged",
+            )]),
             LeaseError::Store(e) => e.into(),
             LeaseError::Internal(cause) => Self::Internal(cause),
         }

@@ -4,12 +4,13 @@ use super::body::{read_limited, validate_value};
 use super::observe::Note;
 use super::paid::{self, Charge, Offer};
 use super::{ApiError, AppState, Caller};
+use crate::auth::KeyHolder;
 use crate::clock::{Millis, now_ms};
 use crate::lease::LeaseRequest;
 use crate::metrics;
 use crate::provenance::jcs::sha256;
 use crate::schema::lease_input;
-use crate::service::lease::SignedAnswer;
+use crate::service::lease::{Actor, SignedAnswer};
 use crate::service::lease::{REPLAY_WINDOW_MS, ROUTE};
 use crate::store::RecordKey;
 use crate::store::payment_store::Evidence;
@@ -34,7 +35,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let request_sha256 = sha256(&body);
     let now = now_ms();
     let replied = match caller {
-        Caller::Account(account) => for_account(&state, &account, &request, request_sha256).await?,
+        Caller::Account(holder) => for_account(&state, &holder, &request, request_sha256).await?,
         Caller::Anonymous => {
             let payment = paid::from_header(&parts);
             paid_for(&state, &parts, payment, request, request_sha256, now).await?
@@ -88,7 +89,7 @@ pub(crate) async fn paid_for(
 ) -> Result<Replied, ApiError> {
     let offer = Offer {
         route: ROUTE,
-        description: "lease op (acquire, renew, release, get)",
+        description: "lease op (acquire, renew, release, get, check, list, revoke, audit)",
         price: state.payments.as_ref().map_or(0, |p| p.lease_price),
         request_sha256,
     };
@@ -119,7 +120,12 @@ pub(crate) async fn paid_for(
     // A store failure ends the work with an error: nothing is settled, nothing charged.
     let work = async {
         let paid_by = Some(paid_by.as_str());
-        let answer = carry_out(state, &tenant, &request, request_sha256, now, paid_by).await?;
+        // A paying wallet is the admin of its own tenant: it acts as itself.
+        let actor = Actor {
+            tenant: &tenant,
+            id: tenant.as_str(),
+        };
+        let answer = carry_out(state, &actor, &request, request_sha256, now, paid_by).await?;
         // A read's answer is kept before it is settled: a call that dies between the two is
         // charged, and its resend must find the answer it bought (it used to find none, and
         // answer PAYMENT_ANSWER_UNKNOWN).
@@ -142,7 +148,7 @@ pub(crate) async fn paid_for(
 /// for `tenant`: the service applies and signs it, and what it decided is counted.
 async fn carry_out(
     state: &AppState,
-    tenant: &Tenant,
+    actor: &Actor<'_>,
     request: &LeaseRequest,
     request_sha256: [u8; 32],
     now: Millis,
@@ -150,7 +156,7 @@ async fn carry_out(
 ) -> Result<SignedAnswer, ApiError> {
     let answer = state
         .leases()?
-        .execute_paid(tenant, request, request_sha256, now, paid_by)
+        .execute_paid(actor, request, request_sha256, now, paid_by)
         .await?;
     if !answer.data.replayed && answer.data.op.writes() {
         metrics::count(if answer.data.granted {
@@ -164,6 +170,9 @@ async fn carry_out(
 
 /// What an answer was, for the log: replayed, granted or denied.
 pub(crate) fn outcome(answer: &SignedAnswer) -> &'static str {
+    if answer.data.op.spec().pages {
+        return "answered";
+    }
     match (answer.data.replayed, answer.data.granted) {
         (true, _) => "replayed",
         (false, true) => "granted",
@@ -223,6 +232,7 @@ const WHOLE: &[&str] = &[
     "token",
     "limit",
     "waitSeconds",
+    "pageSize",
     "leases/*/token",
 ];
 
@@ -271,15 +281,26 @@ fn well_shaped(request: LeaseRequest) -> Result<LeaseRequest, ApiError> {
     }
 }
 
-/// A validated lease request from an API key's `account` (HTTP or MCP), carried out and signed.
+/// A validated lease request from an API key's holder (HTTP or MCP), carried out and signed.
+/// An admin op from a key without the admin role is refused (403) before anything is read.
 pub(crate) async fn for_account(
     state: &AppState,
-    account: &str,
+    holder: &KeyHolder,
     request: &LeaseRequest,
     request_sha256: [u8; 32],
 ) -> Result<Replied, ApiError> {
-    let tenant = tenant_for_key(account, request.tenant_id.as_deref())?;
-    let answer = carry_out(state, &tenant, request, request_sha256, now_ms(), None).await?;
+    let tenant = tenant_for_key(&holder.account, request.tenant_id.as_deref())?;
+    if request.op.spec().admin && !holder.admin {
+        return Err(ApiError::Forbidden(
+            "this op needs an API key with the admin role (leasekit keys create --admin)",
+        ));
+    }
+    let id = holder.actor();
+    let actor = Actor {
+        tenant: &tenant,
+        id: &id,
+    };
+    let answer = carry_out(state, &actor, request, request_sha256, now_ms(), None).await?;
     Replied::new(&tenant, &answer, None)
 }
 

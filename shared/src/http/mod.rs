@@ -5,6 +5,7 @@
 pub mod body;
 pub mod caller;
 mod claims;
+mod console;
 mod discovery;
 pub mod error;
 pub mod lambda;
@@ -183,7 +184,11 @@ pub fn router(state: AppState, routes: Routes) -> Router {
             .route("/docs/lease/", get(discovery::lease_page))
             .route("/docs/lease", get(discovery::lease_page))
             .route("/docs/lease.json", get(discovery::lease_page_json))
-            .route("/api/v1/samples/lease", get(discovery::lease_sample));
+            .route("/api/v1/samples/lease", get(discovery::lease_sample))
+            .route("/console", get(console::to_folder))
+            .route("/console/", get(console::page))
+            .route("/console/console.css", get(console::stylesheet))
+            .route("/console/console.js", get(console::script));
     }
     let mut router = router.with_state(state.clone());
     if all || routes == Routes::Mcp {

@@ -38,9 +38,18 @@ pub struct LeaseAnswer {
     /// check: whether the token is a live permit's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<bool>,
-    /// A set's resources, in request order.
+    /// A set's resources, in request order; list: the page of live resources, by name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leases: Option<Vec<SetMember>>,
+    /// revoke: the permits it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<Vec<Holder>>,
+    /// audit: the page of entries, newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<AuditEntry>>,
+    /// list, audit: where the next page starts (null at the end); absent for other ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<Option<String>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
     pub versions: BTreeMap<String, String>,
@@ -70,6 +79,33 @@ pub struct SetMember {
     pub expires_at: Option<String>,
     pub limit: u32,
     pub holders: Vec<Holder>,
+    /// list: the live places in its queue, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiters: Option<Vec<Waiter>>,
+}
+
+/// A live place in a resource's queue, as list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiter {
+    pub holder: String,
+    /// When the place lapses unless its holder calls again.
+    pub until: String,
+}
+
+/// One revoke, as the audit keeps it (90 days).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    pub id: String,
+    /// When it was revoked.
+    pub at: String,
+    /// Who revoked: `key:<key id>`, or the paying wallet's tenant.
+    pub actor: String,
+    pub resource: String,
+    /// The permits it ended.
+    pub ended: Vec<Holder>,
+    pub reason: String,
 }
 
 /// Answers recorded before limits carry none: a lease's.
@@ -143,6 +179,9 @@ impl LeaseAnswer {
             queue_position: caller.and_then(|c| state.queue_position(c, now)),
             current: None,
             leases: None,
+            revoked: None,
+            entries: None,
+            next_cursor: None,
             replayed: false,
             witnesses,
             versions: versions(),
@@ -235,6 +274,7 @@ impl LeaseAnswer {
                     expires_at: one.expires_at,
                     limit: one.limit,
                     holders: one.holders,
+                    waiters: None,
                 }
             })
             .collect();
@@ -255,5 +295,68 @@ impl LeaseAnswer {
                 witnesses,
             )
         }
+    }
+
+    /// A revoke that ended `ended`, leaving `after`.
+    pub fn revoked(after: &LeaseState, ended: Vec<Holder>, now: Millis) -> Self {
+        Self {
+            revoked: Some(ended),
+            ..Self::new(Op::Revoke, Status::Pass, true, after, None, now, Vec::new())
+        }
+    }
+
+    /// A page of `list`: each resource as it stands (its permits and live places), by name.
+    pub fn listed(page: &[(String, LeaseState)], next_cursor: Option<String>, now: Millis) -> Self {
+        let leases = page
+            .iter()
+            .map(|(resource, state)| {
+                let one = Self::observed(state, None, now);
+                SetMember {
+                    resource: resource.clone(),
+                    granted: one.granted,
+                    holder: one.holder,
+                    fencing_token: one.fencing_token,
+                    expires_at: one.expires_at,
+                    limit: one.limit,
+                    holders: one.holders,
+                    waiters: Some(
+                        state
+                            .live_waiters(now)
+                            .map(|w| Waiter {
+                                holder: w.holder.clone(),
+                                until: iso8601(w.until),
+                            })
+                            .collect(),
+                    ),
+                }
+            })
+            .collect();
+        Self {
+            leases: Some(leases),
+            next_cursor: Some(next_cursor),
+            ..Self::page(Op::List, now)
+        }
+    }
+
+    /// A page of `audit`, newest first.
+    pub fn audited(entries: Vec<AuditEntry>, next_cursor: Option<String>, now: Millis) -> Self {
+        Self {
+            entries: Some(entries),
+            next_cursor: Some(next_cursor),
+            ..Self::page(Op::Audit, now)
+        }
+    }
+
+    /// A page's answer: `pass`, about no one resource (its top-level lease fields are null).
+    fn page(op: Op, now: Millis) -> Self {
+        Self::new(
+            op,
+            Status::Pass,
+            false,
+            &LeaseState::default(),
+            None,
+            now,
+            Vec::new(),
+        )
     }
 }

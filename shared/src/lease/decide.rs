@@ -121,9 +121,11 @@ pub(super) fn single(state: &LeaseState) -> Option<Millis> {
 impl Effect {
     /// The state after this effect is applied to `state` (a lease: its one permit).
     pub fn apply(&self, state: &LeaseState) -> LeaseState {
-        // A lease's writes leave the version as it is: it counts a semaphore's writes.
+        // A lease's writes leave the version as it is (it counts a semaphore's writes), and
+        // the revoked permits (the store's take, extend and clear leave them).
         let keep_version = |after: LeaseState| LeaseState {
             version: state.version,
+            revoked: state.revoked.clone(),
             ..after
         };
         match self {
@@ -159,7 +161,7 @@ pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
         } => Some(take(Guard::Vacant, holder, now + ttl_ms)),
         Command::Acquire { .. } => None,
         Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
-        Command::Get | Command::Check { .. } => None,
+        Command::Get | Command::Check { .. } | Command::Revoke { .. } => None,
     }
 }
 
@@ -180,7 +182,9 @@ pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Writ
             Decision::Write(_) => None,
             Decision::Deny(_) | Decision::Queue { .. } | Decision::Observe => None,
         },
-        Command::Acquire { .. } | Command::Get | Command::Check { .. } => None,
+        Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
+            None
+        }
     }
 }
 
@@ -269,7 +273,9 @@ fn holder_write(command: &Command, now: Millis) -> Option<Write> {
             guard: held_by(holder, *token),
             effect: Effect::Clear,
         }),
-        Command::Acquire { .. } | Command::Get | Command::Check { .. } => None,
+        Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
+            None
+        }
     }
 }
 
@@ -291,10 +297,23 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
             };
             return decide_acquire(state, &asked, now);
         }
+        Command::Revoke { holder } => return semaphore::revoke(state, holder.as_deref(), now),
         Command::Renew { holder, token, .. } | Command::Release { holder, token } => {
             (holder, *token)
         }
     };
+    // Before any other reason: an operator ended this very permit.
+    if state.was_revoked(holder, token) {
+        return Decision::Deny(vec![
+            Witness::new(
+                "REVOKED",
+                "/token",
+                "an operator revoked this permit (see op audit); acquire again for a new token",
+            )
+            .expected("a live permit")
+            .actual(token),
+        ]);
+    }
     let mismatches = if state.is_versioned() {
         semaphore::mismatches(state, holder, token, now)
     } else {

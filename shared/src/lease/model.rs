@@ -27,6 +27,17 @@ pub const PLACE_KEPT_MS: Millis = 30_000;
 /// The longest wait one call may ask for (ms): API Gateway REST's integration timeout is 29 s.
 pub const MAX_WAIT_MS: Millis = 20_000;
 
+/// The most revoked permits a resource remembers (docs/adr/0008): enough that every holder of a
+/// full semaphore revoked at once learns `REVOKED`, bounded as permits are.
+pub const MAX_REVOKED: usize = 64;
+
+/// A permit an operator revoked: its holder's next renew or release is told `REVOKED`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revoked {
+    pub holder: String,
+    pub token: u64,
+}
+
 /// A caller waiting for a permit of the resource (docs/adr/0007). Places are served in the order
 /// they were taken. The permit a place is handed, under `limit`, lasts until `until`: its holder
 /// takes it for its own ttl when it next calls, or it lapses with the place.
@@ -44,7 +55,8 @@ pub struct Place {
 /// (`limit` > 1, docs/adr/0006) keeps one per holder, those live when it was last written.
 /// `version` counts a semaphore's writes: what its read-modify-write is guarded on.
 /// `waiters` is the queue, first come first; places lapsed since the last write stay in it until
-/// the next one, and every rule skips them.
+/// the next one, and every rule skips them. `revoked` are the latest permits revoked (by token),
+/// kept across every later write so that their holders learn why they lost them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseState {
     pub last_token: u64,
@@ -53,6 +65,7 @@ pub struct LeaseState {
     pub version: u64,
     pub permits: Vec<Permit>,
     pub waiters: Vec<Place>,
+    pub revoked: Vec<Revoked>,
 }
 
 impl Default for LeaseState {
@@ -78,6 +91,7 @@ impl LeaseState {
             version: 0,
             permits: Vec::new(),
             waiters: Vec::new(),
+            revoked: Vec::new(),
         }
     }
 
@@ -94,6 +108,7 @@ impl LeaseState {
                 expires_at,
             }],
             waiters: Vec::new(),
+            revoked: Vec::new(),
         }
     }
 
@@ -135,6 +150,13 @@ impl LeaseState {
         self.permits
             .iter()
             .any(|p| p.token == token && now < p.expires_at && holder.is_none_or(|h| h == p.holder))
+    }
+
+    /// Whether `holder`'s permit with `token` was revoked.
+    pub fn was_revoked(&self, holder: &str, token: u64) -> bool {
+        self.revoked
+            .iter()
+            .any(|r| r.holder == holder && r.token == token)
     }
 
     /// The latest grant kept, live or lapsed.

@@ -31,10 +31,19 @@ pub struct Spec {
     pub wait: Field,
     /// `ttlSeconds` is part of what it asks (and so of its requestId's fingerprint).
     pub ttl: bool,
+    /// `resource`: the one it works on (or a set's, for the ops that take sets).
+    pub resource: Field,
+    /// `reason`: why (revoke's audit entry).
+    pub reason: Field,
+    /// It answers a page of the tenant's entries (`cursor`, `pageSize`), not one resource.
+    pub pages: bool,
+    /// Only an admin may call it: an API key with the admin role, or a paying wallet in its
+    /// own tenant (docs/adr/0008). Anyone else: 403 `FORBIDDEN`, before anything is read.
+    pub admin: bool,
 }
 
 /// Every op, in the order the schema lists them.
-pub const OPS: [Spec; 5] = [
+pub const OPS: [Spec; 8] = [
     Spec {
         op: Op::Acquire,
         writes: true,
@@ -43,6 +52,10 @@ pub const OPS: [Spec; 5] = [
         limit: Field::Optional,
         wait: Field::Optional,
         ttl: true,
+        resource: Field::Required,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
     },
     Spec {
         op: Op::Renew,
@@ -52,6 +65,10 @@ pub const OPS: [Spec; 5] = [
         limit: Field::Unused,
         wait: Field::Unused,
         ttl: true,
+        resource: Field::Required,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
     },
     Spec {
         op: Op::Release,
@@ -61,6 +78,10 @@ pub const OPS: [Spec; 5] = [
         limit: Field::Unused,
         wait: Field::Unused,
         ttl: false,
+        resource: Field::Required,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
     },
     Spec {
         op: Op::Get,
@@ -71,6 +92,10 @@ pub const OPS: [Spec; 5] = [
         limit: Field::Unused,
         wait: Field::Unused,
         ttl: false,
+        resource: Field::Required,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
     },
     Spec {
         op: Op::Check,
@@ -80,6 +105,51 @@ pub const OPS: [Spec; 5] = [
         limit: Field::Unused,
         wait: Field::Unused,
         ttl: false,
+        resource: Field::Required,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
+    },
+    Spec {
+        op: Op::List,
+        writes: false,
+        holder: Field::Unused,
+        token: Field::Unused,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        ttl: false,
+        resource: Field::Unused,
+        reason: Field::Unused,
+        pages: true,
+        admin: false,
+    },
+    Spec {
+        op: Op::Revoke,
+        writes: true,
+        // Whose permit it ends; every live permit when absent.
+        holder: Field::Optional,
+        token: Field::Unused,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        ttl: false,
+        resource: Field::Required,
+        reason: Field::Required,
+        pages: false,
+        admin: true,
+    },
+    Spec {
+        op: Op::Audit,
+        writes: false,
+        holder: Field::Unused,
+        token: Field::Unused,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        ttl: false,
+        // Only this resource's entries, when given.
+        resource: Field::Optional,
+        reason: Field::Unused,
+        pages: true,
+        admin: true,
     },
 ];
 
@@ -93,6 +163,9 @@ impl Op {
             Op::Release => 2,
             Op::Get => 3,
             Op::Check => 4,
+            Op::List => 5,
+            Op::Revoke => 6,
+            Op::Audit => 7,
         };
         &OPS[row]
     }
@@ -124,12 +197,14 @@ mod tests {
         assert_eq!(schema["properties"]["op"]["enum"], json!(names));
         let valid = |body: &Value| crate::schema::lease_input().check(body).is_ok();
         for spec in &OPS {
-            let full = json!({"op": spec.op.as_str(), "resource": "r", "holder": "h", "token": 1, "ttlSeconds": 30, "limit": 2});
+            let full = json!({"op": spec.op.as_str(), "resource": "r", "holder": "h", "token": 1, "ttlSeconds": 30, "limit": 2, "reason": "why"});
             assert!(valid(&full), "{full}");
             for (name, field) in [
                 ("holder", spec.holder),
                 ("token", spec.token),
                 ("limit", spec.limit),
+                ("resource", spec.resource),
+                ("reason", spec.reason),
             ] {
                 let mut without = full.clone();
                 without.as_object_mut().unwrap().remove(name);

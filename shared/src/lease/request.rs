@@ -18,6 +18,9 @@ pub enum Op {
     Release,
     Get,
     Check,
+    List,
+    Revoke,
+    Audit,
 }
 
 impl Op {
@@ -28,9 +31,15 @@ impl Op {
             Op::Release => "release",
             Op::Get => "get",
             Op::Check => "check",
+            Op::List => "list",
+            Op::Revoke => "revoke",
+            Op::Audit => "audit",
         }
     }
 }
+
+/// The default page of `list` and `audit`.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
 
 /// The request body, deserialized only after it passed the JSON schema, so every field here is
 /// already within its bounds and the op-dependent fields are present.
@@ -48,6 +57,14 @@ pub struct LeaseRequest {
     pub limit: Option<u32>,
     /// How long an acquire waits in the queue for a permit (s); not part of its identity.
     pub wait_seconds: Option<u32>,
+    /// list: only resources whose names start with it.
+    pub prefix: Option<String>,
+    /// list, audit: where the previous page ended (opaque, bound to the tenant).
+    pub cursor: Option<String>,
+    /// list, audit: at most this many entries (1..100).
+    pub page_size: Option<u32>,
+    /// revoke: why, for the audit entry.
+    pub reason: Option<String>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
 }
@@ -84,6 +101,10 @@ pub enum Command {
     /// Is `token` (of `holder`, when given) a live permit?
     Check {
         token: u64,
+        holder: Option<String>,
+    },
+    /// End `holder`'s permit, or every permit when `None` (an operator's, audited).
+    Revoke {
         holder: Option<String>,
     },
 }
@@ -166,7 +187,7 @@ impl LeaseRequest {
         let fits = match self.op {
             Op::Acquire => set_field == "/resources",
             Op::Renew | Op::Release => set_field == "/leases",
-            Op::Get | Op::Check => false,
+            Op::Get | Op::Check | Op::List | Op::Revoke | Op::Audit => false,
         };
         if !fits {
             errors.push(Witness::new(
@@ -237,6 +258,11 @@ impl LeaseRequest {
                 token: token()?,
                 holder: self.holder.clone(),
             },
+            Op::Revoke => Command::Revoke {
+                holder: self.holder.clone(),
+            },
+            // Not a resource's command: the service lists them before it asks for one.
+            Op::List | Op::Audit => return Err(MissingField("resource")),
         })
     }
 
@@ -259,6 +285,8 @@ impl LeaseRequest {
             token: Option<u64>,
             #[serde(skip_serializing_if = "Option::is_none")]
             limit: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reason: Option<&'a str>,
         }
         let spec = self.op.spec();
         let ttl_matters = spec.ttl;
@@ -274,6 +302,7 @@ impl LeaseRequest {
             limit: self
                 .limit
                 .filter(|l| *l != 1 && spec.limit != super::ops::Field::Unused),
+            reason: self.reason.as_deref(),
         };
         // Serializing a struct of strings and integers cannot fail.
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();

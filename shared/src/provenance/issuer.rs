@@ -10,6 +10,9 @@ use std::fmt;
 /// Domain separation for the sample key's seed: SHA-256(this || answer seed).
 const SAMPLE_KEY_LABEL: &[u8] = b"leasekit sample key v1\0";
 
+/// Domain separation for the key that MACs list and audit cursors: SHA-256(this || answer seed).
+const CURSOR_KEY_LABEL: &[u8] = b"leasekit cursor key v1\0";
+
 /// One key and its did:key names.
 #[derive(Clone)]
 struct Signer {
@@ -43,6 +46,9 @@ pub struct Issuer {
     /// type. Derived one-way from the answer seed: stable across restarts and instances, and
     /// knowing it tells nothing of the answer key.
     samples: Signer,
+    /// MACs the cursors of list and audit pages (bound to the tenant): the same on every
+    /// instance, so a page begun on one container continues on another.
+    cursor_key: [u8; 32],
 }
 
 /// The public halves, for checking: what the verify route trusts as answers, and recognises as
@@ -77,7 +83,17 @@ impl Issuer {
         Self {
             answers: Signer::from_seed(seed),
             samples: Signer::from_seed(&sample_seed),
+            cursor_key: Sha256::new()
+                .chain_update(CURSOR_KEY_LABEL)
+                .chain_update(seed)
+                .finalize()
+                .into(),
         }
+    }
+
+    /// The key of list and audit cursors' MACs.
+    pub fn cursor_key(&self) -> &[u8; 32] {
+        &self.cursor_key
     }
 
     /// From a seed written as 64 hex characters (surrounding white space ignored).

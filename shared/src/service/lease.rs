@@ -16,12 +16,14 @@
 //! If the request stalls, `now` is earlier than the real time: a lease judged lapsed then is lapsed
 //! now too, so a stale `now` can only deny or grant a shorter lease, never grant one still held.
 
+use super::cursor::{Cursors, Paged};
 use crate::clock::Millis;
 use crate::lease::decide::{Decision, Write, decide, optimistic, planned};
 use crate::lease::request::MissingField;
 use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
 use crate::provenance::answer::{Subject, provenance};
+use crate::store::audit_log::AuditPosition;
 use crate::store::{
     Applied, Committed, LeaseKey, LeaseStore, RecordKey, SetCommitted, StoreError, StoredRecord,
 };
@@ -36,6 +38,14 @@ use std::sync::{Arc, Mutex};
 pub const ROUTE: &str = "POST /api/v1/lease";
 
 pub use crate::lease::REPLAY_WINDOW_MS;
+
+/// Who carries out a request: its tenant, and who acts in it (a revoke's audit names them): an
+/// API key as `key:<key id>`, a paying wallet as its tenant.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub tenant: &'a Tenant,
+    pub id: &'a str,
+}
 
 /// Rounds before giving up on a lease that keeps changing under us. Each round past the first
 /// two means another writer committed in between: on a semaphore, where every permit's write
@@ -75,6 +85,9 @@ pub enum LeaseError {
     Missing(&'static str),
     #[error("the lease kept changing; retry with the same requestId")]
     Contention,
+    /// A list or audit cursor this service did not seal for this tenant and op.
+    #[error("cursor is not one this service gave this tenant for this op")]
+    BadCursor,
     /// The answer is too large to keep for its requestId (in bytes): nothing was written.
     #[error("an answer of {0} bytes is too large to keep for a requestId")]
     TooLargeToKeep(usize),
@@ -108,6 +121,7 @@ pub struct SignedAnswer {
 pub struct LeaseService {
     store: LeaseStore,
     issuer: Issuer,
+    cursors: Cursors,
     views: Views,
     waits: super::waiting::Waits,
 }
@@ -254,6 +268,7 @@ impl LeaseService {
     pub fn new(store: LeaseStore, issuer: Issuer) -> Self {
         Self {
             store,
+            cursors: Cursors::new(issuer.cursor_key()),
             issuer,
             views: Views::default(),
             waits: super::waiting::Waits::default(),
@@ -290,7 +305,8 @@ impl LeaseService {
     }
 
     /// Carry out `request` for `tenant` at server time `now`, and sign the answer.
-    /// `request_sha256` is the SHA-256 of the request body's canonical JSON (RFC 8785).
+    /// `request_sha256` is the SHA-256 of the request body's canonical JSON (RFC 8785). The
+    /// caller acts as the tenant itself (what a revoke's audit entry names).
     pub async fn execute(
         &self,
         tenant: &Tenant,
@@ -298,27 +314,37 @@ impl LeaseService {
         request_sha256: [u8; 32],
         now: Millis,
     ) -> Result<SignedAnswer, LeaseError> {
-        self.execute_paid(tenant, request, request_sha256, now, None)
+        let actor = Actor {
+            tenant,
+            id: tenant.as_str(),
+        };
+        self.execute_paid(&actor, request, request_sha256, now, None)
             .await
     }
 
-    /// [`Self::execute`] for a paid call: `paid_by` (the payment authorization's mark) is
-    /// kept on the request record a mutation writes, so that the sweeper can tell this call's
+    /// [`Self::execute`] for `actor`, paid or not: `paid_by` (the payment authorization's mark)
+    /// is kept on the request record a mutation writes, so that the sweeper can tell this call's
     /// committed answer from a replay of it made in the same millisecond under another payment.
+    /// Whether the actor may call an admin op is the edge's to decide, before this.
     pub async fn execute_paid(
         &self,
-        tenant: &Tenant,
+        actor: &Actor<'_>,
         request: &LeaseRequest,
         request_sha256: [u8; 32],
         now: Millis,
         paid_by: Option<&str>,
     ) -> Result<SignedAnswer, LeaseError> {
+        let tenant = actor.tenant;
         let signing = Signing {
             op: request.op.as_str(),
             request_sha256,
             now,
             paid_by,
         };
+        if request.op.spec().pages {
+            let page = self.page(tenant, request, now).await?;
+            return self.sign(page, &signing);
+        }
         if request.is_set() {
             return self.execute_set(tenant, request, &signing).await;
         }
@@ -328,6 +354,11 @@ impl LeaseService {
             .as_deref()
             .ok_or(LeaseError::Missing("resource"))?;
         let key = LeaseKey::new(tenant, resource);
+        if let Command::Revoke { .. } = command {
+            return self
+                .revoke(actor, &key, resource, &command, request, &signing)
+                .await;
+        }
         if !request.op.writes() {
             let state = self.store.get(&key).await?;
             self.views.put(&key, &state);
@@ -659,10 +690,180 @@ impl LeaseService {
                 return Err(LeaseError::TooLargeToKeep(stored.answer.len()));
             }
             let record = record_key.as_ref().map(|key| (key, &stored));
-            match self.store.commit_set(&writes, record, now).await? {
+            match self
+                .store
+                .commit_set(&writes, Vec::new(), record, now)
+                .await?
+            {
                 SetCommitted::Yes => {
                     for (key, state) in keys.iter().zip(&after) {
                         self.committed(key, state);
+                    }
+                    return Ok(answer);
+                }
+                SetCommitted::RecordExists(existing) => {
+                    return self.replay(&existing, &fingerprint);
+                }
+                SetCommitted::Changed => {}
+            }
+        }
+        Err(LeaseError::Contention)
+    }
+
+    /// A page of `list` or `audit` for `tenant` (docs/adr/0008): read from an index, so
+    /// advisory; its cursor names where it ended, sealed for the tenant and the op.
+    async fn page(
+        &self,
+        tenant: &Tenant,
+        request: &LeaseRequest,
+        now: Millis,
+    ) -> Result<LeaseAnswer, LeaseError> {
+        let page_size = request
+            .page_size
+            .unwrap_or(crate::lease::request::DEFAULT_PAGE_SIZE) as usize;
+        let paged = match request.op {
+            crate::lease::Op::Audit => Paged::Audit,
+            _ => Paged::List,
+        };
+        let after = match &request.cursor {
+            Some(cursor) => Some(
+                self.cursors
+                    .open(tenant, paged, cursor)
+                    .ok_or(LeaseError::BadCursor)?,
+            ),
+            None => None,
+        };
+        match paged {
+            Paged::List => {
+                let prefix = request.prefix.as_deref().unwrap_or("");
+                let page = self
+                    .store
+                    .list(tenant, prefix, after.as_deref(), page_size, now)
+                    .await?;
+                let next = page
+                    .next_after
+                    .map(|after| self.cursors.seal(tenant, paged, &after));
+                Ok(LeaseAnswer::listed(&page.leases, next, now))
+            }
+            Paged::Audit => {
+                // A position is `<ms>:<id>`, as this service sealed it.
+                let before = match after.as_deref().map(|a| a.split_once(':')) {
+                    None => None,
+                    Some(Some((at, id))) => Some(AuditPosition {
+                        at: at.parse().map_err(|_| LeaseError::BadCursor)?,
+                        id: id.to_owned(),
+                    }),
+                    Some(None) => return Err(LeaseError::BadCursor),
+                };
+                let resource = request.resource.as_deref();
+                let page = self
+                    .store
+                    .audit(tenant, resource, before.as_ref(), page_size, now)
+                    .await?;
+                let next = match (page.more, page.entries.last()) {
+                    (true, Some((_, at))) => Some(self.cursors.seal(
+                        tenant,
+                        paged,
+                        &format!("{}:{}", at.at, at.id),
+                    )),
+                    _ => None,
+                };
+                let entries = page.entries.into_iter().map(|(entry, _)| entry).collect();
+                Ok(LeaseAnswer::audited(entries, next, now))
+            }
+        }
+    }
+
+    /// A revoke (docs/adr/0008): decided on a read, and committed in one transaction with its
+    /// audit entry (and its record, with a requestId), so that no permit is ever ended without
+    /// its entry. The write settles the resource, so its waiters are served in it.
+    async fn revoke(
+        &self,
+        actor: &Actor<'_>,
+        key: &LeaseKey,
+        resource: &str,
+        command: &Command,
+        request: &LeaseRequest,
+        signing: &Signing<'_>,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let now = signing.now;
+        let reason = request
+            .reason
+            .as_deref()
+            .ok_or(LeaseError::Missing("reason"))?;
+        let record_key = request
+            .request_id
+            .as_deref()
+            .map(|id| RecordKey::new(actor.tenant, id));
+        let fingerprint = request.fingerprint();
+        let _turn = self.waits.turn(key).await;
+        for round in 0..MAX_ROUNDS {
+            back_off(round + 1).await;
+            let state = match &record_key {
+                Some(record_key) => {
+                    let (state, record) = self.store.read_with_record(key, record_key, now).await?;
+                    if let Some(record) = record {
+                        return self.replay(&record, &fingerprint);
+                    }
+                    state
+                }
+                None => self.store.get(key).await?,
+            };
+            let (answer, write, entry) = match decide(&state, command, now) {
+                Decision::Write(write) => {
+                    let after = write.effect.apply(&state);
+                    let ended: Vec<crate::lease::answer::Holder> = state
+                        .live_permits(now)
+                        .into_iter()
+                        .filter(|p| after.was_revoked(&p.holder, p.token))
+                        .map(|p| crate::lease::answer::Holder {
+                            holder: p.holder.clone(),
+                            fencing_token: p.token,
+                            expires_at: crate::clock::iso8601(p.expires_at),
+                        })
+                        .collect();
+                    let entry = crate::lease::answer::AuditEntry {
+                        id: crate::store::call_id()?,
+                        at: crate::clock::iso8601(now),
+                        actor: actor.id.to_owned(),
+                        resource: resource.to_owned(),
+                        ended: ended.clone(),
+                        reason: reason.to_owned(),
+                    };
+                    let answer = LeaseAnswer::revoked(&after, ended, now);
+                    (answer, Some((write, after)), Some(entry))
+                }
+                Decision::Deny(witnesses) => {
+                    let answer = LeaseAnswer::denied(request.op, &state, None, now, witnesses);
+                    (answer, None, None)
+                }
+                Decision::Queue { .. } | Decision::Observe => {
+                    return Err(LeaseError::Internal("a revoke decided as no revoke".into()));
+                }
+            };
+            let answer = self.sign(answer, signing)?;
+            let stored = StoredRecord {
+                fingerprint: fingerprint.clone(),
+                answer: keep(&answer, signing)?,
+                expires_at: now + REPLAY_WINDOW_MS,
+                paid_by: signing.paid_by.map(str::to_owned),
+            };
+            let audit = entry
+                .map(|entry| self.store.audit_put(actor.tenant, &entry, now))
+                .transpose()?;
+            let writes: Vec<(LeaseKey, Write)> = write
+                .iter()
+                .map(|(write, _)| (key.clone(), write.clone()))
+                .collect();
+            let record = record_key.as_ref().map(|k| (k, &stored));
+            match self
+                .store
+                .commit_set(&writes, audit.into_iter().collect(), record, now)
+                .await?
+            {
+                SetCommitted::Yes => {
+                    if let Some((_, after)) = &write {
+                        self.committed(key, after);
                     }
                     return Ok(answer);
                 }

@@ -2,6 +2,7 @@
 //! checks) through the store, and sign what they answer. Nothing below this layer does I/O but
 //! the store and the facilitator client; nothing here knows HTTP.
 
+mod cursor;
 pub mod lease;
 pub mod payments;
 mod waiting;

@@ -36,6 +36,9 @@ impl KeyStore {
         if let Some(revoked) = record.revoked_at {
             item.insert("revoked".into(), n(revoked));
         }
+        if record.admin {
+            item.insert("admin".into(), AttributeValue::Bool(true));
+        }
         let hash = item.get("hash").cloned();
         let send = self
             .client
@@ -111,5 +114,10 @@ fn key_from_item(item: &Item) -> Result<KeyRecord, StoreError> {
         hash,
         created_at: req_n(item, "created")?,
         revoked_at: get_n(item, "revoked")?,
+        admin: match item.get("admin") {
+            None => false,
+            Some(AttributeValue::Bool(admin)) => *admin,
+            Some(_) => return Err(StoreError::Corrupt("key admin is not a boolean".into())),
+        },
     })
 }

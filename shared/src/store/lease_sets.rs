@@ -9,7 +9,7 @@ use super::{
 };
 use crate::clock::Millis;
 use crate::lease::{LeaseState, Write};
-use aws_sdk_dynamodb::types::{Get, TransactGetItem, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Get, Put, TransactGetItem, TransactWriteItem};
 
 /// The outcome of committing a set's writes with its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,18 +67,21 @@ impl LeaseStore {
         Ok((states, record))
     }
 
-    /// Commit every write of a set, and its record if given, in one transaction: all or none.
-    /// With no write (a denial), only the record is put.
+    /// Commit every write of a set, the items of `also` (a revoke's audit entry), and the record
+    /// if given, in one transaction: all or none. With nothing else (a denial), only the record
+    /// is put.
     pub async fn commit_set(
         &self,
         writes: &[(LeaseKey, Write)],
+        also: Vec<Put>,
         record: Option<(&RecordKey, &StoredRecord)>,
         now: Millis,
     ) -> Result<SetCommitted, StoreError> {
         let put = record
             .map(|(key, stored)| self.record_put(key, stored, now))
             .transpose()?;
-        if writes.is_empty() {
+        let record_at = writes.len() + also.len();
+        if record_at == 0 {
             let (Some(put), Some((_, stored))) = (put, record) else {
                 return Ok(SetCommitted::Yes);
             };
@@ -96,7 +99,7 @@ impl LeaseStore {
                     .build(),
             );
         }
-        if let Some(put) = put {
+        for put in also.into_iter().chain(put) {
             items.push(TransactWriteItem::builder().put(put).build());
         }
         let send = self
@@ -113,7 +116,7 @@ impl LeaseStore {
         // The record first, as for one lease: if it exists its answer stands; if it is this
         // very record after a retry the SDK made, the first attempt committed.
         if let (Some((_, stored)), Some(Cancelled::Condition(Some(item)))) =
-            (record, reasons.get(writes.len()))
+            (record, reasons.get(record_at))
         {
             return Ok(match record_from_item(item)? {
                 found if usage.unsure_retries() > 0 && found == *stored => SetCommitted::Yes,

@@ -10,7 +10,7 @@ use super::{
     req_s, s, transaction,
 };
 use crate::clock::Millis;
-use crate::lease::model::{MAX_LIMIT, MAX_WAITERS, Permit, Place};
+use crate::lease::model::{MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit, Place, Revoked};
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
@@ -116,7 +116,7 @@ impl LeaseStore {
         write: &Write,
         now: Millis,
     ) -> Result<Applied, StoreError> {
-        let (update, condition, expr) = write_expressions(write, now);
+        let (update, condition, expr) = write_expressions(key, write, now);
         let send = self
             .client
             .update_item()
@@ -231,7 +231,7 @@ impl LeaseStore {
         write: &Write,
         now: Millis,
     ) -> Result<Update, StoreError> {
-        let (update, condition, expr) = write_expressions(write, now);
+        let (update, condition, expr) = write_expressions(key, write, now);
         Update::builder()
             .table_name(&self.leases)
             .key("pk", s(&key.0))
@@ -319,12 +319,12 @@ impl LeaseStore {
 /// a versioned resource's (a semaphore, or any resource with a queue) are `pm` (holder →
 /// `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`, and its queue `wq` (`[{h, u, l}]`:
 /// holder, place lapses at, limit) with `wuntil` (the latest `u`).
-fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
+fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, String, Expr) {
     let mut e = Expr::default();
     let (holder, tok, exp) = (e.name("holder"), e.name("tok"), e.name("exp"));
     let (lim, pm, until, ver) = (e.name("lim"), e.name("pm"), e.name("until"), e.name("ver"));
     let (wq, wuntil) = (e.name("wq"), e.name("wuntil"));
-    let now = e.value("now", n(now));
+    let now = e.value("now", n(now_ms));
     // No live permit of either kind, and nobody waiting.
     let vacant = format!(
         "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now}) \
@@ -369,64 +369,143 @@ fn write_expressions(write: &Write, now: Millis) -> (String, String, Expr) {
             },
         ),
     };
-    let update = match &write.effect {
+    let mut update = Clauses::default();
+    match &write.effect {
         // A take on a lapsed semaphore makes it a lease again: its permits go, and the places
         // its guard found lapsed.
         Effect::Take {
             holder: h,
             expires_at,
-        } => format!(
-            "SET {holder} = {h}, {exp} = {x} ADD {tok} {one} \
-             REMOVE {pm}, {lim}, {until}, {wq}, {wuntil}",
-            h = e.value("holder", s(h)),
-            x = e.value("exp", n(expires_at)),
-            one = e.value("one", n(1)),
-        ),
-        Effect::Extend { expires_at } => {
-            format!("SET {exp} = {x}", x = e.value("exp", n(expires_at)))
+        } => {
+            update.set(&holder, e.value("holder", s(h)));
+            update.set(&exp, e.value("exp", n(expires_at)));
+            update.add(&tok, e.value("one", n(1)));
+            update.remove(&[&pm, &lim, &until, &wq, &wuntil]);
         }
-        Effect::Clear => format!("REMOVE {holder}, {exp}"),
+        Effect::Extend { expires_at } => update.set(&exp, e.value("exp", n(expires_at))),
+        Effect::Clear => update.remove(&[&holder, &exp]),
         // A versioned resource, whole; a single permit it replaces goes.
         Effect::Replace(after) if after.is_versioned() => {
             let latest = after.permits.iter().map(|p| p.expires_at).max();
-            let queue = match after.waiters.iter().map(|w| w.until).max() {
-                Some(last) => format!(
-                    ", {wq} = {q}, {wuntil} = {w} REMOVE {holder}, {exp}",
-                    q = e.value("wq", places_list(after)),
-                    w = e.value("wuntil", n(last)),
-                ),
-                None => format!(" REMOVE {holder}, {exp}, {wq}, {wuntil}"),
-            };
-            format!(
-                "SET {lim} = {l}, {pm} = {m}, {until} = {u}, {ver} = {v}, {tok} = {t}{queue}",
-                l = e.value("lim", n(after.limit)),
-                m = e.value("pm", permits_map(after)),
-                u = e.value("until", n(latest.unwrap_or(0))),
-                v = e.value("ver", n(after.version)),
-                t = e.value("tok", n(after.last_token)),
-            )
+            update.set(&lim, e.value("lim", n(after.limit)));
+            update.set(&pm, e.value("pm", permits_map(after)));
+            update.set(&until, e.value("until", n(latest.unwrap_or(0))));
+            update.set(&ver, e.value("ver", n(after.version)));
+            update.set(&tok, e.value("tok", n(after.last_token)));
+            update.remove(&[&holder, &exp]);
+            match after.waiters.iter().map(|w| w.until).max() {
+                Some(last) => {
+                    update.set(&wq, e.value("wq", places_list(after)));
+                    update.set(&wuntil, e.value("wuntil", n(last)));
+                }
+                None => update.remove(&[&wq, &wuntil]),
+            }
         }
         // A lease again (its last waiter served): its permit as a lease keeps it, the version
         // carried on so that no earlier read's guard can match it.
         Effect::Replace(after) => {
-            let permit = match after.permits.first() {
-                Some(p) => format!(
-                    ", {holder} = {h}, {exp} = {x} REMOVE ",
-                    h = e.value("holder", s(&p.holder)),
-                    x = e.value("exp", n(p.expires_at)),
-                ),
-                None => format!(" REMOVE {holder}, {exp}, "),
-            };
-            format!(
-                "SET {ver} = {v}, {tok} = {t}{permit}{pm}, {lim}, {until}, {wq}, {wuntil}",
-                v = e.value("ver", n(after.version)),
-                t = e.value("tok", n(after.last_token)),
-            )
+            update.set(&ver, e.value("ver", n(after.version)));
+            update.set(&tok, e.value("tok", n(after.last_token)));
+            match after.permits.first() {
+                Some(p) => {
+                    update.set(&holder, e.value("holder", s(&p.holder)));
+                    update.set(&exp, e.value("exp", n(p.expires_at)));
+                }
+                None => update.remove(&[&holder, &exp]),
+            }
+            update.remove(&[&pm, &lim, &until, &wq, &wuntil]);
         }
-    };
+    }
+    // The revoked permits (docs/adr/0008): only a replace changes them; other writes keep them.
+    if let Effect::Replace(after) = &write.effect {
+        let rv = e.name("rv");
+        match after.revoked.is_empty() {
+            true => update.remove(&[&rv]),
+            false => update.set(&rv, e.value("rv", revoked_map(after))),
+        }
+    }
+    super::lease_index::index_entry(&mut update, &mut e, key, &write.effect, now_ms);
+    let update = update.render();
     // Not every update and condition mentions every name declared.
     let e = e.used_in(&[&update, &condition]);
     (update, condition, e)
+}
+
+/// The clauses of an update expression, gathered so that each kind appears once.
+#[derive(Default)]
+pub(super) struct Clauses {
+    set: Vec<String>,
+    add: Vec<String>,
+    remove: Vec<String>,
+}
+
+impl Clauses {
+    pub(super) fn set(&mut self, name: &str, value: String) {
+        self.set.push(format!("{name} = {value}"));
+    }
+
+    fn add(&mut self, name: &str, value: String) {
+        self.add.push(format!("{name} {value}"));
+    }
+
+    pub(super) fn remove(&mut self, names: &[&str]) {
+        self.remove.extend(names.iter().map(|n| (*n).to_owned()));
+    }
+
+    fn render(&self) -> String {
+        [
+            ("SET", &self.set),
+            ("ADD", &self.add),
+            ("REMOVE", &self.remove),
+        ]
+        .iter()
+        .filter(|(_, parts)| !parts.is_empty())
+        .map(|(kind, parts)| format!("{kind} {}", parts.join(", ")))
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+}
+
+/// The revoked permits as stored, latest first: `[{h: holder, t: token}]`.
+fn revoked_map(state: &LeaseState) -> AttributeValue {
+    AttributeValue::L(
+        state
+            .revoked
+            .iter()
+            .map(|r| {
+                let entry = [("h".to_owned(), s(&r.holder)), ("t".to_owned(), n(r.token))];
+                AttributeValue::M(entry.into())
+            })
+            .collect(),
+    )
+}
+
+/// The revoked permits of an item (none when it has no `rv`).
+fn revoked_from_item(item: &Item, last_token: u64) -> Result<Vec<Revoked>, StoreError> {
+    let corrupt = |what: &str| StoreError::Corrupt(format!("revoked permits with {what}"));
+    let list = match item.get("rv") {
+        None => return Ok(Vec::new()),
+        Some(AttributeValue::L(list)) => list,
+        Some(_) => return Err(corrupt("a value that is not a list")),
+    };
+    if list.len() > MAX_REVOKED {
+        return Err(corrupt("too many entries"));
+    }
+    list.iter()
+        .map(|entry| {
+            let AttributeValue::M(entry) = entry else {
+                return Err(corrupt("an entry that is not a map"));
+            };
+            let token: u64 = req_n(entry, "t")?;
+            if token == 0 || token > last_token {
+                return Err(corrupt("a token past its counter"));
+            }
+            Ok(Revoked {
+                holder: req_s(entry, "h")?.to_owned(),
+                token,
+            })
+        })
+        .collect()
 }
 
 /// A semaphore's permits as stored: holder → `{t: token, e: expiry ms}`.
@@ -477,8 +556,10 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
         )));
     }
     let version = get_n(item, "ver")?.unwrap_or(0);
+    let revoked = revoked_from_item(item, last_token)?;
     if let Some(limit) = get_n::<u32>(item, "lim")? {
-        return versioned_from_item(item, last_token, limit, version);
+        let state = versioned_from_item(item, last_token, limit, version)?;
+        return Ok(LeaseState { revoked, ..state });
     }
     if item.contains_key("wq") {
         return Err(StoreError::Corrupt("a lease item with a queue".into()));
@@ -499,7 +580,11 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
             ));
         }
     };
-    Ok(LeaseState { version, ..state })
+    Ok(LeaseState {
+        version,
+        revoked,
+        ..state
+    })
 }
 
 /// A versioned item: `lim` 1..=64 (1 only with a queue), `pm` of at most `lim` permits, each
@@ -553,6 +638,7 @@ fn versioned_from_item(
         version,
         permits,
         waiters,
+        revoked: Vec::new(),
     })
 }
 

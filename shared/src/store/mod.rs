@@ -5,8 +5,8 @@
 //!
 //! | table    | pk                      | attributes                                                   |
 //! |----------|-------------------------|--------------------------------------------------------------|
-//! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms)   |
-//! | requests | `<tenant>\|<requestId>` | `fp` S input hash; `answer` S (kept data, see `service::lease`); `exp` N (ms); `ttl` N (s) |
+//! | leases   | `<tenant>\|<resource>`  | `tok` N last token issued; `holder` S; `exp` N expiry (ms); a semaphore's or queue's `lim`, `pm`, `until`, `ver`, `wq`, `wuntil`; revoked permits `rv`; the list index's `lt`, `lr`, `lu` (`lease_index`) |
+//! | requests | `<tenant>\|<requestId>`; `<tenant>\|audit\|<id>` | records: `fp` S input hash; `answer` S (kept data, see `service::lease`); `exp` N (ms); `ttl` N (s); audit entries: `at`, `atm`, `ar`, `entry`, `ttl` (`audit_log`) |
 //! | keys     | key id (16 hex)         | `account` S; `hash` B SHA-256 of the key; `created`, `revoked` N |
 //! | claims   | `<scope>\|<key>`; `quota\|free\|<scope>` | holds: `holder`, `plan` S, `acquired`, `exp`, `tok` N; quota: `q0`..`q<limit-1>` N one slot per claim allowed (ms × 1000 + a random 0..999), `ttl` N (s) |
 //! | payments | `auth\|<network>\|<payer>\|<nonce>`; `payid\|<network>\|<payer>\|<id>`; `siwx\|<address>\|<nonce>` | authorizations: `status` S (accepted, settled, settlement_failed, void, expired); `call` S; `route`, `amount`, `payTo`, `transaction`, `payment` S; `accepted`, `settledAt`, `validBefore` N; evidence (see `payment_store::evidence`); identifiers: `authorization`, `fp` S, kept `answer`; sign-ins: `accepted` N, `call` S |
@@ -25,10 +25,12 @@
 //!   guarded lease update and the record, atomically) or, for a denied op, one conditional PutItem
 //!   of the record. A replay: the read only.
 
+pub mod audit_log;
 pub mod claim_store;
 pub mod client;
 mod expr;
 pub mod key_store;
+pub mod lease_index;
 pub mod lease_sets;
 pub mod lease_store;
 pub mod payment_store;

@@ -2,6 +2,8 @@
 //! SAM template creates them).
 
 use super::StoreError;
+use super::audit_log::AUDIT_INDEX;
+use super::lease_index::LISTED_INDEX;
 use super::payment_store::PENDING_INDEX;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
@@ -50,12 +52,47 @@ pub async fn ensure_tables(client: &Client, tables: &Tables) -> Result<(), Store
     ] {
         create_if_missing(client, name, ttl).await?;
     }
-    // The payments ledger's sparse index of open items; a data dir from before it existed gets
-    // it added.
-    ensure_pending_index(client, &tables.payments).await
+    // The sparse indexes: the payments ledger's open items, the tenant's listed leases and its
+    // audit entries. A data dir from before one existed gets it added.
+    let (s, n) = (ScalarAttributeType::S, ScalarAttributeType::N);
+    for (table, index, hash, range, projection) in [
+        (
+            &tables.payments,
+            PENDING_INDEX,
+            "pending",
+            ("accepted", n.clone()),
+            ProjectionType::All,
+        ),
+        (
+            &tables.leases,
+            LISTED_INDEX,
+            "lt",
+            ("lr", s.clone()),
+            ProjectionType::KeysOnly,
+        ),
+        (
+            &tables.requests,
+            AUDIT_INDEX,
+            "at",
+            ("atm", n),
+            ProjectionType::All,
+        ),
+    ] {
+        ensure_index(client, table, index, hash, range, projection).await?;
+    }
+    Ok(())
 }
 
-async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreError> {
+/// Add the index `name` (partition key `hash`, a string; sort key `range`) to `table` unless
+/// it has it.
+async fn ensure_index(
+    client: &Client,
+    table: &str,
+    name: &str,
+    hash: &str,
+    range: (&str, ScalarAttributeType),
+    projection: ProjectionType,
+) -> Result<(), StoreError> {
     let described = client
         .describe_table()
         .table_name(table)
@@ -67,7 +104,7 @@ async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreE
         .map(|t| t.global_secondary_indexes())
         .unwrap_or_default()
         .iter()
-        .any(|i| i.index_name() == Some(PENDING_INDEX));
+        .any(|i| i.index_name() == Some(name));
     if exists {
         return Ok(());
     }
@@ -86,22 +123,18 @@ async fn ensure_pending_index(client: &Client, table: &str) -> Result<(), StoreE
             .map_err(StoreError::built)
     };
     let index = CreateGlobalSecondaryIndexAction::builder()
-        .index_name(PENDING_INDEX)
-        .key_schema(key("pending", KeyType::Hash)?)
-        .key_schema(key("accepted", KeyType::Range)?)
-        .projection(
-            Projection::builder()
-                .projection_type(ProjectionType::All)
-                .build(),
-        )
+        .index_name(name)
+        .key_schema(key(hash, KeyType::Hash)?)
+        .key_schema(key(range.0, KeyType::Range)?)
+        .projection(Projection::builder().projection_type(projection).build())
         .build()
         .map_err(StoreError::built)?;
     client
         .update_table()
         .table_name(table)
         .attribute_definitions(attribute("pk", ScalarAttributeType::S)?)
-        .attribute_definitions(attribute("pending", ScalarAttributeType::S)?)
-        .attribute_definitions(attribute("accepted", ScalarAttributeType::N)?)
+        .attribute_definitions(attribute(hash, ScalarAttributeType::S)?)
+        .attribute_definitions(attribute(range.0, range.1)?)
         .global_secondary_index_updates(GlobalSecondaryIndexUpdate::builder().create(index).build())
         .send()
         .await

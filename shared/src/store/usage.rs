@@ -1,5 +1,6 @@
 //! What each request costs in DynamoDB: round trips and capacity units. An SDK interceptor counts
-//! every attempt it transmits (retries included), asks each lease-path request for its consumed
+//! every attempt it transmits (retries included), asks each lease-path request (list's queries
+//! and batch reads too) for its consumed
 //! capacity (`ReturnConsumedCapacity=TOTAL`), and adds it all to a counter scoped to the current
 //! request's task. The request log reports it, and a test pins it for every lease path.
 //!
@@ -15,8 +16,10 @@ use aws_sdk_dynamodb::config::interceptors::{
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
 use aws_sdk_dynamodb::operation::{
+    batch_get_item::{BatchGetItemInput, BatchGetItemOutput},
     get_item::{GetItemInput, GetItemOutput},
     put_item::{PutItemError, PutItemInput, PutItemOutput},
+    query::{QueryInput, QueryOutput},
     transact_get_items::{TransactGetItemsInput, TransactGetItemsOutput},
     transact_write_items::{
         TransactWriteItemsError, TransactWriteItemsInput, TransactWriteItemsOutput,
@@ -136,6 +139,10 @@ impl Intercept for MeasureUsage {
             i.return_consumed_capacity = total;
         } else if let Some(i) = input.downcast_mut::<TransactGetItemsInput>() {
             i.return_consumed_capacity = total;
+        } else if let Some(i) = input.downcast_mut::<QueryInput>() {
+            i.return_consumed_capacity = total;
+        } else if let Some(i) = input.downcast_mut::<BatchGetItemInput>() {
+            i.return_consumed_capacity = total;
         }
         Ok(())
     }
@@ -167,6 +174,10 @@ impl Intercept for MeasureUsage {
                 } else if let Some(o) = output.downcast_ref::<TransactWriteItemsOutput>() {
                     u.add(Kind::Write, o.consumed_capacity());
                 } else if let Some(o) = output.downcast_ref::<TransactGetItemsOutput>() {
+                    u.add(Kind::Read, o.consumed_capacity());
+                } else if let Some(o) = output.downcast_ref::<QueryOutput>() {
+                    u.add(Kind::Read, o.consumed_capacity());
+                } else if let Some(o) = output.downcast_ref::<BatchGetItemOutput>() {
                     u.add(Kind::Read, o.consumed_capacity());
                 }
             }),

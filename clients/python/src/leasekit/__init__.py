@@ -28,10 +28,11 @@ from ._errors import (
     Unauthorized,
     Unavailable,
 )
-from ._model import Lease, Member, Permit, safety_margin
+from ._model import AuditEntry, Lease, Member, Page, Permit, Waiter, safety_margin
 
 __all__ = [
-    "AsyncClient", "AsyncHeldLease", "Client", "HeldLease", "Lease", "Member", "Permit", "safety_margin",
+    "AsyncClient", "AsyncHeldLease", "AuditEntry", "Client", "HeldLease", "Lease", "Member", "Page", "Permit",
+    "Waiter", "safety_margin",
     "Forbidden", "IdempotencyConflict", "InvalidInput", "LeaseLost", "LeasekitError", "NotAcquired",
     "PayloadTooLarge", "PaymentIdentifierConflict", "PaymentInProgress", "PaymentRequired", "RateLimited", "ServiceError", "StoreUnavailable",
     "Unauthorized", "Unavailable",

@@ -14,7 +14,7 @@ import httpx
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
                     Settings, Wait, unanswered)
 from ._errors import LeasekitError
-from ._model import Lease, body, new_request_id, set_leases
+from ._model import Lease, Page, body, new_request_id, set_leases
 from ._x402 import Payer
 
 
@@ -91,6 +91,30 @@ class Client(Settings):
         """Release a lease you hold."""
         return self._call(body("release", resource, self.tenant, holder=holder, token=token,
                                request_id=request_id or new_request_id()), deadline)
+
+    def revoke(self, resource: str, *, reason: str, holder: str | None = None,
+               request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """End `holder`'s permit of `resource` (every permit when None) at once, with `reason`
+        (1-200 characters) kept in the audit: an API key with the admin role, or a paying wallet
+        in its own tenant (else `Forbidden`). `revoked` lists what it ended; not granted
+        (NO_HOLD) when nothing was live. The revoked holder's next renew fails with REVOKED."""
+        return self._call(body("revoke", resource, self.tenant, holder=holder, reason=reason,
+                               request_id=request_id or new_request_id()), deadline)
+
+    def list(self, *, prefix: str | None = None, cursor: str | None = None, page_size: int | None = None,
+             deadline: float | None = None) -> Page:
+        """A page of your tenant's resources with a live permit or waiter, by name (advisory:
+        a grant shows within about 2 s). Pass `next_cursor` back as `cursor` for the next page."""
+        answer = self._call(body("list", None, self.tenant, prefix=prefix, cursor=cursor,
+                                  page_size=page_size), deadline)
+        return answer.page()
+
+    def audit(self, *, resource: str | None = None, cursor: str | None = None, page_size: int | None = None,
+              deadline: float | None = None) -> Page:
+        """A page of the revoke audit, newest first (`entries`): an admin key's or wallet's."""
+        answer = self._call(body("audit", resource, self.tenant, cursor=cursor, page_size=page_size),
+                             deadline)
+        return answer.page()
 
     def get(self, resource: str, *, deadline: float | None = None) -> Lease:
         """Who holds `resource` now."""

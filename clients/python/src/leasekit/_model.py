@@ -22,9 +22,18 @@ class Permit:
 
 
 @dataclass(frozen=True)
+class Waiter:
+    """A live place in a resource's queue: its holder, and when it lapses unless they call again."""
+
+    holder: str
+    until: datetime
+
+
+@dataclass(frozen=True)
 class Member:
-    """One resource of a set as it stands after the call (`holder`, `token`, `expires_at`: your
-    permit when you have one, else the live one with the largest token)."""
+    """One resource of a set as it stands after the call, or of a list page (`holder`, `token`,
+    `expires_at`: your permit when you have one, else the live one with the largest token;
+    `waiters`: a list page's live places in its queue, in order)."""
 
     resource: str
     granted: bool
@@ -33,6 +42,31 @@ class Member:
     expires_at: datetime | None
     limit: int
     holders: tuple[Permit, ...]
+    waiters: tuple[Waiter, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One revoke, as the audit keeps it (90 days): when, who (`key:<id>` or the wallet), which
+    resource, the permits it ended, and why."""
+
+    id: str
+    at: datetime
+    actor: str
+    resource: str
+    ended: tuple[Permit, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of `list` (`leases`: live resources by name) or `audit` (`entries`: newest first);
+    `next_cursor` continues it (None at the end). List is advisory: a grant shows within about
+    2 s; `get` and `check` decide."""
+
+    leases: tuple[Member, ...]
+    entries: tuple[AuditEntry, ...]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)
@@ -48,6 +82,7 @@ class Lease:
     `limit`, `holders`: how many may hold the resource at once, and the live permits by token.
     `current`: check's answer. `leases`: a set's resources, in request order.
     `queue_position`: an acquire whose wait ended ungranted: your place in the queue (1 = next).
+    `revoked`: a revoke's ended permits. `entries`, `next_cursor`: an audit or list page (see `Page`).
     """
 
     granted: bool
@@ -61,6 +96,13 @@ class Lease:
     current: bool | None = None
     leases: tuple[Member, ...] | None = None
     queue_position: int | None = None
+    revoked: tuple[Permit, ...] | None = None
+    entries: tuple[AuditEntry, ...] | None = None
+    next_cursor: str | None = None
+
+    def page(self) -> Page:
+        """This answer as a list or audit page."""
+        return Page(leases=self.leases or (), entries=self.entries or (), next_cursor=self.next_cursor)
 
 
 def _time(value: object) -> datetime | None:
@@ -85,8 +127,23 @@ def _members(value: object) -> tuple[Member, ...] | None:
                         token=_int(m.get("fencingToken")),
                         holder=m.get("holder") if isinstance(m.get("holder"), str) else None,
                         expires_at=_time(m.get("expiresAt")), limit=_int(m.get("limit")) or 1,
-                        holders=_permits(m.get("holders")))
+                        holders=_permits(m.get("holders")), waiters=_waiters(m.get("waiters")))
                  for m in value if isinstance(m, dict))
+
+
+def _waiters(value: object) -> tuple[Waiter, ...]:
+    items = value if isinstance(value, list) else []
+    return tuple(Waiter(holder=str(w.get("holder")), until=_time(w.get("until")) or datetime.min)
+                 for w in items if isinstance(w, dict))
+
+
+def _entries(value: object) -> tuple[AuditEntry, ...] | None:
+    if not isinstance(value, list):
+        return None
+    return tuple(AuditEntry(id=str(e.get("id")), at=_time(e.get("at")) or datetime.min, actor=str(e.get("actor")),
+                            resource=str(e.get("resource")), ended=_permits(e.get("ended")),
+                            reason=str(e.get("reason")))
+                 for e in value if isinstance(e, dict))
 
 
 def lease_from(answer: object) -> Lease:
@@ -111,6 +168,9 @@ def lease_from(answer: object) -> Lease:
         current=current if isinstance(current, bool) else None,
         leases=_members(data.get("leases")),
         queue_position=_int(data.get("queuePosition")),
+        revoked=_permits(data["revoked"]) if isinstance(data.get("revoked"), list) else None,
+        entries=_entries(data.get("entries")),
+        next_cursor=data.get("nextCursor") if isinstance(data.get("nextCursor"), str) else None,
     )
 
 
@@ -127,7 +187,7 @@ def new_request_id() -> str:
 def body(op: str, resource: str | None, tenant: str | None, **fields: Any) -> dict[str, Any]:
     """A lease request body: the fields that are set, under the API's names (a set names no
     `resource`, but `resources` or `leases`)."""
-    names = {"ttl": "ttlSeconds", "request_id": "requestId", "wait": "waitSeconds"}
+    names = {"ttl": "ttlSeconds", "request_id": "requestId", "wait": "waitSeconds", "page_size": "pageSize"}
     out: dict[str, Any] = {"op": op} if resource is None else {"op": op, "resource": resource}
     if tenant is not None:
         out["tenantId"] = tenant

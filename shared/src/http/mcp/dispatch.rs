@@ -3,6 +3,7 @@
 
 use super::catalogue::TOOLS;
 use super::outcome::{Account, Outcome, OutcomeSlot};
+use crate::auth::KeyHolder;
 use crate::claims::Plan;
 use crate::clock::now_ms;
 use crate::http::caller::malformed_account;
@@ -11,7 +12,7 @@ use crate::http::claims::{FreeClaim, answer_body, check, free_claim};
 use crate::http::error::Failure;
 use crate::http::observe::Note;
 use crate::http::{ApiError, AppState, lease};
-use crate::schema::{claim_free_input, lease_input, lease_read_input};
+use crate::schema::{LeaseTool, claim_free_input, lease_tool};
 use crate::store::usage::measured;
 use crate::tenant::Tenant;
 use crate::x402::check::Refusal;
@@ -45,7 +46,7 @@ fn tool_error(err: ApiError) -> CallToolResult {
 /// Who is calling a tool: an API key's account, or a wallet paying per call (the x402 MCP
 /// binding: the payment in the request's `_meta`).
 enum ToolCaller<'a> {
-    Account(&'a str),
+    Account(&'a KeyHolder),
     Wallet {
         parts: &'a Parts,
         payment: Option<Result<Box<PaymentPayload>, Refusal>>,
@@ -90,12 +91,17 @@ impl LeaseTools {
         caller: ToolCaller<'_>,
     ) -> Result<Answered, ApiError> {
         match name {
-            // The read-only tool takes only the reads' input, so it can change nothing.
-            "lease" | "lease_read" => {
-                let schema = match name {
-                    "lease" => lease_input(),
-                    _ => lease_read_input().1,
+            // Each lease tool takes only its ops' input: a read-only tool can change nothing, and
+            // only the destructive one revokes.
+            "lease" | "lease_read" | "lease_list" | "lease_audit" | "lease_revoke" => {
+                let tool = match name {
+                    "lease" => LeaseTool::Lease,
+                    "lease_read" => LeaseTool::Read,
+                    "lease_list" => LeaseTool::List,
+                    "lease_audit" => LeaseTool::Audit,
+                    _ => LeaseTool::Revoke,
                 };
+                let schema = lease_tool(tool).1;
                 let (request, request_sha256) = lease::validated(arguments, schema)?;
                 let replied = match caller {
                     ToolCaller::Account(account) => {
@@ -126,7 +132,7 @@ impl LeaseTools {
                     ));
                 };
                 let claim: FreeClaim = check(arguments, claim_free_input())?;
-                let scope = Tenant::for_account(account).ok_or_else(malformed_account)?;
+                let scope = Tenant::for_account(&account.account).ok_or_else(malformed_account)?;
                 let outcome = free_claim(&self.state, &scope, &claim, now_ms()).await?;
                 let (status, body) = answer_body(outcome, Plan::Free, None);
                 Ok(Answered {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 /// The account of the API key that authenticated the MCP request.
 #[derive(Clone)]
-pub(super) struct Account(pub(super) String);
+pub(super) struct Account(pub(super) crate::auth::KeyHolder);
 
 /// What a tool call leaves for its request's log line: its note, the cause of a failure, and its
 /// store usage (rmcp runs the call in a task of its own, out of the request's measured scope).

@@ -9,7 +9,7 @@ use super::{
     Decision, Effect, Guard, Write, exhausted, expired, limit_mismatch, single, token_mismatch,
 };
 use crate::clock::Millis;
-use crate::lease::model::{LeaseState, MAX_TOKEN, Permit};
+use crate::lease::model::{LeaseState, MAX_REVOKED, MAX_TOKEN, Permit, Revoked};
 use crate::lease::request::Command;
 use crate::witness::Witness;
 use serde_json::json;
@@ -144,7 +144,9 @@ pub(super) fn holder_write(state: &LeaseState, command: &Command, now: Millis) -
     let (holder, expires_at) = match command {
         Command::Renew { holder, ttl_ms, .. } => (holder, Some(now + ttl_ms)),
         Command::Release { holder, .. } => (holder, None),
-        Command::Acquire { .. } | Command::Get | Command::Check { .. } => return None,
+        Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
+            return None;
+        }
     };
     let mine = state.live_permit_of(holder, now)?.clone();
     let mut after = state.clone();
@@ -153,4 +155,38 @@ pub(super) fn holder_write(state: &LeaseState, command: &Command, now: Millis) -
         after.permits.push(Permit { expires_at, ..mine });
     }
     Some(replace(state, after, now))
+}
+
+/// A revoke (docs/adr/0008): `holder`'s live permit, or every live permit when none is named,
+/// ends now, and is remembered so that its holder learns `REVOKED`. The write is a replace of
+/// the whole resource, settled, so that the permits it frees go to the earliest waiters in it,
+/// as after a release; the counter stays, so later tokens are larger than every one before.
+/// Nothing live to end: denied with `NO_HOLD`, nothing written.
+pub(super) fn revoke(state: &LeaseState, holder: Option<&str>, now: Millis) -> Decision {
+    let ended: Vec<&Permit> = state
+        .live_permits(now)
+        .into_iter()
+        .filter(|p| holder.is_none_or(|h| h == p.holder))
+        .collect();
+    if ended.is_empty() {
+        let detail = match holder {
+            Some(_) => "this holder has no live permit of this resource to revoke",
+            None => "nobody holds a live permit of this resource to revoke",
+        };
+        return Decision::Deny(vec![
+            Witness::new("NO_HOLD", "/resource", detail).expected("a live permit"),
+        ]);
+    }
+    let mut after = state.clone();
+    after
+        .permits
+        .retain(|p| !ended.iter().any(|e| e.token == p.token));
+    after.revoked.extend(ended.iter().map(|p| Revoked {
+        holder: p.holder.clone(),
+        token: p.token,
+    }));
+    // The latest, by token: the oldest revoked are the likeliest to have been told already.
+    after.revoked.sort_by_key(|r| std::cmp::Reverse(r.token));
+    after.revoked.truncate(MAX_REVOKED);
+    Decision::Write(replace(state, after, now))
 }

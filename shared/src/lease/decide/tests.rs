@@ -76,6 +76,7 @@ fn semaphore(
             })
             .collect(),
         waiters: Vec::new(),
+        revoked: Vec::new(),
     }
 }
 
