@@ -1,4 +1,5 @@
-//! `leasekit acquire|renew|release|get` and `leasekit run` against a real server.
+//! `leasekit acquire|renew|release|get|check|list|revoke|audit` and `leasekit run` against a
+//! real server.
 
 mod support;
 
@@ -783,4 +784,69 @@ fn runs_with_a_limit_hold_one_permit_each() {
         most = most.max(running);
     }
     assert_eq!(most, 2, "at most two at once, and two did run together");
+}
+
+/// `leasekit keys create --admin`, then `list`, `revoke` and `audit` from a script: the
+/// plain key may list but not revoke (exit 2, the 403 on stderr), the admin key revokes (exit 0;
+/// 1 when nothing was live) and reads the audit.
+#[test]
+fn list_revoke_and_audit_from_the_command_line() {
+    let dir = TempDir::new().unwrap();
+    let created = leasekit()
+        .args([
+            "keys",
+            "create",
+            "--account",
+            "acme",
+            "--admin",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let admin_key = String::from_utf8(created.stdout).unwrap().trim().to_owned();
+    assert!(String::from_utf8_lossy(&created.stderr).contains("admin key"));
+    let server = Server::start(dir.path());
+    let out = cli(&server, "worker-7")
+        .args(["acquire", "--resource", "deploy:prod", "--ttl", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = cli(&server, "worker-7")
+        .args(["list", "--prefix", "deploy:"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let page = json(&out);
+    assert_eq!(page["data"]["leases"][0]["resource"], "deploy:prod");
+    assert_eq!(page["data"]["nextCursor"], Value::Null);
+    let revoke = ["revoke", "--resource", "deploy:prod", "--reason", "wedged"];
+    let out = cli(&server, "worker-7").args(revoke).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "no admin role");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FORBIDDEN"));
+    let admin = |args: &[&str]| {
+        cli(&server, "worker-7")
+            .env("LEASEKIT_API_KEY", &admin_key)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = admin(&revoke);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["data"]["revoked"][0]["holder"], "worker-7");
+    let out = admin(&revoke);
+    assert_eq!(out.status.code(), Some(1), "nothing left to revoke");
+    let out = admin(&["audit", "--resource", "deploy:prod"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["data"]["entries"][0]["reason"], "wedged");
 }

@@ -1,6 +1,7 @@
 """Figures of the deployed shape under `sam local start-api`, for BENCHMARKS.md: each function's
-init duration (from the REPORT lines in SAM's log) and the warm latency of each route (median
-and 90th percentile of 20 calls, after 3 to warm up), through SAM's API Gateway emulation.
+init duration (from the REPORT lines in SAM's log), the warm latency of each route (median
+and 90th percentile of 20 calls, after 3 to warm up), through SAM's API Gateway emulation, and
+the release-to-grant delay of a waiting acquire (the function polls the store; nothing wakes it).
 
 Usage: python tests/sam_figures.py BASE_URL API_KEY SAM_LOG
 """
@@ -9,6 +10,7 @@ import json
 import re
 import statistics
 import sys
+import threading
 import time
 import urllib.request
 
@@ -44,6 +46,7 @@ def main(base, key, log):
             call(url, body, headers)
         times = sorted(call(url, body, headers) for _ in range(20))
         print(f"  {name}: {statistics.median(times):.1f} / {times[17]:.1f}")
+    print("release to grant of a waiting acquire through sam local (ms), 5 trials: " + release_to_grant(base, key))
     inits, durations = [], []
     with open(log, errors="replace") as f:
         for line in f:
@@ -63,6 +66,47 @@ def main(base, key, log):
             f"function durations (REPORT lines, {len(durations)} calls): median {statistics.median(durations):.1f} ms, "
             f"p90 {durations[len(durations) * 9 // 10]:.1f} ms, first/slowest {durations[-1]:.1f} ms"
         )
+
+
+def release_to_grant(base, key, trials=5):
+    """A holder takes a lease, a waiter asks with waitSeconds 20 and is seen in the queue, the
+    holder releases: from the release's answer to the waiter's."""
+    url, headers = f"{base}/api/v1/lease", {"x-api-key": key}
+
+    def post(body):
+        data = json.dumps({"tenantId": "bench-wait", **body}).encode()
+        request = urllib.request.Request(url, data=data, headers={"content-type": "application/json", **headers})
+        with urllib.request.urlopen(request, timeout=40) as response:
+            return json.loads(response.read())["data"]
+
+    delays = []
+    for i in range(trials):
+        resource = f"wait-{time.time_ns()}-{i}"
+        held = post({"op": "acquire", "resource": resource, "holder": "owner", "ttlSeconds": 60})
+        answered = {}
+
+        def wait():
+            answered["data"] = post({"op": "acquire", "resource": resource, "holder": "waiter", "waitSeconds": 20})
+            answered["at"] = time.perf_counter()
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        # The waiter's place shows in the list (its waiters) once its first round wrote it.
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            leases = post({"op": "list", "prefix": resource})["leases"]
+            if leases and leases[0]["waiters"]:
+                break
+            time.sleep(0.1)
+        post({"op": "release", "resource": resource, "holder": "owner", "token": held["fencingToken"]})
+        released = time.perf_counter()
+        waiter.join(40)
+        if answered.get("data", {}).get("granted"):
+            delays.append((answered["at"] - released) * 1000)
+    if not delays:
+        return "no waiter was granted"
+    delays.sort()
+    return f"median {statistics.median(delays):.0f}, max {delays[-1]:.0f} ({len(delays)} granted)"
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ use leasekit_core::http::{AppState, Routes, Settings, lambda};
 use leasekit_core::keys::{ApiKey, KeyRecord};
 use leasekit_core::provenance::Issuer;
 use leasekit_core::store::KeyStore;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tower::ServiceExt;
 
 fn fixture(name: &str) -> String {
@@ -70,6 +70,55 @@ async fn account_from_the_authorizer_context_is_the_tenant() {
     assert_eq!(
         body["_provenance"]["credential"]["proof"]["cryptosuite"],
         "eddsa-jcs-2022"
+    );
+}
+
+/// The authorizer's context says whether the key has the admin role (`admin: "true"`, with
+/// `keyId`): a revoke from a context without it is a 403, with it the revoke is audited under
+/// the key's id. (`trust_gateway` is on: the function takes the context as API Gateway made it.)
+#[tokio::test]
+async fn the_admin_role_comes_from_the_authorizer_context() {
+    let event: Value = serde_json::from_str(&fixture("apigw-rest-lease-account.json")).unwrap();
+    let with = |context: Value, body: Value| {
+        let mut e = event.clone();
+        for (k, v) in context.as_object().unwrap() {
+            e["requestContext"]["authorizer"][k] = v.clone();
+        }
+        e["body"] = Value::String(body.to_string());
+        e.to_string()
+    };
+    let revoke = json!({"op": "revoke", "resource": "deploy:prod", "reason": "wedged", "tenantId": "team-a"});
+    for context in [
+        json!({}),
+        json!({"keyId": "0123456789abcdef", "admin": "false"}),
+    ] {
+        let (status, body) = call(&with(context.clone(), revoke.clone())).await;
+        assert_eq!(
+            (status, body["code"].clone()),
+            (403, json!("FORBIDDEN")),
+            "{context}"
+        );
+    }
+    let admin = json!({"keyId": "0123456789abcdef", "admin": "true"});
+    let (status, body) = call(&with(admin, json!({"op": "audit", "tenantId": "team-a"}))).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["entries"], json!([]));
+}
+
+#[tokio::test]
+async fn authorizer_passes_the_key_id_and_its_role() {
+    let (keys, request) = authorizer_with_key(Some(
+        KeyRecord::new(&fixture_key(), "acme", 1).with_admin(true),
+    ))
+    .await;
+    let answer = authorize(&keys, &request).await.unwrap();
+    assert_eq!(answer.context["admin"], "true");
+    assert_eq!(answer.context["keyId"], fixture_key().id().as_str());
+    let (keys, request) =
+        authorizer_with_key(Some(KeyRecord::new(&fixture_key(), "acme", 1))).await;
+    assert_eq!(
+        authorize(&keys, &request).await.unwrap().context["admin"],
+        "false"
     );
 }
 

@@ -364,6 +364,15 @@ async fn semaphore_and_set_paths_cost_what_the_adr_says() {
             true,
             (1, 0.0, 2.0),
         ),
+        // A list page (docs/adr/0008): the 16 index shards at once (keys only: half a unit
+        // each, eventually consistent), then the page's resources, and one more to know whether
+        // more follow, in one consistent batch read.
+        (
+            "list, a page of 2".to_owned(),
+            json!({"op": "list", "prefix": "set10-", "pageSize": 2}),
+            false,
+            (17, 11.0, 0.0),
+        ),
     ]);
     let mut table = vec![format!(
         "| {:<42} | {:>11} | {:>10} | {:>11} |",

@@ -19,7 +19,7 @@
 //! list is advisory; `get` and `check` are authoritative.
 
 use super::expr::Expr;
-use super::lease_store::{Clauses, lease_from_item};
+use super::lease_store::{Clauses, free, lease_from_item};
 use super::{Item, LeaseKey, LeaseStore, StoreError, n, req_s, s};
 use crate::clock::Millis;
 use crate::lease::{Effect, LeaseState};
@@ -285,14 +285,8 @@ impl LeaseStore {
     async fn tidy(&self, key: &LeaseKey, now: Millis) {
         let mut e = Expr::default();
         let (lt, lr) = (e.name("lt"), e.name("lr"));
-        let (exp, until, wuntil) = (e.name("exp"), e.name("until"), e.name("wuntil"));
         let now = e.value("now", n(now));
-        let condition = format!(
-            "attribute_exists({lt}) \
-             AND (attribute_not_exists({exp}) OR {exp} <= {now}) \
-             AND (attribute_not_exists({until}) OR {until} <= {now}) \
-             AND (attribute_not_exists({wuntil}) OR {wuntil} <= {now})"
-        );
+        let condition = format!("attribute_exists({lt}) AND {}", free(&mut e, &now));
         let update = format!("REMOVE {lt}, {lr}");
         let tidied = self
             .client

@@ -325,12 +325,7 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
     let (lim, pm, until, ver) = (e.name("lim"), e.name("pm"), e.name("until"), e.name("ver"));
     let (wq, wuntil) = (e.name("wq"), e.name("wuntil"));
     let now = e.value("now", n(now_ms));
-    // No live permit of either kind, and nobody waiting.
-    let vacant = format!(
-        "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now}) \
-         AND (attribute_not_exists({until}) OR {until} <= {now}) \
-         AND (attribute_not_exists({wuntil}) OR {wuntil} <= {now})"
-    );
+    let vacant = free(&mut e, &now);
     let is = |e: &mut Expr, name: &str, key: &str, value: u64| match value {
         0 => format!("attribute_not_exists({name})"),
         v => format!("{name} = {}", e.value(key, n(v))),
@@ -429,6 +424,18 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
     // Not every update and condition mentions every name declared.
     let e = e.used_in(&[&update, &condition]);
     (update, condition, e)
+}
+
+/// The condition that the resource is free at `now` (a placeholder): no live permit of either
+/// kind, and nobody waiting.
+pub(super) fn free(e: &mut Expr, now: &str) -> String {
+    let (holder, exp) = (e.name("holder"), e.name("exp"));
+    let (until, wuntil) = (e.name("until"), e.name("wuntil"));
+    format!(
+        "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now}) \
+         AND (attribute_not_exists({until}) OR {until} <= {now}) \
+         AND (attribute_not_exists({wuntil}) OR {wuntil} <= {now})"
+    )
 }
 
 /// The clauses of an update expression, gathered so that each kind appears once.
