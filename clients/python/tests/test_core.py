@@ -343,6 +343,24 @@ def test_one_resource_waits_in_the_services_queue_and_starts_its_clock_after_the
     assert getattr(c.next(), "wait") == 0
 
 
+def test_a_service_without_waitseconds_is_asked_again_at_intervals() -> None:
+    now = Now(100.0)
+    a = Acquisition("r", 30, wait=10.0, now=now)
+    first = a.next()
+    assert isinstance(first, Acquire) and first.wait == 10
+    # An older service refuses the unknown field: the same acquire, without it, then pauses.
+    refused = leasekit.InvalidInput("invalid input at /waitSeconds: unknown property", status=400)
+    again = a.next(refused)
+    assert isinstance(again, Acquire) and again.wait == 0 and again.request_id != first.request_id
+    assert a.next(lease(False, token=None, rules=("LEASE_HELD",))) == Pause(ACQUIRE_PAUSE)
+    assert getattr(a.next(), "wait") == 0, "it does not ask the service to wait again"
+    # Any other refusal is the caller's error.
+    b = Acquisition("r", 30, wait=10.0, now=now)
+    b.next()
+    with pytest.raises(leasekit.InvalidInput):
+        b.next(leasekit.InvalidInput("invalid input at /holder", status=400))
+
+
 def test_a_refused_acquire_at_the_end_of_the_wait_is_not_acquired() -> None:
     now = Now(100.0)
     a = Acquisition("r", 30, wait=1.0, now=now)

@@ -13,7 +13,7 @@ import httpx
 
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
                     Settings, Wait, unanswered)
-from ._errors import LeasekitError
+from ._errors import InvalidInput, LeasekitError
 from ._model import Lease, Page, body, new_request_id, set_leases
 from ._x402 import AsyncPayer
 
@@ -200,7 +200,12 @@ class AsyncHeldLease(Hold[AsyncClient]):
         if isinstance(step, Wait):
             return await set_within(self._stop, step.seconds)
         if isinstance(step, Acquire):
-            return await self._client._call(self._request(step), None)
+            try:
+                return await self._client._call(self._request(step), None)
+            except InvalidInput as e:
+                if step.wait == 0:
+                    raise
+                return e
         try:
             return await self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:

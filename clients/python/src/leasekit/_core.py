@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
-from ._errors import (LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited, ServiceError,
-                      StoreUnavailable, Unavailable, from_answer)
+from ._errors import (InvalidInput, LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited,
+                      ServiceError, StoreUnavailable, Unavailable, from_answer)
 from ._model import Clock, Lease, body, lease_from, new_request_id, set_leases
 from ._x402 import PAYMENT_REQUIRED, PAYMENT_SIGNATURE
 
@@ -67,8 +67,10 @@ class Pause:
 
 @dataclass(frozen=True)
 class Acquire:
-    """Acquire the held lease's resource with this request id. Outcome: the `Lease` answered (an
-    error ends the acquire: let it propagate)."""
+    """Acquire the held lease's resource with this request id. Outcome: the `Lease` answered, or
+    the `InvalidInput` of a try that waited (a service without waitSeconds refuses the field:
+    the acquisition falls back to trying again); any other error ends the acquire: let it
+    propagate."""
 
     request_id: str
     #: Seconds the service may wait for it in the resource's queue (0: answer at once).
@@ -247,6 +249,12 @@ class Acquisition:
         return int(min(MAX_SERVER_WAIT, left)) if self._server_waits and left >= 1 else 0
 
     def next(self, outcome: Outcome = None) -> Acquire | Pause | Renewal:
+        if isinstance(outcome, InvalidInput):
+            # A service from before waitSeconds: it refuses the field. Try again at intervals.
+            if self._asked > 0 and self._server_waits and "waitSeconds" in str(outcome):
+                self._server_waits = False
+                return self._try(0)
+            raise outcome
         if not isinstance(outcome, Lease):
             return self._try(self._server_wait())
         if outcome.granted and (outcome.token is not None or outcome.leases):
