@@ -234,6 +234,27 @@ def test_mcp_with_the_official_client(server, did):
     assert got.structured_content["data"]["holder"] == "agent"
 
 
+def test_the_console_page_and_its_assets(server):
+    """GET /console/ and its two files, under the strict CSP (through sam local too: the public
+    function serves them); /console without its slash is sent to the folder."""
+    page = requests.get(server + "/console/", timeout=TIMEOUT)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, csp
+    assert '<script src="console.js"' in page.text
+    for name, kind in [("console.js", "text/javascript"), ("console.css", "text/css")]:
+        asset = requests.get(f"{server}/console/{name}", timeout=TIMEOUT)
+        assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind), name
+    bare = requests.get(server + "/console", timeout=TIMEOUT, allow_redirects=False)
+    assert bare.status_code == 308 and bare.headers["location"] == "console/"
+    # The list it shows: a live lease of this tenant, by an API key.
+    tenant, resource = unique("console"), unique("console:r")
+    body = {"op": "acquire", "resource": resource, "holder": "w", "tenantId": tenant}
+    assert requests.post(server + "/api/v1/lease", json=body, headers=KEY, timeout=TIMEOUT).json()["data"]["granted"]
+    page = requests.post(server + "/api/v1/lease", json={"op": "list", "tenantId": tenant}, headers=KEY, timeout=TIMEOUT)
+    assert [l["resource"] for l in page.json()["data"]["leases"]] == [resource]
+
+
 def test_catalog_docs_and_sample(server, did):
     for path in ["/api/v1/catalog", "/docs/index.json"]:
         response = requests.get(server + path, timeout=TIMEOUT)
