@@ -132,6 +132,40 @@ async fn the_new_fields_bad_input_is_a_400_naming_the_field() {
             json!({"op": "audit", "tenantId": "t1", "cursor": "QUFBQUFBQUFBQUFBQUFBQUFB"}),
             "/cursor",
         ),
+        // Fields an op does not take are refused, not ignored (found by the attack of
+        // 2026-12-03: a list's resource looked like a filter, a revoke's ttl like a setting).
+        (
+            json!({"op": "list", "tenantId": "t1", "resource": "r"}),
+            "/resource",
+        ),
+        (
+            json!({"op": "list", "tenantId": "t1", "holder": "w"}),
+            "/holder",
+        ),
+        (
+            json!({"op": "list", "tenantId": "t1", "requestId": "x"}),
+            "/requestId",
+        ),
+        (
+            json!({"op": "audit", "tenantId": "t1", "prefix": "r"}),
+            "/prefix",
+        ),
+        (
+            json!({"op": "revoke", "tenantId": "t1", "resource": "r", "reason": "x", "ttlSeconds": 5}),
+            "/ttlSeconds",
+        ),
+        (
+            json!({"op": "revoke", "tenantId": "t1", "resource": "r", "reason": "x", "waitSeconds": 1}),
+            "/waitSeconds",
+        ),
+        (
+            json!({"op": "get", "tenantId": "t1", "resource": "r", "reason": "x"}),
+            "/reason",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "v", "pageSize": 5}),
+            "/pageSize",
+        ),
     ] {
         let (status, refused) = admin.call(body.clone()).await;
         assert_eq!(status, 400, "{body}: {refused}");
@@ -192,4 +226,25 @@ async fn a_paying_wallet_revokes_in_its_own_tenant() {
         entry["actor"].as_str().unwrap().starts_with("wallet:0x"),
         "{entry}"
     );
+}
+
+/// Two API keys in one request are refused (found by the attack of 2026-12-03: the first one
+/// was taken, admin or not, where a proxy in front may keep the last).
+#[tokio::test]
+async fn two_api_keys_are_no_key() {
+    let (_dir, server) = serve();
+    let body = json!({"op": "audit", "tenantId": "t1"});
+    for keys in [[ACME_ADMIN_KEY, ACME_KEY], [ACME_KEY, ACME_ADMIN_KEY]] {
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/v1/lease", server.url))
+            .header("x-api-key", keys[0])
+            .header("x-api-key", keys[1])
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 401);
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(answer["code"], "UNAUTHORIZED");
+    }
 }

@@ -78,14 +78,19 @@ async fn a_revoked_guard_is_lost_with_revoked_and_the_client_lists_and_audits() 
     assert_eq!(page.leases.len(), 1);
     assert_eq!(page.leases[0].holders[0].holder, "worker-1");
     assert_eq!(page.next_cursor, None);
-    match c.revoke("deploy:prod", None, "no role").await {
+    match c.revoke("deploy:prod", None, None, "no role").await {
         Err(Error::Refused {
             status: 403, code, ..
         }) => assert_eq!(code, "FORBIDDEN"),
         other => panic!("expected a 403, got {other:?}"),
     }
     let revoked = admin
-        .revoke("deploy:prod", Some("worker-1"), "wedged")
+        .revoke(
+            "deploy:prod",
+            Some("worker-1"),
+            Some(guard.fencing_token()),
+            "wedged",
+        )
         .await
         .unwrap();
     assert!(revoked.granted);

@@ -499,18 +499,23 @@ impl Client {
         self.call_for(body, None).await
     }
 
-    /// End `holder`'s permit of `resource` (every permit when `None`) with `reason`, audited:
-    /// an API key with the admin role, or a paying wallet in its own tenant. `revoked` lists
-    /// what it ended; not granted (NO_HOLD) when nothing was live.
+    /// End `holder`'s permit of `resource` (only the one with `token`, when given; every
+    /// permit when neither is given) with `reason`, audited: an API key with the admin role, or
+    /// a paying wallet in its own tenant. `revoked` lists what it ended; not granted (NO_HOLD)
+    /// when nothing matching was live.
     pub async fn revoke(
         &self,
         resource: &str,
         holder: Option<&str>,
+        token: Option<u64>,
         reason: &str,
     ) -> Result<Lease, Error> {
         let mut body = json!({"op": "revoke", "resource": resource, "reason": reason});
         if let Some(holder) = holder {
             body["holder"] = json!(holder);
+        }
+        if let Some(token) = token {
+            body["token"] = json!(token);
         }
         self.call(body, None).await
     }

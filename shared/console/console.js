@@ -584,6 +584,8 @@
     }
     const body = { op: "revoke", resource: target.resource, reason };
     if (target.holder !== null) body.holder = target.holder;
+    // The permit on screen, by its token: a newer permit of the same holder is left alone.
+    if (target.token !== null) body.token = target.token;
     ui.revokeConfirm.disabled = true;
     showRevokeError("");
     try {

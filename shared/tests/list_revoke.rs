@@ -424,3 +424,111 @@ async fn the_audit_is_newest_first_paged_filtered_and_kept_90_days() {
         .unwrap();
     assert!(theirs.entries.unwrap().is_empty());
 }
+
+/// A waiting acquire's requestId is taken by its input from its first round on (found by the
+/// attack of 2026-12-03: a wait that ended ungranted left the id free, another request applied
+/// under it, and the waiter's own retry then got 409). The retry resumes the place.
+#[tokio::test]
+async fn a_waiting_acquires_request_id_is_its_own_before_any_grant() {
+    let f = fixture().await;
+    let now = now_ms();
+    f.acquire("q", "a", now).await;
+    let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1, "requestId": "dup"});
+    let waited = f.call(wait.clone(), now).await;
+    assert_eq!((waited.granted, waited.queue_position), (false, Some(1)));
+    for other in [
+        json!({"op": "acquire", "resource": "q", "holder": "w2", "ttlSeconds": 60, "waitSeconds": 1, "requestId": "dup"}),
+        json!({"op": "acquire", "resource": "elsewhere", "holder": "w3", "requestId": "dup"}),
+    ] {
+        let reused = f.try_as(&f.tenant, other.clone(), now).await;
+        assert!(
+            matches!(reused, Err(LeaseError::IdempotencyConflict)),
+            "{other}: {reused:?}"
+        );
+    }
+    let page = f.call(json!({"op": "list"}), now).await;
+    let leases = page.leases.unwrap();
+    assert_eq!(
+        leases.len(),
+        1,
+        "nothing applied under the reused id: {leases:?}"
+    );
+    assert_eq!(leases[0].waiters.as_ref().unwrap().len(), 1);
+    // The waiter's retry, byte for byte: its place again, not a conflict, not a replay.
+    let again = f.call(wait.clone(), now + 2_000).await;
+    assert_eq!(
+        (again.granted, again.queue_position, again.replayed),
+        (false, Some(1), false)
+    );
+    // Released: the retry is granted, and a retry after that replays the grant.
+    let release = json!({"op": "release", "resource": "q", "holder": "a", "token": 1});
+    assert!(f.call(release, now + 3_000).await.granted);
+    let granted = f.call(wait.clone(), now + 4_000).await;
+    assert!(granted.granted && !granted.replayed, "{granted:?}");
+    let replayed = f.call(wait, now + 5_000).await;
+    assert!(replayed.granted && replayed.replayed);
+    assert_eq!(replayed.fencing_token, granted.fencing_token);
+}
+
+/// A refusal whose read notices a lapse hands the freed permit to the first waiter in a write
+/// of its own, so that what it answers is what the store holds (found by the attack of
+/// 2026-12-03: LEASE_HELD cited a token that neither get nor check could see).
+#[tokio::test]
+async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
+    let f = fixture().await;
+    let now = now_ms();
+    let short = json!({"op": "acquire", "resource": "q", "holder": "a", "ttlSeconds": 2});
+    assert!(f.call(short, now).await.granted);
+    let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1});
+    assert_eq!(f.call(wait, now).await.queue_position, Some(1));
+    // a's lease has lapsed, w1 is between calls: x is refused, and the store now says w1 holds.
+    let later = now + 2_500;
+    for (limit, rule) in [(1, "LEASE_HELD"), (2, "LIMIT_MISMATCH")] {
+        let x = json!({"op": "acquire", "resource": "q", "holder": "x", "limit": limit});
+        let refused = f.call(x, later).await;
+        assert_eq!(
+            (refused.granted, rules(&refused)),
+            (false, vec![rule]),
+            "{refused:?}"
+        );
+        let holders: Vec<(&str, u64)> = refused
+            .holders
+            .iter()
+            .map(|h| (h.holder.as_str(), h.fencing_token))
+            .collect();
+        assert_eq!(
+            holders,
+            [("w1", 2)],
+            "the answer shows the permit its witness cites"
+        );
+    }
+    let get = f
+        .call(json!({"op": "get", "resource": "q"}), later + 1)
+        .await;
+    assert_eq!(
+        (get.holder.as_deref(), get.fencing_token),
+        (Some("w1"), Some(2))
+    );
+    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
+    assert_eq!(f.call(check, later + 1).await.current, Some(true));
+}
+
+/// A revoke with a token ends only the permit with that token: a holder's newer permit is left
+/// alone (the console sends the token it shows).
+#[tokio::test]
+async fn a_revoke_with_a_token_is_fenced() {
+    let f = fixture().await;
+    let now = now_ms();
+    let first = f.acquire("r", "w", now).await.fencing_token.unwrap();
+    let release = json!({"op": "release", "resource": "r", "holder": "w", "token": first});
+    assert!(f.call(release, now).await.granted);
+    let second = f.acquire("r", "w", now + 1).await.fencing_token.unwrap();
+    let stale = json!({"op": "revoke", "resource": "r", "holder": "w", "token": first, "reason": "the one on screen"});
+    let stale = f.call(stale, now + 2).await;
+    assert_eq!((stale.granted, rules(&stale)), (false, vec!["NO_HOLD"]));
+    let get = f.call(json!({"op": "get", "resource": "r"}), now + 3).await;
+    assert_eq!(get.fencing_token, Some(second), "the newer permit stands");
+    let current = json!({"op": "revoke", "resource": "r", "token": second, "reason": "this one"});
+    let current = f.call(current, now + 4).await;
+    assert_eq!(current.revoked.unwrap()[0].fencing_token, second);
+}

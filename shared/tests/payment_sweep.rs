@@ -86,6 +86,7 @@ impl World {
             answer: "{}".into(),
             expires_at: now + REPLAY_WINDOW_MS,
             paid_by: None,
+            queued: false,
         };
         let lease = LeaseKey::new(&self.tenant(), "r");
         self.leases
@@ -407,6 +408,7 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
         answer: "{}".into(),
         expires_at: t + REPLAY_WINDOW_MS,
         paid_by: Some(auth(31).mark()),
+        queued: false,
     };
     let lease = LeaseKey::new(&scope, "r");
     w.leases

@@ -511,7 +511,7 @@ def test_list_revoke_and_audit(server: str, make: Make) -> None:
             await client.revoke(names[0], reason="no role")
         with pytest.raises(leasekit.Forbidden):
             await client.audit()
-        revoked = await admin.revoke(names[0], holder="w", reason="<b>wedged</b>")
+        revoked = await admin.revoke(names[0], holder="w", token=1, reason="<b>wedged</b>")
         assert revoked.granted and revoked.revoked is not None and revoked.revoked[0].holder == "w"
         token = revoked.revoked[0].token
         renewed = await client.renew(names[0], holder="w", token=token)

@@ -63,9 +63,15 @@ impl Authenticator {
         {
             return Ok(Caller::Account(holder));
         }
-        let Some(header) = parts.headers.get(API_KEY_HEADER) else {
+        let mut sent = parts.headers.get_all(API_KEY_HEADER).iter();
+        let Some(header) = sent.next() else {
             return Ok(Caller::Anonymous);
         };
+        // Two keys are no key: which one a proxy or a framework keeps differs (found by the
+        // attack of 2026-12-03: the first won, admin or not).
+        if sent.next().is_some() {
+            return Err(ApiError::Unauthorized("send one API key, not several"));
+        }
         let presented = header
             .to_str()
             .map_err(|_| ApiError::Unauthorized("malformed API key"))?;

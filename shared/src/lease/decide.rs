@@ -62,9 +62,10 @@ pub enum Decision {
     Write(Write),
     /// A rule stopped it: one witness per broken rule.
     Deny(Vec<Witness>),
-    /// Not granted: the caller waits in the queue (why, in `witnesses`). `write` takes or keeps
-    /// its place, and hands on permits freed since the last write, when the stored state needs
-    /// it; the answer is the state it leaves.
+    /// Not granted (why, in `witnesses`), with a write when the stored state needs one: it takes
+    /// or keeps the caller's place when the caller waits, and hands on permits freed since the
+    /// last write (also when the caller is refused outright). The answer is the state it leaves;
+    /// the caller waits when it has a place in it.
     Queue {
         write: Option<Write>,
         witnesses: Vec<Witness>,
@@ -297,7 +298,9 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
             };
             return decide_acquire(state, &asked, now);
         }
-        Command::Revoke { holder } => return semaphore::revoke(state, holder.as_deref(), now),
+        Command::Revoke { holder, token } => {
+            return semaphore::revoke(state, holder.as_deref(), *token, now);
+        }
         Command::Renew { holder, token, .. } | Command::Release { holder, token } => {
             (holder, *token)
         }

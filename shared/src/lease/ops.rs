@@ -126,9 +126,10 @@ pub const OPS: [Spec; 8] = [
     Spec {
         op: Op::Revoke,
         writes: true,
-        // Whose permit it ends; every live permit when absent.
+        // Whose permit it ends, and with which token (a fence: a newer permit of the same
+        // holder is left alone); every live permit when neither is given.
         holder: Field::Optional,
-        token: Field::Unused,
+        token: Field::Optional,
         limit: Field::Unused,
         wait: Field::Unused,
         ttl: false,
@@ -189,27 +190,55 @@ mod tests {
     }
 
     /// The published schema requires exactly what the table says each op requires, and takes
-    /// the rest, and names exactly the table's ops.
+    /// the rest, and names exactly the table's ops; the new ops (list, revoke, audit) refuse
+    /// every field the table says they do not take.
     #[test]
     fn the_input_schema_agrees_with_the_table() {
         let schema: Value = serde_json::from_str(crate::schema::LEASE_INPUT_JSON).unwrap();
         let names: Vec<&str> = OPS.iter().map(|s| s.op.as_str()).collect();
         assert_eq!(schema["properties"]["op"]["enum"], json!(names));
         let valid = |body: &Value| crate::schema::lease_input().check(body).is_ok();
+        let samples = [
+            ("resource", json!("r")),
+            ("holder", json!("h")),
+            ("token", json!(1)),
+            ("limit", json!(2)),
+            ("reason", json!("why")),
+            ("ttlSeconds", json!(30)),
+        ];
         for spec in &OPS {
-            let full = json!({"op": spec.op.as_str(), "resource": "r", "holder": "h", "token": 1, "ttlSeconds": 30, "limit": 2, "reason": "why"});
+            let fields = [
+                spec.resource,
+                spec.holder,
+                spec.token,
+                spec.limit,
+                spec.reason,
+                if spec.ttl {
+                    Field::Optional
+                } else {
+                    Field::Unused
+                },
+            ];
+            let new_op = matches!(spec.op, Op::List | Op::Revoke | Op::Audit);
+            let mut full = json!({"op": spec.op.as_str()});
+            for ((name, value), field) in samples.iter().zip(fields) {
+                if field != Field::Unused {
+                    full[*name] = value.clone();
+                }
+            }
             assert!(valid(&full), "{full}");
-            for (name, field) in [
-                ("holder", spec.holder),
-                ("token", spec.token),
-                ("limit", spec.limit),
-                ("resource", spec.resource),
-                ("reason", spec.reason),
-            ] {
-                let mut without = full.clone();
-                without.as_object_mut().unwrap().remove(name);
+            for ((name, value), field) in samples.iter().zip(fields) {
+                let mut changed = full.clone();
+                if field == Field::Unused {
+                    changed[*name] = value.clone();
+                    if new_op {
+                        assert!(!valid(&changed), "{} takes no {name}", spec.op.as_str());
+                    }
+                    continue;
+                }
+                changed.as_object_mut().unwrap().remove(*name);
                 assert_eq!(
-                    valid(&without),
+                    valid(&changed),
                     field != Field::Required,
                     "{} without {name}",
                     spec.op.as_str()

@@ -103,9 +103,11 @@ pub enum Command {
         token: u64,
         holder: Option<String>,
     },
-    /// End `holder`'s permit, or every permit when `None` (an operator's, audited).
+    /// End `holder`'s permit (with `token`, when given), or every permit when neither is
+    /// given (an operator's, audited).
     Revoke {
         holder: Option<String>,
+        token: Option<u64>,
     },
 }
 
@@ -175,7 +177,7 @@ impl LeaseRequest {
             }
             (Some(_), None) => "/resources",
             (None, Some(_)) => "/leases",
-            (None, None) => return errors,
+            (None, None) => return self.not_taken(),
         };
         if self.resource.is_some() {
             errors.push(Witness::new(
@@ -203,6 +205,7 @@ impl LeaseRequest {
                 "a set is granted whole or not at all, at once: it does not wait",
             ));
         }
+        errors.extend(self.not_taken());
         if self.leases.is_some() && self.token.is_some() {
             errors.push(Witness::new(
                 "SET_TOKEN",
@@ -226,6 +229,58 @@ impl LeaseRequest {
             }
         }
         errors
+    }
+
+    /// The fields this op does not take, where sending one is refused rather than ignored: any
+    /// field on list, revoke and audit (a revoke's stray token must not look like a fence), and
+    /// the fields only those take on any other op. The seed's ops keep ignoring the seed's own
+    /// fields they do not use, as they always have.
+    fn not_taken(&self) -> Vec<Witness> {
+        use super::ops::Field;
+        let spec = self.op.spec();
+        let new_op = matches!(self.op, Op::List | Op::Revoke | Op::Audit);
+        let takes = |field: Field| field != Field::Unused;
+        // (field, sent, the op takes it, a field of the new ops only)
+        let fields = [
+            (
+                "resource",
+                self.resource.is_some(),
+                takes(spec.resource),
+                false,
+            ),
+            ("holder", self.holder.is_some(), takes(spec.holder), false),
+            ("token", self.token.is_some(), takes(spec.token), false),
+            ("ttlSeconds", self.ttl_seconds.is_some(), spec.ttl, false),
+            ("limit", self.limit.is_some(), takes(spec.limit), false),
+            (
+                "waitSeconds",
+                self.wait_seconds.is_some(),
+                takes(spec.wait),
+                false,
+            ),
+            (
+                "requestId",
+                self.request_id.is_some(),
+                spec.writes || !new_op,
+                false,
+            ),
+            ("reason", self.reason.is_some(), takes(spec.reason), true),
+            ("cursor", self.cursor.is_some(), spec.pages, true),
+            ("pageSize", self.page_size.is_some(), spec.pages, true),
+            ("prefix", self.prefix.is_some(), self.op == Op::List, true),
+        ];
+        fields
+            .into_iter()
+            .filter(|(_, sent, taken, only_new)| *sent && !*taken && (new_op || *only_new))
+            .map(|(field, ..)| {
+                Witness::new(
+                    "NOT_TAKEN",
+                    &format!("/{field}"),
+                    format!("op {} does not take {field}", self.op.as_str()),
+                )
+                .actual(self.op.as_str())
+            })
+            .collect()
     }
 
     /// The command of a single-resource request.
@@ -260,6 +315,7 @@ impl LeaseRequest {
             },
             Op::Revoke => Command::Revoke {
                 holder: self.holder.clone(),
+                token: self.token,
             },
             // Not a resource's command: the service lists them before it asks for one.
             Op::List | Op::Audit => return Err(MissingField("resource")),

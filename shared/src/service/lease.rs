@@ -142,7 +142,7 @@ impl Plan {
     fn decided(state: &LeaseState, command: &Command, request: &LeaseRequest, now: Millis) -> Self {
         let (op, holder) = (request.op, caller(request));
         // What the answer shows: the state the write leaves, or the state as read.
-        let (write, queued, witnesses) = match decide(state, command, now) {
+        let (write, waits, witnesses) = match decide(state, command, now) {
             Decision::Write(write) => (Some(write), false, None),
             Decision::Deny(witnesses) => (None, false, Some(witnesses)),
             Decision::Queue { write, witnesses } => (write, true, Some(witnesses)),
@@ -158,6 +158,8 @@ impl Plan {
         let shown = write
             .as_ref()
             .map_or_else(|| state.clone(), |w| w.effect.apply(state));
+        // A refusal that only hands a permit on is a denial with a write, not a place.
+        let queued = waits && holder.is_some_and(|h| shown.queue_position(h, now).is_some());
         let answer = match witnesses {
             None => LeaseAnswer::granted(op, &shown, holder, now),
             Some(witnesses) => LeaseAnswer::denied(op, &shown, holder, now, witnesses),
@@ -247,6 +249,9 @@ struct Signing<'a> {
     now: Millis,
     /// The payment authorization that pays for this answer, kept on its record.
     paid_by: Option<&'a str>,
+    /// When the request's record stops being replayed: the replay window from the request's
+    /// start, whichever round of a wait writes it (a paid call's evidence names this time).
+    record_expires: Millis,
 }
 
 /// What a request record keeps of its answer: the data without its fixed sentences, and what the
@@ -340,6 +345,7 @@ impl LeaseService {
             request_sha256,
             now,
             paid_by,
+            record_expires: now + REPLAY_WINDOW_MS,
         };
         if request.op.spec().pages {
             let page = self.page(tenant, request, now).await?;
@@ -528,6 +534,9 @@ impl LeaseService {
                 queued: false,
             })
         });
+        // Whether this request's place is recorded already (a waiting acquire's earlier round,
+        // or the call it retries).
+        let mut place_recorded = false;
         for round in 0..MAX_ROUNDS {
             back_off(round).await;
             let this = match plan.take() {
@@ -535,34 +544,60 @@ impl LeaseService {
                 None => {
                     let (state, record) = self.store.read_with_record(key, record_key, now).await?;
                     if let Some(record) = record {
-                        return Ok((self.replay(&record, &fingerprint)?, None));
+                        if !record.queued || record.fingerprint != fingerprint {
+                            return Ok((self.replay(&record, &fingerprint)?, None));
+                        }
+                        // This input's place: resumed, not replayed.
+                        place_recorded = true;
                     }
                     self.views.put(key, &state);
                     Plan::decided(&state, command, request, now)
                 }
             };
             if this.queued {
-                let Some(write) = &this.write else {
-                    return Ok((self.sign(this.answer, signing)?, Some(this.shown)));
+                // The place is committed with a record of the request (no answer in it), so
+                // that the requestId is this input's from now on: another input under it is a
+                // conflict, and a retry resumes the place. The grant replaces it.
+                let placed = StoredRecord {
+                    fingerprint: fingerprint.clone(),
+                    answer: String::new(),
+                    expires_at: signing.record_expires,
+                    paid_by: signing.paid_by.map(str::to_owned),
+                    queued: true,
                 };
-                match self.store.apply(key, write, now).await? {
-                    Applied::Committed(after) => {
-                        self.committed(key, &after);
-                        return Ok((self.sign(this.answer, signing)?, Some(after)));
+                if this.write.is_none() && place_recorded {
+                    return Ok((self.sign(this.answer, signing)?, Some(this.shown)));
+                }
+                let write = this.write.as_ref();
+                match self
+                    .store
+                    .commit(key, write, record_key, &placed, now)
+                    .await?
+                {
+                    Committed::Yes => {
+                        if write.is_some() {
+                            self.committed(key, &this.shown);
+                        }
+                        return Ok((self.sign(this.answer, signing)?, Some(this.shown)));
                     }
-                    Applied::GuardFailed(old) => {
-                        self.views.put(key, &old);
-                        plan = Some(Plan::decided(&old, command, request, now));
+                    Committed::RecordExists(existing) => {
+                        return Ok((self.replay(&existing, &fingerprint)?, None));
+                    }
+                    Committed::LeaseChanged(Some(current)) => {
+                        self.views.put(key, &current);
+                        plan = Some(Plan::decided(&current, command, request, now));
                         continue;
                     }
+                    Committed::LeaseChanged(None) => continue,
                 }
             }
             let answer = self.sign(this.answer, signing)?;
             let stored = StoredRecord {
                 fingerprint: fingerprint.clone(),
                 answer: keep(&answer, signing)?,
-                expires_at: now + REPLAY_WINDOW_MS,
+                expires_at: signing.record_expires,
                 paid_by: signing.paid_by.map(str::to_owned),
+                queued: false,
             };
             let write = this.write.as_ref();
             match self
@@ -679,8 +714,9 @@ impl LeaseService {
             let stored = StoredRecord {
                 fingerprint: fingerprint.clone(),
                 answer: keep(&answer, signing)?,
-                expires_at: now + REPLAY_WINDOW_MS,
+                expires_at: signing.record_expires,
                 paid_by: signing.paid_by.map(str::to_owned),
+                queued: false,
             };
             // A DynamoDB item holds at most 400 KB. A set's answer lists every member's permits
             // and can outgrow that (50 wide semaphores with long holder names); such a write
@@ -845,8 +881,9 @@ impl LeaseService {
             let stored = StoredRecord {
                 fingerprint: fingerprint.clone(),
                 answer: keep(&answer, signing)?,
-                expires_at: now + REPLAY_WINDOW_MS,
+                expires_at: signing.record_expires,
                 paid_by: signing.paid_by.map(str::to_owned),
+                queued: false,
             };
             let audit = entry
                 .map(|entry| self.store.audit_put(actor.tenant, &entry, now))
@@ -882,6 +919,11 @@ impl LeaseService {
         if record.fingerprint != fingerprint {
             return Err(LeaseError::IdempotencyConflict);
         }
+        // A waiting acquire's place under this very input, met where no wait resumes it (its
+        // commit lost a race to another writer of the record): answered as contention.
+        if record.queued {
+            return Err(LeaseError::Contention);
+        }
         let corrupt =
             |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("stored answer: {e}"));
         let kept: Kept = serde_json::from_str(&record.answer).map_err(|e| corrupt(&e))?;
@@ -894,6 +936,7 @@ impl LeaseService {
             request_sha256,
             now: kept.at,
             paid_by: None,
+            record_expires: kept.at + REPLAY_WINDOW_MS,
         };
         self.sign(data, &signing)
     }

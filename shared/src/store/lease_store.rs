@@ -55,6 +55,10 @@ pub struct StoredRecord {
     /// The mark of the payment authorization that paid for the answer, if one did: what
     /// tells the call that committed from a replay of it in the same millisecond.
     pub paid_by: Option<String>,
+    /// A waiting acquire's place, not an answer (`answer` is empty): the requestId is taken for
+    /// this input (another input is a conflict), and a retry resumes the place instead of
+    /// replaying; the grant or final denial replaces it.
+    pub queued: bool,
 }
 
 /// The outcome of a single guarded write.
@@ -285,10 +289,15 @@ impl LeaseStore {
         now: Millis,
     ) -> Result<Put, StoreError> {
         let mut expr = Expr::default();
+        // A waiting acquire's record of this very input gives way to its answer.
         let condition = format!(
-            "attribute_not_exists(pk) OR {exp} <= {now}",
+            "attribute_not_exists(pk) OR {exp} <= {now} OR ({queued} = {yes} AND {fp} = {mine})",
             exp = expr.name("exp"),
             now = expr.value("now", n(now)),
+            queued = expr.name("queued"),
+            yes = expr.value("yes", AttributeValue::Bool(true)),
+            fp = expr.name("fp"),
+            mine = expr.value("fp", s(&record.fingerprint)),
         );
         let mut put = Put::builder()
             .table_name(&self.requests)
@@ -302,6 +311,9 @@ impl LeaseStore {
             );
         if let Some(paid_by) = &record.paid_by {
             put = put.item("paidBy", s(paid_by));
+        }
+        if record.queued {
+            put = put.item("queued", AttributeValue::Bool(true));
         }
         put.condition_expression(condition)
             .set_expression_attribute_names(expr.names())
@@ -688,5 +700,6 @@ pub(super) fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> 
         answer: req_s(item, "answer")?.to_owned(),
         expires_at: req_n(item, "exp")?,
         paid_by: get_s(item, "paidBy")?.map(str::to_owned),
+        queued: matches!(item.get("queued"), Some(AttributeValue::Bool(true))),
     })
 }

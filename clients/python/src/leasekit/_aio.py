@@ -93,13 +93,14 @@ class AsyncClient(Settings):
         return await self._call(body("release", resource, self.tenant, holder=holder, token=token,
                                      request_id=request_id or new_request_id()), deadline)
 
-    async def revoke(self, resource: str, *, reason: str, holder: str | None = None,
+    async def revoke(self, resource: str, *, reason: str, holder: str | None = None, token: int | None = None,
                request_id: str | None = None, deadline: float | None = None) -> Lease:
         """End `holder`'s permit of `resource` (every permit when None) at once, with `reason`
-        (1-200 characters) kept in the audit: an API key with the admin role, or a paying wallet
-        in its own tenant (else `Forbidden`). `revoked` lists what it ended; not granted
+        (1-200 characters) kept in the audit; with `token`, only the permit with that token (a
+        newer one of the same holder is left alone). An API key with the admin role, or a paying
+        wallet in its own tenant (else `Forbidden`). `revoked` lists what it ended; not granted
         (NO_HOLD) when nothing was live. The revoked holder's next renew fails with REVOKED."""
-        return await self._call(body("revoke", resource, self.tenant, holder=holder, reason=reason,
+        return await self._call(body("revoke", resource, self.tenant, holder=holder, token=token, reason=reason,
                                request_id=request_id or new_request_id()), deadline)
 
     async def list(self, *, prefix: str | None = None, cursor: str | None = None, page_size: int | None = None,

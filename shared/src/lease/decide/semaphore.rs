@@ -32,8 +32,18 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
 /// earlier waiters are served before the caller.
 pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Decision {
     let settled = queue::settle(state, now);
+    // A refusal whose read found a permit to hand on (a lapse nobody wrote yet) writes the
+    // hand-off, so that its answer, its witness and the store agree on who holds the permit
+    // (found by the attack of 2026-12-03: a LEASE_HELD citing a token no read could see).
+    let refuse = |witnesses: Vec<Witness>| match settled.last_token != state.last_token {
+        true => Decision::Queue {
+            write: Some(replace(state, settled.clone(), now)),
+            witnesses,
+        },
+        false => Decision::Deny(witnesses),
+    };
     if let Some(mismatch) = limit_mismatch(&settled, asked.limit, now) {
-        return Decision::Deny(vec![mismatch]);
+        return refuse(vec![mismatch]);
     }
     let mut after = settled.clone();
     after.waiters.retain(|w| w.holder != asked.holder);
@@ -62,13 +72,13 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     } else if full {
         held(&settled, asked.limit)
     } else {
-        return Decision::Deny(vec![exhausted(state)]);
+        return refuse(vec![exhausted(state)]);
     };
     if !queue::waits(&settled, asked, now) {
-        return Decision::Deny(vec![why]);
+        return refuse(vec![why]);
     }
     let Some(queued) = queue::keep_place(&settled, asked, now) else {
-        return Decision::Deny(vec![why, queue::queue_full()]);
+        return refuse(vec![why, queue::queue_full()]);
     };
     // Written when it takes or lengthens the place, or hands on a permit freed since the last
     // write; otherwise the stored state says it all already.
@@ -157,21 +167,28 @@ pub(super) fn holder_write(state: &LeaseState, command: &Command, now: Millis) -
     Some(replace(state, after, now))
 }
 
-/// A revoke (docs/adr/0008): `holder`'s live permit, or every live permit when none is named,
-/// ends now, and is remembered so that its holder learns `REVOKED`. The write is a replace of
+/// A revoke (docs/adr/0008): `holder`'s live permit (the one with `token`, when given), or
+/// every live permit when neither is named, ends now, and is remembered so that its holder
+/// learns `REVOKED`. The write is a replace of
 /// the whole resource, settled, so that the permits it frees go to the earliest waiters in it,
 /// as after a release; the counter stays, so later tokens are larger than every one before.
 /// Nothing live to end: denied with `NO_HOLD`, nothing written.
-pub(super) fn revoke(state: &LeaseState, holder: Option<&str>, now: Millis) -> Decision {
+pub(super) fn revoke(
+    state: &LeaseState,
+    holder: Option<&str>,
+    token: Option<u64>,
+    now: Millis,
+) -> Decision {
     let ended: Vec<&Permit> = state
         .live_permits(now)
         .into_iter()
-        .filter(|p| holder.is_none_or(|h| h == p.holder))
+        .filter(|p| holder.is_none_or(|h| h == p.holder) && token.is_none_or(|t| t == p.token))
         .collect();
     if ended.is_empty() {
-        let detail = match holder {
-            Some(_) => "this holder has no live permit of this resource to revoke",
-            None => "nobody holds a live permit of this resource to revoke",
+        let detail = match (holder, token) {
+            (_, Some(_)) => "no live permit of this resource has this token (and holder) to revoke",
+            (Some(_), None) => "this holder has no live permit of this resource to revoke",
+            (None, None) => "nobody holds a live permit of this resource to revoke",
         };
         return Decision::Deny(vec![
             Witness::new("NO_HOLD", "/resource", detail).expected("a live permit"),
