@@ -46,7 +46,11 @@ def main(base, key, log):
             call(url, body, headers)
         times = sorted(call(url, body, headers) for _ in range(20))
         print(f"  {name}: {statistics.median(times):.1f} / {times[17]:.1f}")
-    print("release to grant of a waiting acquire through sam local (ms), 5 trials: " + release_to_grant(base, key))
+    try:
+        figure = release_to_grant(base, key)
+    except Exception as e:  # a figure, not a test: say why there is none
+        figure = f"not measured ({type(e).__name__}: {e})"
+    print("release to grant of a waiting acquire through sam local (ms), 5 trials: " + figure)
     inits, durations = [], []
     with open(log, errors="replace") as f:
         for line in f:
@@ -66,6 +70,17 @@ def main(base, key, log):
             f"function durations (REPORT lines, {len(durations)} calls): median {statistics.median(durations):.1f} ms, "
             f"p90 {durations[len(durations) * 9 // 10]:.1f} ms, first/slowest {durations[-1]:.1f} ms"
         )
+
+
+def over_mcp(base, key, tool, arguments):
+    """A lease tool called through the MCP function (its `data`)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    headers = {"x-api-key": key, "content-type": "application/json",
+               "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"}
+    request = urllib.request.Request(f"{base}/mcp", data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=40) as response:
+        answer = json.loads(response.read())
+    return answer["result"]["structuredContent"]["data"]
 
 
 def release_to_grant(base, key, trials=5):
@@ -91,14 +106,17 @@ def release_to_grant(base, key, trials=5):
 
         waiter = threading.Thread(target=wait)
         waiter.start()
-        # The waiter's place shows in the list (its waiters) once its first round wrote it.
+        # The waiter's place shows in the list (its waiters) once its first round wrote it. The
+        # list and the release go through the MCP function: sam local runs one invocation of a
+        # function at a time, so a call to the lease function would wait behind the waiting one.
         deadline = time.time() + 20
         while time.time() < deadline:
-            leases = post({"op": "list", "prefix": resource})["leases"]
+            leases = over_mcp(base, key, "lease_list", {"op": "list", "tenantId": "bench-wait", "prefix": resource})["leases"]
             if leases and leases[0]["waiters"]:
                 break
             time.sleep(0.1)
-        post({"op": "release", "resource": resource, "holder": "owner", "token": held["fencingToken"]})
+        over_mcp(base, key, "lease", {"op": "release", "tenantId": "bench-wait", "resource": resource,
+                                      "holder": "owner", "token": held["fencingToken"]})
         released = time.perf_counter()
         waiter.join(40)
         if answered.get("data", {}).get("granted"):
