@@ -558,13 +558,7 @@ impl LeaseService {
                 // The place is committed with a record of the request (no answer in it), so
                 // that the requestId is this input's from now on: another input under it is a
                 // conflict, and a retry resumes the place. The grant replaces it.
-                let placed = StoredRecord {
-                    fingerprint: fingerprint.clone(),
-                    answer: String::new(),
-                    expires_at: signing.record_expires,
-                    paid_by: signing.paid_by.map(str::to_owned),
-                    queued: true,
-                };
+                let placed = record_of(&fingerprint, None, signing)?;
                 if this.write.is_none() && place_recorded {
                     return Ok((self.sign(this.answer, signing)?, Some(this.shown)));
                 }
@@ -592,13 +586,7 @@ impl LeaseService {
                 }
             }
             let answer = self.sign(this.answer, signing)?;
-            let stored = StoredRecord {
-                fingerprint: fingerprint.clone(),
-                answer: keep(&answer, signing)?,
-                expires_at: signing.record_expires,
-                paid_by: signing.paid_by.map(str::to_owned),
-                queued: false,
-            };
+            let stored = record_of(&fingerprint, Some(&answer), signing)?;
             let write = this.write.as_ref();
             match self
                 .store
@@ -711,13 +699,7 @@ impl LeaseService {
                 .collect();
             let answer = LeaseAnswer::for_set(request.op, granted, &shown, holder, now, witnesses);
             let answer = self.sign(answer, signing)?;
-            let stored = StoredRecord {
-                fingerprint: fingerprint.clone(),
-                answer: keep(&answer, signing)?,
-                expires_at: signing.record_expires,
-                paid_by: signing.paid_by.map(str::to_owned),
-                queued: false,
-            };
+            let stored = record_of(&fingerprint, Some(&answer), signing)?;
             // A DynamoDB item holds at most 400 KB. A set's answer lists every member's permits
             // and can outgrow that (50 wide semaphores with long holder names); such a write
             // could never commit with its record, and a 502 would send the caller round for
@@ -878,13 +860,7 @@ impl LeaseService {
                 }
             };
             let answer = self.sign(answer, signing)?;
-            let stored = StoredRecord {
-                fingerprint: fingerprint.clone(),
-                answer: keep(&answer, signing)?,
-                expires_at: signing.record_expires,
-                paid_by: signing.paid_by.map(str::to_owned),
-                queued: false,
-            };
+            let stored = record_of(&fingerprint, Some(&answer), signing)?;
             let audit = entry
                 .map(|entry| self.store.audit_put(actor.tenant, &entry, now))
                 .transpose()?;
@@ -940,6 +916,26 @@ impl LeaseService {
         };
         self.sign(data, &signing)
     }
+}
+
+/// The request record a request with a requestId commits: its `answer` kept (see [`keep`]), or,
+/// with none, a waiting acquire's `queued` place (docs/adr/0007), which takes the requestId for
+/// this input without an answer to replay.
+fn record_of(
+    fingerprint: &str,
+    answer: Option<&SignedAnswer>,
+    signing: &Signing<'_>,
+) -> Result<StoredRecord, LeaseError> {
+    Ok(StoredRecord {
+        fingerprint: fingerprint.to_owned(),
+        answer: answer
+            .map(|a| keep(a, signing))
+            .transpose()?
+            .unwrap_or_default(),
+        expires_at: signing.record_expires,
+        paid_by: signing.paid_by.map(str::to_owned),
+        queued: answer.is_none(),
+    })
 }
 
 /// The record of `answer` (see [`Kept`]).

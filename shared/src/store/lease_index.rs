@@ -140,15 +140,18 @@ impl LeaseStore {
             };
             let keys: Vec<LeaseKey> = names.iter().map(|r| LeaseKey::new(tenant, r)).collect();
             let states = self.read_many(&keys).await?;
+            let mut free = Vec::new();
             for (name, key) in names.into_iter().zip(&keys) {
                 let state = states.get(&key.0).cloned().unwrap_or_default();
                 if state.live(now).is_some() || state.live_waiters(now).next().is_some() {
                     leases.push((name, state));
                 } else if tidied < TIDY_PER_PAGE {
                     tidied += 1;
-                    self.tidy(key, now).await;
+                    free.push(key);
                 }
             }
+            // At once, not one round trip after another: a page past many lapsed entries.
+            futures_util::future::join_all(free.into_iter().map(|key| self.tidy(key, now))).await;
             after = Some(last);
             if leases.len() > page_size {
                 break;
