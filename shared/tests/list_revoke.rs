@@ -18,6 +18,7 @@ struct Fixture {
     service: LeaseService,
     client: aws_sdk_dynamodb::Client,
     table: String,
+    requests: String,
     tenant: Tenant,
 }
 
@@ -32,6 +33,7 @@ async fn fixture() -> Fixture {
         service: LeaseService::new(store, Issuer::from_seed(&[9; 32])),
         client: test.client.clone(),
         table: test.tables.leases.clone(),
+        requests: test.tables.requests.clone(),
         tenant: Tenant::for_key("acme", "t1").unwrap(),
     }
 }
@@ -311,6 +313,30 @@ async fn a_revoked_holder_learns_revoked_and_its_token_is_not_current() {
     assert_eq!(entry.actor, "key:0123456789abcdef");
     assert_eq!(entry.ended, ended);
     assert_eq!(audit.next_cursor, Some(None));
+    // Kept 90 days: the entry's TTL (epoch seconds) lets DynamoDB delete it after that, not before.
+    let items = f
+        .client
+        .scan()
+        .table_name(&f.requests)
+        .send()
+        .await
+        .unwrap();
+    let entries: Vec<_> = items
+        .items()
+        .iter()
+        .filter(|i| i.contains_key("atm"))
+        .collect();
+    assert_eq!(entries.len(), 1);
+    let ttl: i64 = match entries[0].get("ttl") {
+        Some(AttributeValue::N(n)) => n.parse().unwrap(),
+        other => panic!("no ttl: {other:?}"),
+    };
+    let days_90 = 90 * 24 * 3600;
+    let revoked_at = (now + 1) / 1000;
+    assert!(
+        (revoked_at + days_90..=revoked_at + days_90 + 3601).contains(&ttl),
+        "{ttl}"
+    );
 }
 
 #[tokio::test]
