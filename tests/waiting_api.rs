@@ -400,3 +400,49 @@ async fn a_lease_handed_to_an_absent_waiter_lasts_only_as_long_as_its_place() {
         expires - released_at
     );
 }
+
+/// A waiter that went away is handed the lease between its calls, and the lease ends (released
+/// under another call) before it retries: the retry of the same requestId is that grant,
+/// replayed and signed as of the hand-off, a signature any verifier accepts; not a second lease.
+#[tokio::test]
+async fn a_retry_after_its_handed_lease_ended_is_that_grant_signed_and_not_another() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let owner = c.data(acquire("t1", "gone", "owner")).await;
+    let mut body = waiting("gone", "w", 1);
+    body["requestId"] = json!("w-1");
+    assert_eq!(c.data(body.clone()).await["queuePosition"], 1);
+    c.data(release("gone", "owner", &owner["fencingToken"]))
+        .await;
+    let handed = c.data(get("t1", "gone")).await;
+    assert_eq!(
+        (handed["holder"].clone(), handed["fencingToken"].clone()),
+        (json!("w"), json!(2))
+    );
+    c.data(release("gone", "w", &handed["fencingToken"])).await;
+    let (status, retry) = c.call(body.clone()).await;
+    assert_eq!(status, 200, "{retry}");
+    assert_eq!(
+        (
+            retry["data"]["granted"].clone(),
+            retry["data"]["fencingToken"].clone(),
+            retry["data"]["replayed"].clone()
+        ),
+        (json!(true), json!(2), json!(true)),
+        "{retry}"
+    );
+    let verified = reqwest::Client::new()
+        .post(format!("{}/api/v1/verify-provenance", server.url))
+        .json(&retry)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(verified["verified"], true, "{verified}");
+    // The same answer again, and the lease is free: nobody was granted token 3.
+    assert_eq!(c.data(body).await, retry["data"]);
+    let next = c.data(acquire("t1", "gone", "next")).await;
+    assert_eq!(next["fencingToken"], 3);
+}

@@ -9,7 +9,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::test_store;
 use leasekit_core::clock::Millis;
-use leasekit_core::lease::model::{Permit, Place, Revoked};
+use leasekit_core::lease::model::{Handed, Handoff, Permit, Place, Revoked, Ticket};
 use leasekit_core::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use leasekit_core::store::{Applied, LeaseKey, LeaseStore};
 use leasekit_core::tenant::Tenant;
@@ -64,7 +64,63 @@ fn states() -> Vec<Option<LeaseState>> {
     ] {
         states.push(Some(queued(semaphore(1, version, &expiries), place)));
     }
+    // Hand-offs (docs/adr/0008): a place with a ticket; a permit handed to a waiting call, live
+    // and lapsed (nothing else live: a blind take must not pass it by); a lease that remembers
+    // a hand-off that ended.
+    states.push(Some(LeaseState {
+        waiters: vec![Place {
+            ticket: Some(ticket()),
+            ..queued(semaphore(1, 2, &[NOW + 1]), NOW + 1).waiters[0].clone()
+        }],
+        ..semaphore(1, 2, &[NOW + 1])
+    }));
+    for expires_at in [NOW + 1, NOW] {
+        states.push(Some(handed_to_c(4, expires_at)));
+    }
+    states.push(Some(LeaseState {
+        handed: vec![handed()],
+        ..LeaseState::granted(2, "a", NOW + 1)
+    }));
     states
+}
+
+fn ticket() -> Ticket {
+    Ticket {
+        key: "0123456789abcdef0123456789abcdef".into(),
+        until: NOW + 86_400_000,
+    }
+}
+
+fn handoff(expires_at: Millis) -> Handoff {
+    Handoff {
+        ticket: ticket(),
+        at: NOW - 10,
+        expires_at,
+    }
+}
+
+/// A hand-off to "c" of token 2 that ended untaken.
+fn handed() -> Handed {
+    Handed {
+        holder: "c".into(),
+        token: 2,
+        limit: 1,
+        handoff: handoff(NOW + 30_000),
+    }
+}
+
+/// A lease at counter 2 whose permit was handed to "c"'s waiting call, until `expires_at`.
+fn handed_to_c(version: u64, expires_at: Millis) -> LeaseState {
+    LeaseState {
+        last_token: 2,
+        limit: 1,
+        version,
+        permits: vec![Permit {
+            handoff: Some(handoff(expires_at)),
+            ..Permit::new("c", 2, expires_at)
+        }],
+        ..LeaseState::default()
+    }
 }
 
 /// `state` with one place, of "c", lapsing at `until`.
@@ -74,6 +130,7 @@ fn queued(state: LeaseState, until: Millis) -> LeaseState {
             holder: "c".into(),
             limit: state.limit,
             until,
+            ticket: None,
         }],
         ..state
     }
@@ -88,14 +145,11 @@ fn semaphore(limit: u32, version: u64, expiries: &[Millis]) -> LeaseState {
         permits: expiries
             .iter()
             .enumerate()
-            .map(|(i, expires_at)| Permit {
-                holder: ["a", "b"][i].into(),
-                token: i as u64 + 1,
-                expires_at: *expires_at,
-            })
+            .map(|(i, expires_at)| Permit::new(["a", "b"][i], i as u64 + 1, *expires_at))
             .collect(),
         waiters: Vec::new(),
         revoked: Vec::new(),
+        handed: Vec::new(),
     }
 }
 
@@ -152,16 +206,8 @@ fn effects(guard: &Guard) -> Vec<Effect> {
                 last_token: 3,
                 version: version + 1,
                 permits: vec![
-                    Permit {
-                        holder: "b".into(),
-                        token: 2,
-                        expires_at: NOW + 1,
-                    },
-                    Permit {
-                        holder: "c".into(),
-                        token: 3,
-                        expires_at: NOW + 5_000,
-                    },
+                    Permit::new("b", 2, NOW + 1),
+                    Permit::new("c", 3, NOW + 5_000),
                 ],
                 ..semaphore(2, 0, &[])
             }),
@@ -180,6 +226,13 @@ fn effects(guard: &Guard) -> Vec<Effect> {
                     holder: "a".into(),
                     token: 2,
                 }],
+                ..LeaseState::vacant(2)
+            }),
+            // A permit handed to a waiting call; that hand-off ended and remembered.
+            Effect::Replace(handed_to_c(version + 1, NOW + 9_000)),
+            Effect::Replace(LeaseState {
+                version: version + 1,
+                handed: vec![handed()],
                 ..LeaseState::vacant(2)
             }),
         ],
@@ -205,17 +258,43 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
         });
         item.insert("rv".into(), AttributeValue::L(rv.collect()));
     }
+    // A hand-off's fields: `k`, `x` its ticket, `a` when, `e` until when.
+    let handoff = |h: &Handoff| {
+        [
+            ("k".to_owned(), AttributeValue::S(h.ticket.key.clone())),
+            ("x".to_owned(), n(h.ticket.until as u64)),
+            ("a".to_owned(), n(h.at as u64)),
+            ("e".to_owned(), n(h.expires_at as u64)),
+        ]
+    };
+    // Hand-offs that ended untaken: `hd`, `[{h, t, l, k, x, a, e}]`.
+    if !state.handed.is_empty() {
+        let hd = state.handed.iter().map(|h| {
+            let mut entry: std::collections::HashMap<_, _> = handoff(&h.handoff).into();
+            entry.insert("h".into(), AttributeValue::S(h.holder.clone()));
+            entry.insert("t".into(), n(h.token));
+            entry.insert("l".into(), n(h.limit.into()));
+            AttributeValue::M(entry)
+        });
+        item.insert("hd".into(), AttributeValue::L(hd.collect()));
+    }
     if state.version > 0 {
         item.insert("ver".into(), n(state.version));
     }
     if state.is_versioned() {
         let pm = state.permits.iter().map(|p| {
-            let permit = [
+            let mut permit = std::collections::HashMap::from([
                 ("t".to_owned(), n(p.token)),
                 ("e".to_owned(), n(p.expires_at as u64)),
-            ];
-            (p.holder.clone(), AttributeValue::M(permit.into()))
+            ]);
+            if let Some(h) = &p.handoff {
+                permit.insert("v".into(), AttributeValue::M(handoff(h).into()));
+            }
+            (p.holder.clone(), AttributeValue::M(permit))
         });
+        if state.awaits_taking() {
+            item.insert("hv".into(), AttributeValue::Bool(true));
+        }
         let until = state
             .permits
             .iter()
@@ -227,12 +306,16 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
         item.insert("until".into(), n(until as u64));
         if let Some(last) = state.waiters.iter().map(|w| w.until).max() {
             let places = state.waiters.iter().map(|w| {
-                let place = [
+                let mut place = std::collections::HashMap::from([
                     ("h".to_owned(), AttributeValue::S(w.holder.clone())),
                     ("u".to_owned(), n(w.until as u64)),
                     ("l".to_owned(), n(w.limit.into())),
-                ];
-                AttributeValue::M(place.into())
+                ]);
+                if let Some(t) = &w.ticket {
+                    place.insert("k".into(), AttributeValue::S(t.key.clone()));
+                    place.insert("x".into(), n(t.until as u64));
+                }
+                AttributeValue::M(place)
             });
             item.insert("wq".into(), AttributeValue::L(places.collect()));
             item.insert("wuntil".into(), n(last as u64));
@@ -296,9 +379,9 @@ async fn every_guard_commits_exactly_when_it_holds() {
             }
         }
     }
-    // 33 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
-    // semaphores, a lease that was one, 2 with revoked permits, 4 queues); 5 vacant guards with
-    // one effect, 4 held ones with two, 9 version guards with five.
-    assert_eq!(checked, 33 * (5 + 4 * 2 + 9 * 5));
+    // 37 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
+    // semaphores, a lease that was one, 2 with revoked permits, 4 queues, 4 with hand-offs); 5
+    // vacant guards with one effect, 4 held ones with two, 9 version guards with seven.
+    assert_eq!(checked, 37 * (5 + 4 * 2 + 9 * 7));
     assert!(wrong.is_empty(), "{} wrong: {wrong:#?}", wrong.len());
 }

@@ -539,6 +539,36 @@ async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
     assert_eq!(f.call(check, later + 1).await.current, Some(true));
 }
 
+/// The same for a set: a refused set whose read notices a lapse writes the hand-off of that
+/// member, so that its witness and its answer cite a permit the store has (the second attack
+/// of 2026-12-03).
+#[tokio::test]
+async fn a_refused_set_that_notices_a_lapse_writes_the_hand_off() {
+    let f = fixture().await;
+    let now = now_ms();
+    let short = json!({"op": "acquire", "resource": "q", "holder": "a", "ttlSeconds": 2});
+    assert!(f.call(short, now).await.granted);
+    let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1});
+    assert_eq!(f.call(wait, now).await.queue_position, Some(1));
+    let later = now + 2_500;
+    let set = json!({"op": "acquire", "resources": ["free", "q"], "holder": "x"});
+    let refused = f.call(set, later).await;
+    assert!(!refused.granted, "{refused:?}");
+    assert_eq!(rules(&refused), ["LEASE_HELD"]);
+    let q = &refused.leases.as_ref().unwrap()[1];
+    assert_eq!(
+        (q.holder.as_deref(), q.fencing_token),
+        (Some("w1"), Some(2)),
+        "the answer shows the permit its witness cites: {q:?}"
+    );
+    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
+    assert_eq!(f.call(check, later + 1).await.current, Some(true));
+    let free = f
+        .call(json!({"op": "get", "resource": "free"}), later + 1)
+        .await;
+    assert_eq!(free.holder, None, "nothing else of the set is written");
+}
+
 /// A revoke with a token ends only the permit with that token: a holder's newer permit is left
 /// alone (the console sends the token it shows).
 #[tokio::test]

@@ -40,9 +40,14 @@ async fn waiting() -> Arc<Waiting> {
 impl Waiting {
     /// `body` at the real time (waits take real time).
     async fn call(&self, body: Value) -> LeaseAnswer {
+        self.call_at(body, now_ms()).await
+    }
+
+    /// `body` at server time `now`.
+    async fn call_at(&self, body: Value, now: i64) -> LeaseAnswer {
         let request: LeaseRequest = serde_json::from_value(body).expect("valid request");
         self.service
-            .execute(&self.tenant, &request, [0; 32], now_ms())
+            .execute(&self.tenant, &request, [0; 32], now)
             .await
             .expect("store answers")
             .data
@@ -181,4 +186,64 @@ async fn a_lapse_is_handed_to_the_waiter_and_a_wait_that_ends_says_its_place() {
         (replay.replayed, replay.fencing_token),
         (true, won.fencing_token)
     );
+}
+
+/// A permit handed to a waiter between its calls answers that waiter's requestId, once: when the
+/// permit ends before the waiter calls again (released under another requestId, revoked, or
+/// lapsed with the place), the retry of the same requestId is the grant it was handed, replayed,
+/// not a second permit (found by the attack of 2026-12-03, round 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_handed_between_calls_answers_the_waiters_request_id_once() {
+    let w = waiting().await;
+    for end in ["released", "revoked", "lapsed"] {
+        let resource = format!("handed-{end}");
+        let owner = w
+            .call(json!({"op": "acquire", "resource": resource, "holder": "owner"}))
+            .await;
+        let mut asked = acquire(&resource, "late", 1);
+        asked["requestId"] = json!(format!("late-{end}"));
+        let queued = w.call(asked.clone()).await;
+        assert_eq!((queued.granted, queued.queue_position), (false, Some(1)));
+        // Between the waiter's calls, the owner's release hands the permit to its place.
+        w.call(release(&resource, "owner", owner.fencing_token))
+            .await;
+        let handed = w.call(json!({"op": "get", "resource": resource})).await;
+        assert_eq!(handed.holder.as_deref(), Some("late"), "{end}: {handed:?}");
+        let token = handed.fencing_token;
+        let mut later = now_ms();
+        match end {
+            "released" => {
+                let freed = w.call(release(&resource, "late", token)).await;
+                assert!(freed.granted, "{freed:?}");
+            }
+            "revoked" => {
+                let revoked = w
+                    .call(json!({"op": "revoke", "resource": resource, "holder": "late", "reason": "test"}))
+                    .await;
+                assert!(revoked.granted, "{revoked:?}");
+            }
+            _ => later += 40_000,
+        }
+        for _ in 0..2 {
+            let mut retry = asked.clone();
+            retry["waitSeconds"] = json!(0);
+            let again = w.call_at(retry, later).await;
+            assert_eq!(
+                (again.granted, again.fencing_token, again.replayed),
+                (true, token, true),
+                "{end}: the retry is the grant it was handed, not another: {again:?}"
+            );
+        }
+        let after = w
+            .call_at(json!({"op": "get", "resource": resource}), later)
+            .await;
+        assert_eq!(after.holder, None, "{end}: no second permit: {after:?}");
+        let next = w
+            .call_at(
+                json!({"op": "acquire", "resource": resource, "holder": "next"}),
+                later,
+            )
+            .await;
+        assert_eq!(next.fencing_token, token.map(|t| t + 1), "{end}: {next:?}");
+    }
 }

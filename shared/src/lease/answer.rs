@@ -195,6 +195,23 @@ impl LeaseAnswer {
         Self::new(op, Status::Pass, true, after, caller, now, Vec::new())
     }
 
+    /// The grant handed to a waiting call between its calls, which ended before the call came
+    /// back for it (docs/adr/0008): what the call's retry is answered, replayed, as of when it
+    /// was handed. Only the caller's permit is known then, so only it is shown.
+    pub fn handed(op: Op, handed: &super::model::Handed) -> Self {
+        let handoff = &handed.handoff;
+        let permit = super::model::Permit::new(&handed.holder, handed.token, handoff.expires_at);
+        let then = LeaseState {
+            last_token: handed.token,
+            limit: handed.limit,
+            permits: vec![permit],
+            ..LeaseState::default()
+        };
+        let mut answer = Self::granted(op, &then, Some(&handed.holder), handoff.at);
+        answer.replayed = true;
+        answer
+    }
+
     /// A mutation by `caller` a rule stopped; `state` is the resource as it stands.
     pub fn denied(
         op: Op,

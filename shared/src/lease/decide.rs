@@ -7,7 +7,7 @@
 //! holds on the state it was decided from, and the guard of [`optimistic`] holds on a state exactly
 //! when `decide` grants that state the same effect. That is what lets the common path skip the read.
 
-use super::model::{LeaseState, MAX_TOKEN};
+use super::model::{Handed, LeaseState, MAX_TOKEN};
 use super::request::Command;
 use crate::clock::Millis;
 use crate::witness::Witness;
@@ -72,6 +72,9 @@ pub enum Decision {
     },
     /// Nothing to change (get): answer with the state as it is.
     Observe,
+    /// The acquire's call was handed this grant between its calls, and it ended before the call
+    /// came back: the retry is answered that grant (replayed), nothing written.
+    Handed(Handed),
 }
 
 impl Guard {
@@ -79,16 +82,9 @@ impl Guard {
     /// expression evaluates inside DynamoDB.
     pub fn holds(&self, state: &LeaseState, now: Millis) -> bool {
         match self {
-            Guard::Vacant => {
-                state.live(now).is_none()
-                    && state.live_waiters(now).next().is_none()
-                    && state.last_token < MAX_TOKEN
-            }
+            Guard::Vacant => state.is_free(now) && state.last_token < MAX_TOKEN,
             Guard::VacantAt { last_token } => {
-                state.live(now).is_none()
-                    && state.live_waiters(now).next().is_none()
-                    && state.last_token == *last_token
-                    && *last_token < MAX_TOKEN
+                state.is_free(now) && state.last_token == *last_token && *last_token < MAX_TOKEN
             }
             // A single permit: a semaphore's or a queue's permits are not where this guard looks.
             Guard::HeldBy { holder, token } => {
@@ -123,10 +119,11 @@ impl Effect {
     /// The state after this effect is applied to `state` (a lease: its one permit).
     pub fn apply(&self, state: &LeaseState) -> LeaseState {
         // A lease's writes leave the version as it is (it counts a semaphore's writes), and
-        // the revoked permits (the store's take, extend and clear leave them).
+        // the revoked and handed permits (the store's take, extend and clear leave them).
         let keep_version = |after: LeaseState| LeaseState {
             version: state.version,
             revoked: state.revoked.clone(),
+            handed: state.handed.clone(),
             ..after
         };
         match self {
@@ -182,6 +179,7 @@ pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Writ
             Decision::Write(write) if !matches!(write.guard, Guard::Version { .. }) => Some(write),
             Decision::Write(_) => None,
             Decision::Deny(_) | Decision::Queue { .. } | Decision::Observe => None,
+            Decision::Handed(_) => None,
         },
         Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
             None
@@ -289,12 +287,14 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
             ttl_ms,
             limit,
             wait_ms,
+            ticket,
         } => {
             let asked = queue::Asked {
                 holder,
                 ttl_ms: *ttl_ms,
                 limit: *limit,
                 wait_ms: *wait_ms,
+                ticket: ticket.as_ref(),
             };
             return decide_acquire(state, &asked, now);
         }
@@ -352,10 +352,17 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
 /// a semaphore, a resource with a queue, and a caller who would wait for a held lease, by the
 /// read-modify-write rules of [`semaphore`] and [`queue`].
 fn decide_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Millis) -> Decision {
+    // The retry of a call that was handed a grant which has ended since: that grant, once
+    // (docs/adr/0008), before anything the resource says now.
+    let handed = asked
+        .ticket
+        .and_then(|t| state.handed_to(t, asked.holder, now));
+    if let Some(handed) = handed {
+        return Decision::Handed(handed);
+    }
     // A versioned resource that nobody holds or waits for is taken as a lease is: one write,
-    // which stores it as a lease again.
-    let versioned_in_use = state.is_versioned()
-        && (state.live(now).is_some() || state.live_waiters(now).next().is_some());
+    // which stores it as a lease again (not one whose hand-off must be remembered first).
+    let versioned_in_use = state.is_versioned() && !state.is_free(now);
     if asked.limit > 1 || versioned_in_use {
         return semaphore::acquire(state, asked, now);
     }
@@ -472,6 +479,8 @@ fn token_mismatch(live: u64, token: u64) -> Witness {
 
 mod queue;
 mod semaphore;
+
+pub(crate) use semaphore::hand_on;
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,55 @@ pub struct Permit {
     pub holder: String,
     pub token: u64,
     pub expires_at: Millis,
+    /// A permit handed to a place whose waiting call had a requestId, until that call (or its
+    /// retry) takes it: the grant that call is answered (docs/adr/0008).
+    pub handoff: Option<Handoff>,
 }
+
+impl Permit {
+    pub fn new(holder: &str, token: u64, expires_at: Millis) -> Self {
+        Self {
+            holder: holder.to_owned(),
+            token,
+            expires_at,
+            handoff: None,
+        }
+    }
+}
+
+/// A waiting call with a requestId, as its place and the permit handed to it name it: what
+/// lets the call's retry be answered the grant it was handed between its calls, once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    /// A digest of the requestId and the request's input (its fingerprint), hex.
+    pub key: String,
+    /// When the request's record stops being replayed: the ticket means nothing after. Tickets
+    /// are told apart by `key` alone (a retry's own record would end later).
+    pub until: Millis,
+}
+
+/// The grant handed to a waiting call: its ticket, when, and until when it was handed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    pub ticket: Ticket,
+    pub at: Millis,
+    pub expires_at: Millis,
+}
+
+/// A permit handed to a waiting call that ended (released, revoked, lapsed) before the call
+/// came back for it: kept so that the call's retry replays that grant instead of taking another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    pub holder: String,
+    pub token: u64,
+    /// The limit it was granted under.
+    pub limit: u32,
+    pub handoff: Handoff,
+}
+
+/// The most ended hand-offs a resource remembers: each is some 100 bytes, rewritten by every
+/// write of the resource, and one is kept only when a waiter went away with its grant.
+pub const MAX_HANDED: usize = 32;
 
 /// The most permits a resource can have at once.
 pub const MAX_LIMIT: u32 = 64;
@@ -47,6 +95,9 @@ pub struct Place {
     pub limit: u32,
     /// The place lapses at this time: [`PLACE_KEPT_MS`] after its holder's last wait ends.
     pub until: Millis,
+    /// The call that last kept the place, when it had a requestId: the one a permit handed to
+    /// the place answers.
+    pub ticket: Option<Ticket>,
 }
 
 /// One (tenant, resource) as stored. `last_token` is the counter: the last token ever issued
@@ -56,7 +107,8 @@ pub struct Place {
 /// `version` counts a semaphore's writes: what its read-modify-write is guarded on.
 /// `waiters` is the queue, first come first; places lapsed since the last write stay in it until
 /// the next one, and every rule skips them. `revoked` are the latest permits revoked (by token),
-/// kept across every later write so that their holders learn why they lost them.
+/// kept across every later write so that their holders learn why they lost them. `handed` are
+/// the permits handed to a waiting call that ended before the call took them (kept likewise).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseState {
     pub last_token: u64,
@@ -66,6 +118,7 @@ pub struct LeaseState {
     pub permits: Vec<Permit>,
     pub waiters: Vec<Place>,
     pub revoked: Vec<Revoked>,
+    pub handed: Vec<Handed>,
 }
 
 impl Default for LeaseState {
@@ -92,6 +145,7 @@ impl LeaseState {
             permits: Vec::new(),
             waiters: Vec::new(),
             revoked: Vec::new(),
+            handed: Vec::new(),
         }
     }
 
@@ -102,21 +156,54 @@ impl LeaseState {
             last_token,
             limit: 1,
             version: 0,
-            permits: vec![Permit {
-                holder: holder.to_owned(),
-                token: last_token,
-                expires_at,
-            }],
+            permits: vec![Permit::new(holder, last_token, expires_at)],
             waiters: Vec::new(),
             revoked: Vec::new(),
+            handed: Vec::new(),
         }
     }
 
     /// Whether every write of it replaces it whole, guarded on its version: a semaphore, or a
-    /// resource with a queue (stored as a map of permits, docs/adr/0006). Otherwise it is a
-    /// lease, whose writes need no read.
+    /// resource with a queue (stored as a map of permits, docs/adr/0006), or one with a permit
+    /// handed to a waiting call that has not taken it (whose end must be remembered, which a
+    /// lease's writes with no read could not do). Otherwise it is a lease, whose writes need no
+    /// read.
     pub fn is_versioned(&self) -> bool {
-        self.limit > 1 || !self.waiters.is_empty()
+        self.limit > 1 || !self.waiters.is_empty() || self.awaits_taking()
+    }
+
+    /// Whether a permit, live or lapsed, was handed to a waiting call that has not taken it.
+    pub fn awaits_taking(&self) -> bool {
+        self.permits.iter().any(|p| p.handoff.is_some())
+    }
+
+    /// The grant handed to the waiting call with `ticket` (of `holder`) that ended before the
+    /// call took it (one remembered, or one lapsed that no write has ended yet), while the
+    /// call's record can still be replayed.
+    pub fn handed_to(&self, ticket: &Ticket, holder: &str, now: Millis) -> Option<Handed> {
+        let mine = |h: &Handoff| h.ticket.key == ticket.key && now < h.ticket.until;
+        let remembered = self
+            .handed
+            .iter()
+            .find(|h| h.holder == holder && mine(&h.handoff));
+        if let Some(handed) = remembered {
+            return Some(handed.clone());
+        }
+        let lapsed = self.permits.iter().find(|p| {
+            p.holder == holder && now >= p.expires_at && p.handoff.as_ref().is_some_and(mine)
+        })?;
+        Some(Handed {
+            holder: lapsed.holder.clone(),
+            token: lapsed.token,
+            limit: self.limit,
+            handoff: lapsed.handoff.clone()?,
+        })
+    }
+
+    /// Whether a take needs no read at `now`: no live permit, no live place, and no permit
+    /// handed to a waiting call that has not taken it (the guard of a blind take).
+    pub fn is_free(&self, now: Millis) -> bool {
+        self.live(now).is_none() && self.live_waiters(now).next().is_none() && !self.awaits_taking()
     }
 
     /// The places live at `now`, in queue order.

@@ -1,5 +1,6 @@
 //! A lease request after validation: the typed input the rules work on.
 
+use crate::lease::model::Ticket;
 use crate::witness::Witness;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -87,6 +88,8 @@ pub enum Command {
         limit: u32,
         /// How long the caller waits in the queue in this call (ms; 0 = it does not).
         wait_ms: i64,
+        /// The call's requestId, for the place it takes (set by the service: see [`Ticket`]).
+        ticket: Option<Ticket>,
     },
     Renew {
         holder: String,
@@ -119,14 +122,36 @@ impl Command {
                 holder,
                 ttl_ms,
                 limit,
+                ticket,
                 ..
             } => Command::Acquire {
                 holder: holder.clone(),
                 ttl_ms: *ttl_ms,
                 limit: *limit,
                 wait_ms: wait_ms.max(0),
+                ticket: ticket.clone(),
             },
             other => other.clone(),
+        }
+    }
+
+    /// This command made by the call `ticket` names (an acquire; others take no place).
+    pub fn with_ticket(self, ticket: Ticket) -> Command {
+        match self {
+            Command::Acquire {
+                holder,
+                ttl_ms,
+                limit,
+                wait_ms,
+                ..
+            } => Command::Acquire {
+                holder,
+                ttl_ms,
+                limit,
+                wait_ms,
+                ticket: Some(ticket),
+            },
+            other => other,
         }
     }
 }
@@ -298,6 +323,7 @@ impl LeaseRequest {
                 ttl_ms,
                 limit: self.limit.unwrap_or(1),
                 wait_ms: i64::from(self.wait_seconds.unwrap_or(0)) * 1000,
+                ticket: None,
             },
             Op::Renew => Command::Renew {
                 holder: holder()?,
@@ -319,6 +345,21 @@ impl LeaseRequest {
             },
             // Not a resource's command: the service lists them before it asks for one.
             Op::List | Op::Audit => return Err(MissingField("resource")),
+        })
+    }
+
+    /// The ticket of this request's call, kept until `until` (when its record ends): a digest
+    /// of its requestId and input, so that only a retry of this very request matches it.
+    /// `None` without a requestId.
+    pub fn ticket(&self, until: crate::clock::Millis) -> Option<Ticket> {
+        let id = self.request_id.as_deref()?;
+        let mut digest = Sha256::new();
+        digest.update(id.as_bytes());
+        digest.update([0]);
+        digest.update(self.fingerprint().as_bytes());
+        Some(Ticket {
+            key: hex::encode(&digest.finalize()[..16]),
+            until,
         })
     }
 
@@ -399,6 +440,7 @@ mod tests {
                 ttl_ms: 30_000,
                 limit: 1,
                 wait_ms: 0,
+                ticket: None,
             })
         );
         let r = parse(json!({"op": "renew", "resource": "r", "holder": "h"}));

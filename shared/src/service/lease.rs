@@ -18,7 +18,7 @@
 
 use super::cursor::{Cursors, Paged};
 use crate::clock::Millis;
-use crate::lease::decide::{Decision, Write, decide, optimistic, planned};
+use crate::lease::decide::{Decision, Write, decide, hand_on, optimistic, planned};
 use crate::lease::request::MissingField;
 use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
@@ -135,6 +135,8 @@ struct Plan {
     write: Option<Write>,
     shown: LeaseState,
     queued: bool,
+    /// When the answer is signed as of, if not now: a grant handed to the call earlier.
+    signed_at: Option<Millis>,
 }
 
 impl Plan {
@@ -152,6 +154,16 @@ impl Plan {
                     write: None,
                     shown: state.clone(),
                     queued: false,
+                    signed_at: None,
+                };
+            }
+            Decision::Handed(handed) => {
+                return Self {
+                    answer: LeaseAnswer::handed(op, &handed),
+                    write: None,
+                    shown: state.clone(),
+                    queued: false,
+                    signed_at: Some(handed.handoff.at),
                 };
             }
         };
@@ -169,6 +181,7 @@ impl Plan {
             write,
             shown,
             queued,
+            signed_at: None,
         }
     }
 }
@@ -354,7 +367,10 @@ impl LeaseService {
         if request.is_set() {
             return self.execute_set(tenant, request, &signing).await;
         }
-        let command = request.command()?;
+        let command = match request.ticket(signing.record_expires) {
+            Some(ticket) => request.command()?.with_ticket(ticket),
+            None => request.command()?,
+        };
         let resource = request
             .resource
             .as_deref()
@@ -503,6 +519,10 @@ impl LeaseService {
                 Decision::Observe => {
                     return Ok((observation(&old, command, request, now), old.clone()));
                 }
+                // Only a call with a requestId has a ticket, and it is recorded.
+                Decision::Handed(_) => {
+                    return Err(LeaseError::Internal("a hand-off met with no record".into()));
+                }
             }
         }
         Err(LeaseError::Contention)
@@ -532,6 +552,7 @@ impl LeaseService {
                 write: Some(write),
                 shown: after,
                 queued: false,
+                signed_at: None,
             })
         });
         // Whether this request's place is recorded already (a waiting acquire's earlier round,
@@ -585,6 +606,10 @@ impl LeaseService {
                     Committed::LeaseChanged(None) => continue,
                 }
             }
+            let signing = &Signing {
+                now: this.signed_at.unwrap_or(now),
+                ..*signing
+            };
             let answer = self.sign(this.answer, signing)?;
             let stored = record_of(&fingerprint, Some(&answer), signing)?;
             let write = this.write.as_ref();
@@ -672,6 +697,9 @@ impl LeaseService {
                         witnesses: denied, ..
                     } => denied,
                     Decision::Observe => continue,
+                    Decision::Handed(_) => {
+                        return Err(LeaseError::Internal("a hand-off in a set".into()));
+                    }
                 };
                 witnesses.extend(denied.into_iter().map(|mut w| {
                     w.path = format!("/{field}/{i}");
@@ -680,7 +708,14 @@ impl LeaseService {
             }
             let granted = witnesses.is_empty();
             if !granted {
-                writes.clear();
+                // Refused whole: nothing of it is written but the hand-offs its read noticed,
+                // so that the permits its witnesses cite are the store's (as a single
+                // resource's refusal writes them).
+                writes = states
+                    .iter()
+                    .zip(&keys)
+                    .filter_map(|(state, key)| Some((key.clone(), hand_on(state, now)?)))
+                    .collect();
             }
             let after: Vec<LeaseState> = states
                 .iter()
@@ -855,7 +890,7 @@ impl LeaseService {
                     let answer = LeaseAnswer::denied(request.op, &state, None, now, witnesses);
                     (answer, None, None)
                 }
-                Decision::Queue { .. } | Decision::Observe => {
+                Decision::Queue { .. } | Decision::Observe | Decision::Handed(_) => {
                     return Err(LeaseError::Internal("a revoke decided as no revoke".into()));
                 }
             };

@@ -4,13 +4,14 @@
 //! the old item (`ReturnValuesOnConditionCheckFailure`), so the caller learns why without a read.
 
 use super::expr::Expr;
+pub(super) use super::lease_item::lease_from_item;
+use super::lease_item::{handed_list, permits_map, places_list, revoked_list};
 use super::usage::{add as add_usage, measured};
 use super::{
-    Cancelled, FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, read_item, req_n,
-    req_s, s, transaction,
+    Cancelled, FirstAttempt, Item, StoreError, Written, get_s, guarded, n, read_item, req_n, req_s,
+    s, transaction,
 };
 use crate::clock::Millis;
-use crate::lease::model::{MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit, Place, Revoked};
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
@@ -327,15 +328,12 @@ impl LeaseStore {
 /// The update and condition expressions of a guarded write: the only translation of the domain's
 /// guards into DynamoDB conditions. Each condition is `Guard::holds` spelled for DynamoDB.
 ///
-/// The item (docs/adr/0006, 0007): `tok` the counter; a lease's one permit is `holder` and `exp`;
-/// a versioned resource's (a semaphore, or any resource with a queue) are `pm` (holder →
-/// `{t, e}`) with `lim`, `until` (the latest `e`) and `ver`, and its queue `wq` (`[{h, u, l}]`:
-/// holder, place lapses at, limit) with `wuntil` (the latest `u`).
+/// The update and condition of `write` on the item (its attributes: see `lease_item`).
 fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, String, Expr) {
     let mut e = Expr::default();
     let (holder, tok, exp) = (e.name("holder"), e.name("tok"), e.name("exp"));
     let (lim, pm, until, ver) = (e.name("lim"), e.name("pm"), e.name("until"), e.name("ver"));
-    let (wq, wuntil) = (e.name("wq"), e.name("wuntil"));
+    let (wq, wuntil, hv) = (e.name("wq"), e.name("wuntil"), e.name("hv"));
     let now = e.value("now", n(now_ms));
     let vacant = free(&mut e, &now);
     let is = |e: &mut Expr, name: &str, key: &str, value: u64| match value {
@@ -387,7 +385,7 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
             update.set(&holder, e.value("holder", s(h)));
             update.set(&exp, e.value("exp", n(expires_at)));
             update.add(&tok, e.value("one", n(1)));
-            update.remove(&[&pm, &lim, &until, &wq, &wuntil]);
+            update.remove(&[&pm, &lim, &until, &wq, &wuntil, &hv]);
         }
         Effect::Extend { expires_at } => update.set(&exp, e.value("exp", n(expires_at))),
         Effect::Clear => update.remove(&[&holder, &exp]),
@@ -407,6 +405,12 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
                 }
                 None => update.remove(&[&wq, &wuntil]),
             }
+            // A blind take is guarded on its absence, so that a permit a waiting call has not
+            // taken ends in a write that remembers it (docs/adr/0008).
+            match after.awaits_taking() {
+                true => update.set(&hv, e.value("hv", AttributeValue::Bool(true))),
+                false => update.remove(&[&hv]),
+            }
         }
         // A lease again (its last waiter served): its permit as a lease keeps it, the version
         // carried on so that no earlier read's guard can match it.
@@ -420,15 +424,20 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
                 }
                 None => update.remove(&[&holder, &exp]),
             }
-            update.remove(&[&pm, &lim, &until, &wq, &wuntil]);
+            update.remove(&[&pm, &lim, &until, &wq, &wuntil, &hv]);
         }
     }
-    // The revoked permits (docs/adr/0008): only a replace changes them; other writes keep them.
+    // The revoked permits and the hand-offs that ended untaken (docs/adr/0008): only a replace
+    // changes them; other writes keep them.
     if let Effect::Replace(after) = &write.effect {
-        let rv = e.name("rv");
+        let (rv, hd) = (e.name("rv"), e.name("hd"));
         match after.revoked.is_empty() {
             true => update.remove(&[&rv]),
-            false => update.set(&rv, e.value("rv", revoked_map(after))),
+            false => update.set(&rv, e.value("rv", revoked_list(after))),
+        }
+        match after.handed.is_empty() {
+            true => update.remove(&[&hd]),
+            false => update.set(&hd, e.value("hd", handed_list(after))),
         }
     }
     super::lease_index::index_entry(&mut update, &mut e, key, &write.effect, now_ms);
@@ -439,14 +448,15 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
 }
 
 /// The condition that the resource is free at `now` (a placeholder): no live permit of either
-/// kind, and nobody waiting.
+/// kind, nobody waiting, and no permit a waiting call has not taken ([`LeaseState::is_free`]).
 pub(super) fn free(e: &mut Expr, now: &str) -> String {
     let (holder, exp) = (e.name("holder"), e.name("exp"));
-    let (until, wuntil) = (e.name("until"), e.name("wuntil"));
+    let (until, wuntil, hv) = (e.name("until"), e.name("wuntil"), e.name("hv"));
     format!(
         "(attribute_not_exists({holder}) OR attribute_not_exists({exp}) OR {exp} <= {now}) \
          AND (attribute_not_exists({until}) OR {until} <= {now}) \
-         AND (attribute_not_exists({wuntil}) OR {wuntil} <= {now})"
+         AND (attribute_not_exists({wuntil}) OR {wuntil} <= {now}) \
+         AND attribute_not_exists({hv})"
     )
 }
 
@@ -483,215 +493,6 @@ impl Clauses {
         .collect::<Vec<_>>()
         .join(" ")
     }
-}
-
-/// The revoked permits as stored, latest first: `[{h: holder, t: token}]`.
-fn revoked_map(state: &LeaseState) -> AttributeValue {
-    AttributeValue::L(
-        state
-            .revoked
-            .iter()
-            .map(|r| {
-                let entry = [("h".to_owned(), s(&r.holder)), ("t".to_owned(), n(r.token))];
-                AttributeValue::M(entry.into())
-            })
-            .collect(),
-    )
-}
-
-/// The revoked permits of an item (none when it has no `rv`).
-fn revoked_from_item(item: &Item, last_token: u64) -> Result<Vec<Revoked>, StoreError> {
-    let corrupt = |what: &str| StoreError::Corrupt(format!("revoked permits with {what}"));
-    let list = match item.get("rv") {
-        None => return Ok(Vec::new()),
-        Some(AttributeValue::L(list)) => list,
-        Some(_) => return Err(corrupt("a value that is not a list")),
-    };
-    if list.len() > MAX_REVOKED {
-        return Err(corrupt("too many entries"));
-    }
-    list.iter()
-        .map(|entry| {
-            let AttributeValue::M(entry) = entry else {
-                return Err(corrupt("an entry that is not a map"));
-            };
-            let token: u64 = req_n(entry, "t")?;
-            if token == 0 || token > last_token {
-                return Err(corrupt("a token past its counter"));
-            }
-            Ok(Revoked {
-                holder: req_s(entry, "h")?.to_owned(),
-                token,
-            })
-        })
-        .collect()
-}
-
-/// A semaphore's permits as stored: holder → `{t: token, e: expiry ms}`.
-fn permits_map(state: &LeaseState) -> AttributeValue {
-    AttributeValue::M(
-        state
-            .permits
-            .iter()
-            .map(|p| {
-                let permit = [
-                    ("t".to_owned(), n(p.token)),
-                    ("e".to_owned(), n(p.expires_at)),
-                ];
-                (p.holder.clone(), AttributeValue::M(permit.into()))
-            })
-            .collect(),
-    )
-}
-
-/// A queue as stored, in order: `[{h: holder, u: lapses at, l: limit}]`.
-fn places_list(state: &LeaseState) -> AttributeValue {
-    AttributeValue::L(
-        state
-            .waiters
-            .iter()
-            .map(|w| {
-                let place = [
-                    ("h".to_owned(), s(&w.holder)),
-                    ("u".to_owned(), n(w.until)),
-                    ("l".to_owned(), n(w.limit)),
-                ];
-                AttributeValue::M(place.into())
-            })
-            .collect(),
-    )
-}
-
-pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreError> {
-    let Some(item) = item.filter(|i| !i.is_empty()) else {
-        return Ok(LeaseState::default());
-    };
-    let last_token = req_n(item, "tok")?;
-    // No write takes the counter past the ceiling: a larger one would be served as a token no
-    // JSON reader takes exactly.
-    if last_token > MAX_TOKEN {
-        return Err(StoreError::Corrupt(format!(
-            "a lease counter {last_token} past 2^53 - 1"
-        )));
-    }
-    let version = get_n(item, "ver")?.unwrap_or(0);
-    let revoked = revoked_from_item(item, last_token)?;
-    if let Some(limit) = get_n::<u32>(item, "lim")? {
-        let state = versioned_from_item(item, last_token, limit, version)?;
-        return Ok(LeaseState { revoked, ..state });
-    }
-    if item.contains_key("wq") {
-        return Err(StoreError::Corrupt("a lease item with a queue".into()));
-    }
-    // A lease's one permit is `holder` and `exp`, its token the counter; the store writes both
-    // or neither (a take sets them, a release removes them), and a holder is never empty.
-    let state = match (get_s(item, "holder")?, get_n(item, "exp")?) {
-        (Some(""), _) => {
-            return Err(StoreError::Corrupt(
-                "a lease item with an empty holder".into(),
-            ));
-        }
-        (Some(holder), Some(expires_at)) => LeaseState::granted(last_token, holder, expires_at),
-        (None, None) => LeaseState::vacant(last_token),
-        _ => {
-            return Err(StoreError::Corrupt(
-                "a lease item with only one of holder and exp".into(),
-            ));
-        }
-    };
-    Ok(LeaseState {
-        version,
-        revoked,
-        ..state
-    })
-}
-
-/// A versioned item: `lim` 1..=64 (1 only with a queue), `pm` of at most `lim` permits, each
-/// token at most the counter, and its queue, if any.
-fn versioned_from_item(
-    item: &Item,
-    last_token: u64,
-    limit: u32,
-    version: u64,
-) -> Result<LeaseState, StoreError> {
-    let corrupt = |what: &str| StoreError::Corrupt(format!("a semaphore item with {what}"));
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(corrupt(&format!("limit {limit}")));
-    }
-    let waiters = places_from_item(item)?;
-    if limit == 1 && waiters.is_empty() {
-        return Err(corrupt("limit 1 and no queue"));
-    }
-    if item.contains_key("holder") || item.contains_key("exp") {
-        return Err(corrupt("a single permit too"));
-    }
-    let map = match item.get("pm") {
-        Some(AttributeValue::M(map)) => map,
-        _ => return Err(corrupt("no permit map")),
-    };
-    let mut permits = Vec::with_capacity(map.len());
-    for (holder, permit) in map {
-        let AttributeValue::M(permit) = permit else {
-            return Err(corrupt("a permit that is not a map"));
-        };
-        let token: u64 = req_n(permit, "t")?;
-        if holder.is_empty() || token == 0 || token > last_token {
-            return Err(corrupt("an empty holder or a token past its counter"));
-        }
-        permits.push(Permit {
-            holder: holder.clone(),
-            token,
-            expires_at: req_n(permit, "e")?,
-        });
-    }
-    if permits.len() > limit as usize {
-        return Err(corrupt("more permits than its limit"));
-    }
-    permits.sort_by_key(|p| p.token);
-    if permits.windows(2).any(|w| w[0].token == w[1].token) {
-        return Err(corrupt("two permits with one token"));
-    }
-    Ok(LeaseState {
-        last_token,
-        limit,
-        version,
-        permits,
-        waiters,
-        revoked: Vec::new(),
-    })
-}
-
-/// The queue of a versioned item: at most [`MAX_WAITERS`] places, one per holder.
-fn places_from_item(item: &Item) -> Result<Vec<Place>, StoreError> {
-    let corrupt = |what: &str| StoreError::Corrupt(format!("a queue with {what}"));
-    let list = match item.get("wq") {
-        None => return Ok(Vec::new()),
-        Some(AttributeValue::L(list)) => list,
-        Some(_) => return Err(corrupt("a value that is not a list")),
-    };
-    if list.len() > MAX_WAITERS {
-        return Err(corrupt("too many places"));
-    }
-    let mut waiters: Vec<Place> = Vec::with_capacity(list.len());
-    for place in list {
-        let AttributeValue::M(place) = place else {
-            return Err(corrupt("a place that is not a map"));
-        };
-        let holder = req_s(place, "h")?;
-        let limit: u32 = req_n(place, "l")?;
-        if holder.is_empty() || waiters.iter().any(|w| w.holder == holder) {
-            return Err(corrupt("an empty or repeated holder"));
-        }
-        if !(1..=MAX_LIMIT).contains(&limit) {
-            return Err(corrupt("a limit out of range"));
-        }
-        waiters.push(Place {
-            holder: holder.to_owned(),
-            limit,
-            until: req_n(place, "u")?,
-        });
-    }
-    Ok(waiters)
 }
 
 pub(super) fn record_from_item(item: &Item) -> Result<StoredRecord, StoreError> {

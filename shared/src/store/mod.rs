@@ -31,6 +31,7 @@ pub mod client;
 mod expr;
 pub mod key_store;
 pub mod lease_index;
+mod lease_item;
 pub mod lease_sets;
 pub mod lease_store;
 pub mod payment_store;

@@ -4,7 +4,9 @@
 //! the permits a release, or a lapse noticed by the next writer, freed are handed on at once.
 
 use crate::clock::Millis;
-use crate::lease::model::{LeaseState, MAX_TOKEN, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place};
+use crate::lease::model::{
+    Handoff, LeaseState, MAX_TOKEN, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place, Ticket,
+};
 use crate::witness::Witness;
 
 /// What an acquire asks for.
@@ -15,6 +17,8 @@ pub(crate) struct Asked<'a> {
     pub limit: u32,
     /// How long the caller waits in this call (0: it does not, unless it has a place).
     pub wait_ms: Millis,
+    /// The call, when it has a requestId.
+    pub ticket: Option<&'a Ticket>,
 }
 
 /// `state` at `now` with its lapsed permits and places dropped and each free permit handed to
@@ -22,7 +26,8 @@ pub(crate) struct Asked<'a> {
 /// A handed permit lasts as long as the place would have: its holder, if it is waiting, takes
 /// it for its own ttl at once (an acquire by the live holder); if it is between calls, the
 /// permit is kept for it until its place's 30 s run out, and no longer (a caller who went away
-/// does not hold it for the hour it asked for: found by the attack of 2026-12-03).
+/// does not hold it for the hour it asked for: found by the attack of 2026-12-03). A permit
+/// handed to a place with a ticket carries it until that call takes the permit (docs/adr/0008).
 pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
     let mut after = state.clone();
     after.permits.retain(|p| now < p.expires_at);
@@ -41,10 +46,14 @@ pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
             continue;
         }
         after.last_token += 1;
-        after.permits.push(Permit {
+        let handoff = head.ticket.map(|ticket| Handoff {
+            ticket,
+            at: now,
             expires_at: head.until,
-            holder: head.holder,
-            token: after.last_token,
+        });
+        after.permits.push(Permit {
+            handoff,
+            ..Permit::new(&head.holder, after.last_token, head.until)
         });
     }
     after.permits.sort_by_key(|p| p.token);
@@ -66,7 +75,8 @@ pub(super) fn ahead(settled: &LeaseState, holder: &str, now: Millis) -> usize {
 }
 
 /// The caller's place taken or kept in `settled`: lasting until its wait ends and
-/// [`PLACE_KEPT_MS`] after, never shortened. `None` when the queue is full and it has none.
+/// [`PLACE_KEPT_MS`] after, never shortened, and naming the call that kept it last (a retry of
+/// the same call keeps its ticket as it is). `None` when the queue is full and it has none.
 pub(super) fn keep_place(
     settled: &LeaseState,
     asked: &Asked<'_>,
@@ -78,12 +88,17 @@ pub(super) fn keep_place(
     match after.waiters.iter_mut().find(|w| w.holder == asked.holder) {
         Some(place) => {
             place.until = place.until.max(until);
+            let same = place.ticket.as_ref().map(|t| &t.key) == asked.ticket.map(|t| &t.key);
+            if !same {
+                place.ticket = asked.ticket.cloned();
+            }
         }
         None if full => return None,
         None => after.waiters.push(Place {
             holder: asked.holder.to_owned(),
             limit: asked.limit,
             until,
+            ticket: asked.ticket.cloned(),
         }),
     }
     Some(after)

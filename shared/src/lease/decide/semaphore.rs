@@ -9,15 +9,38 @@ use super::{
     Decision, Effect, Guard, Write, exhausted, expired, limit_mismatch, single, token_mismatch,
 };
 use crate::clock::Millis;
-use crate::lease::model::{LeaseState, MAX_REVOKED, MAX_TOKEN, Permit, Revoked};
+use crate::lease::model::{
+    Handed, LeaseState, MAX_HANDED, MAX_REVOKED, MAX_TOKEN, Permit, Revoked,
+};
 use crate::lease::request::Command;
 use crate::witness::Witness;
 use serde_json::json;
 
 /// The write that makes the stored `state` into `after`, settled at `now`, at the next version.
+/// A permit handed to a waiting call that ends in it, before the call took it, is remembered
+/// (docs/adr/0008).
 fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
     let mut after = queue::settle(&after, now);
     after.version = state.version + 1;
+    let ended = state
+        .permits
+        .iter()
+        .filter(|p| p.handoff.is_some() && !after.permits.iter().any(|kept| kept.token == p.token));
+    let ended: Vec<Handed> = ended
+        .filter_map(|p| {
+            Some(Handed {
+                holder: p.holder.clone(),
+                token: p.token,
+                limit: state.limit,
+                handoff: p.handoff.clone()?,
+            })
+        })
+        .collect();
+    after.handed.extend(ended);
+    after.handed.retain(|h| now < h.handoff.ticket.until);
+    // The latest, by token, as with revoked permits.
+    after.handed.sort_by_key(|h| std::cmp::Reverse(h.token));
+    after.handed.truncate(MAX_HANDED);
     Write {
         guard: Guard::Version {
             last_token: state.last_token,
@@ -28,6 +51,15 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
     }
 }
 
+/// The write that hands on the permits freed since `state` was written (a lapse nobody wrote
+/// yet) to its earliest waiters, if there are any to hand on: what a refusal writes, so that
+/// what it cites is what the store holds.
+pub(crate) fn hand_on(state: &LeaseState, now: Millis) -> Option<Write> {
+    let settled = queue::settle(state, now);
+    (state.is_versioned() && settled.last_token != state.last_token)
+        .then(|| replace(state, settled, now))
+}
+
 /// An acquire on a versioned resource, or one that waits: on the state settled first, so that
 /// earlier waiters are served before the caller.
 pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Decision {
@@ -35,12 +67,12 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     // A refusal whose read found a permit to hand on (a lapse nobody wrote yet) writes the
     // hand-off, so that its answer, its witness and the store agree on who holds the permit
     // (found by the attack of 2026-12-03: a LEASE_HELD citing a token no read could see).
-    let refuse = |witnesses: Vec<Witness>| match settled.last_token != state.last_token {
-        true => Decision::Queue {
-            write: Some(replace(state, settled.clone(), now)),
+    let refuse = |witnesses: Vec<Witness>| match hand_on(state, now) {
+        Some(write) => Decision::Queue {
+            write: Some(write),
             witnesses,
         },
-        false => Decision::Deny(witnesses),
+        None => Decision::Deny(witnesses),
     };
     if let Some(mismatch) = limit_mismatch(&settled, asked.limit, now) {
         return refuse(vec![mismatch]);
@@ -49,9 +81,13 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     after.waiters.retain(|w| w.holder != asked.holder);
     let expires_at = now + asked.ttl_ms;
     // Acquire again by a holder with a live permit (one handed to it from the queue, too): the
-    // same token, a new expiry.
+    // same token, a new expiry. Taken by the call it was handed to, it is that call's answer.
     if let Some(mine) = after.permits.iter_mut().find(|p| p.holder == asked.holder) {
         mine.expires_at = expires_at;
+        let taker = asked.ticket.map(|t| &t.key);
+        if mine.handoff.as_ref().map(|h| &h.ticket.key) == taker {
+            mine.handoff = None;
+        }
         after.limit = asked.limit;
         return Decision::Write(replace(state, after, now));
     }
@@ -60,11 +96,9 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     if ahead == 0 && !full && settled.last_token < MAX_TOKEN {
         after.last_token += 1;
         after.limit = asked.limit;
-        after.permits.push(Permit {
-            holder: asked.holder.to_owned(),
-            token: after.last_token,
-            expires_at,
-        });
+        after
+            .permits
+            .push(Permit::new(asked.holder, after.last_token, expires_at));
         return Decision::Write(replace(state, after, now));
     }
     let why = if ahead > 0 {

@@ -1,7 +1,9 @@
 //! Exhaustive tests of the lease rules over small states.
 
 use super::*;
-use crate::lease::model::{MAX_WAITERS, PLACE_KEPT_MS, Permit, Place};
+use crate::lease::model::{
+    Handed, Handoff, MAX_HANDED, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place, Ticket,
+};
 
 const NOW: Millis = 1_000_000;
 
@@ -24,6 +26,7 @@ fn acquire_of(holder: &str, limit: u32) -> Command {
         ttl_ms: 30_000,
         limit,
         wait_ms: 0,
+        ticket: None,
     }
 }
 
@@ -42,6 +45,7 @@ fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
                 holder: (*holder).into(),
                 limit,
                 until: *until,
+                ticket: None,
             })
             .collect(),
         ..state
@@ -69,14 +73,11 @@ fn semaphore(
         version,
         permits: permits
             .iter()
-            .map(|(holder, token, expires_at)| Permit {
-                holder: (*holder).into(),
-                token: *token,
-                expires_at: *expires_at,
-            })
+            .map(|(holder, token, expires_at)| Permit::new(holder, *token, *expires_at))
             .collect(),
         waiters: Vec::new(),
         revoked: Vec::new(),
+        handed: Vec::new(),
     }
 }
 
@@ -160,7 +161,79 @@ fn all_states() -> Vec<LeaseState> {
             &[("c", place)],
         ),
     ]);
+    // Hand-offs (docs/adr/0008): a place with a ticket behind a live lease and behind a lapsed
+    // one; a permit handed to "c"'s call, live and lapsed; one that ended, remembered.
+    let ticketed = |state: LeaseState| LeaseState {
+        waiters: state
+            .waiters
+            .into_iter()
+            .map(|w| Place {
+                ticket: Some(ticket("c")),
+                ..w
+            })
+            .collect(),
+        ..state
+    };
+    out.extend([
+        ticketed(queued(
+            semaphore(1, 4, 5, &[("a", 4, live)]),
+            &[("c", place)],
+        )),
+        ticketed(queued(
+            semaphore(1, 4, 6, &[("a", 4, NOW)]),
+            &[("c", place)],
+        )),
+        handed_to("c", 4, live),
+        handed_to("c", 4, NOW),
+        LeaseState {
+            handed: vec![ended("c", 3)],
+            ..state(4, Some("a"), Some(live))
+        },
+    ]);
     out
+}
+
+/// The ticket of `holder`'s waiting call.
+fn ticket(holder: &str) -> Ticket {
+    Ticket {
+        key: format!("call-of-{holder}"),
+        until: NOW + 86_400_000,
+    }
+}
+
+/// A permit of token `token` handed to `holder`'s waiting call, lasting until `expires_at`.
+fn handed_to(holder: &str, token: u64, expires_at: Millis) -> LeaseState {
+    let handoff = Handoff {
+        ticket: ticket(holder),
+        at: NOW - 5_000,
+        expires_at,
+    };
+    LeaseState {
+        version: 6,
+        permits: vec![Permit {
+            handoff: Some(handoff),
+            ..Permit::new(holder, token, expires_at)
+        }],
+        ..LeaseState::vacant(token)
+    }
+}
+
+/// A hand-off of `token` to `holder`'s call that ended untaken.
+fn ended(holder: &str, token: u64) -> Handed {
+    Handed {
+        holder: holder.into(),
+        token,
+        limit: 1,
+        handoff: handed_to(holder, token, NOW - 1).permits[0]
+            .handoff
+            .clone()
+            .unwrap(),
+    }
+}
+
+/// `holder`'s acquire, with its call's ticket.
+fn ticketed_acquire(holder: &str, wait_ms: Millis) -> Command {
+    waiting(holder, 1, wait_ms).with_ticket(ticket(holder))
 }
 
 fn all_commands() -> Vec<Command> {
@@ -170,6 +243,8 @@ fn all_commands() -> Vec<Command> {
             out.push(acquire_of(holder, limit));
             out.push(waiting(holder, limit, 5_000));
         }
+        out.push(ticketed_acquire(holder, 0));
+        out.push(ticketed_acquire(holder, 5_000));
         for token in [1, 2, 3, 5] {
             out.push(renew(holder, token));
             out.push(release(holder, token));
@@ -500,9 +575,11 @@ fn a_planned_write_leaves_the_state_it_announced_wherever_it_commits() {
             let announced = w.outcome().expect("a planned write pins the counter");
             // A lease's writes keep whatever version the item has, which their guards do not
             // pin: it is no part of an answer, and no write is planned on it (a semaphore's are
-            // decided on a read).
+            // decided on a read). So with the revoked and handed permits the item keeps.
             let unversioned = |after: LeaseState| LeaseState {
                 version: 0,
+                revoked: Vec::new(),
+                handed: Vec::new(),
                 ..after
             };
             for s in all_states() {
@@ -722,4 +799,134 @@ fn a_semaphores_waiters_are_served_in_order_and_the_queue_is_bounded() {
         rule_ids(&decide(&s, &waiting("late", 2, 5_000), NOW)),
         ["WAITERS_AHEAD", "QUEUE_FULL"]
     );
+}
+
+#[test]
+fn a_permit_handed_to_a_waiting_call_is_that_calls_until_it_takes_it() {
+    // Released behind "c"'s place with a ticket: the permit carries the ticket.
+    let behind = LeaseState {
+        waiters: vec![Place {
+            ticket: Some(ticket("c")),
+            ..queued(LeaseState::default(), &[("c", NOW + 40_000)]).waiters[0].clone()
+        }],
+        ..semaphore(1, 4, 5, &[("a", 4, NOW + 60_000)])
+    };
+    let freed = granted(&behind, &release("a", 4));
+    let handoff = freed.permits[0]
+        .handoff
+        .clone()
+        .expect("handed with its ticket");
+    assert_eq!(
+        (
+            freed.permits[0].holder.as_str(),
+            handoff.ticket.key.as_str()
+        ),
+        ("c", "call-of-c")
+    );
+    assert_eq!((handoff.at, handoff.expires_at), (NOW, NOW + 40_000));
+    // Taken by another call of "c": still the waiting call's; by that call: its own, plainly.
+    let other = granted(&freed, &acquire("c"));
+    assert!(other.permits[0].handoff.is_some());
+    let taken = granted(&freed, &ticketed_acquire("c", 0));
+    assert_eq!(taken.permits[0].handoff, None);
+    assert_eq!(taken.permits[0].token, 5);
+    assert!(taken.handed.is_empty());
+}
+
+#[test]
+fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
+    let live = handed_to("c", 5, NOW + 30_000);
+    // Every way it can end before the call comes back: released by another call, revoked,
+    // lapsed (noticed by the next write, or by the retry itself).
+    let released = granted(&live, &release("c", 5));
+    let revoked = match decide(
+        &live,
+        &Command::Revoke {
+            holder: None,
+            token: None,
+        },
+        NOW,
+    ) {
+        Decision::Write(w) => w.effect.apply(&live),
+        d => panic!("{d:?}"),
+    };
+    let lapsed = handed_to("c", 5, NOW);
+    let noticed = granted(&lapsed, &acquire("b"));
+    for (how, state) in [
+        ("released", &released),
+        ("revoked", &revoked),
+        ("noticed", &noticed),
+    ] {
+        assert_eq!(state.handed.len(), 1, "{how}: {state:?}");
+        assert_eq!(
+            (state.handed[0].token, state.handed[0].holder.as_str()),
+            (5, "c")
+        );
+    }
+    for (how, state) in [
+        ("released", &released),
+        ("revoked", &revoked),
+        ("lapsed", &lapsed),
+        ("noticed", &noticed),
+    ] {
+        match decide(state, &ticketed_acquire("c", 0), NOW) {
+            Decision::Handed(h) => assert_eq!(h.token, 5, "{how}"),
+            d => panic!("{how}: the retry is not the grant it was handed: {d:?}"),
+        }
+        // Another call of the same holder is a new acquire.
+        assert!(!matches!(
+            decide(state, &acquire("c"), NOW),
+            Decision::Handed(_)
+        ));
+    }
+    // Once the call's record ends, the hand-off means nothing, and the next replace drops it
+    // (a lease's take keeps what the item keeps, as it keeps revoked permits).
+    let later = NOW + 86_400_000;
+    assert!(matches!(
+        decide(&released, &ticketed_acquire("c", 0), later),
+        Decision::Write(_)
+    ));
+    let taken = granted_at(&released, &acquire("b"), later);
+    let revoke = Command::Revoke {
+        holder: None,
+        token: None,
+    };
+    assert!(granted_at(&taken, &revoke, later).handed.is_empty());
+}
+
+#[test]
+fn no_blind_take_passes_a_lapsed_hand_off_by() {
+    let lapsed = handed_to("c", 5, NOW);
+    assert!(!Guard::Vacant.holds(&lapsed, NOW));
+    assert!(!Guard::VacantAt { last_token: 5 }.holds(&lapsed, NOW));
+    // Another's acquire is decided on the read, and its write remembers the hand-off.
+    let Decision::Write(w) = decide(&lapsed, &acquire("b"), NOW) else {
+        panic!("not granted")
+    };
+    assert!(matches!(w.guard, Guard::Version { .. }), "{w:?}");
+    assert_eq!(
+        optimistic(&acquire("b"), NOW).map(|w| w.guard.holds(&lapsed, NOW)),
+        Some(false)
+    );
+}
+
+#[test]
+fn a_resource_remembers_its_latest_hand_offs_only() {
+    let mut state = handed_to("c", 50, NOW + 30_000);
+    state.handed = (1..=MAX_HANDED as u64).map(|t| ended("c", t)).collect();
+    let after = granted(&state, &release("c", 50));
+    assert_eq!(after.handed.len(), MAX_HANDED);
+    assert_eq!(after.handed[0].token, 50, "the latest first");
+    assert!(
+        after.handed.iter().all(|h| h.token != 1),
+        "the oldest dropped"
+    );
+}
+
+/// The state `command`'s write leaves at `now`.
+fn granted_at(state: &LeaseState, command: &Command, now: Millis) -> LeaseState {
+    match decide(state, command, now) {
+        Decision::Write(w) => w.effect.apply(state),
+        d => panic!("not granted: {d:?}"),
+    }
 }
