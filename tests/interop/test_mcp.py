@@ -184,14 +184,32 @@ async def paid_calls(server, mode, resource, payer):
         assert required is not None, offer.structured_content
         payload = await payments.create_payment_payload(required)
         checked = await c.call_tool("lease_read", check, meta=attach_payment_to_meta({}, payload)["_meta"])
-        return paid, settlement, again, free, checked
+        # The wallet is its own tenant's operator: a paid revoke of its lease, and the audit of it.
+        admin = {}
+        for tool, arguments in [
+            ("lease_revoke", {"op": "revoke", "resource": resource, "holder": "agent-1", "reason": "paid: ends its own"}),
+            ("lease_audit", {"op": "audit", "resource": resource}),
+        ]:
+            offer = as_x402_result(await c.call_tool(tool, arguments))
+            required = extract_payment_required_from_result(offer)
+            assert required is not None, (tool, offer.structured_content)
+            payload = await payments.create_payment_payload(required)
+            admin[tool] = await c.call_tool(tool, arguments, meta=attach_payment_to_meta({}, payload)["_meta"])
+        return paid, settlement, again, free, checked, admin
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_a_wallet_without_a_key_pays_per_tool_call(server, mode):
     payer = Account.create()
     resource = unique(f"mcp-paid:{mode}")
-    paid, settlement, again, free, checked = asyncio.run(paid_calls(server, mode, resource, payer))
+    paid, settlement, again, free, checked, admin = asyncio.run(paid_calls(server, mode, resource, payer))
+    revoked, audit = admin["lease_revoke"], admin["lease_audit"]
+    assert not revoked.is_error, revoked.structured_content
+    assert [(h["holder"], h["fencingToken"]) for h in revoked.structured_content["data"]["revoked"]] == [("agent-1", 1)]
+    assert not audit.is_error, audit.structured_content
+    entries = audit.structured_content["data"]["entries"]
+    assert [(e["resource"], e["reason"]) for e in entries] == [(resource, "paid: ends its own")], entries
+    assert payer.address.lower() in entries[0]["actor"].lower(), entries[0]
     assert not checked.is_error, checked.structured_content
     assert checked.structured_content["data"]["current"] is True
     assert not paid.is_error, paid.structured_content
