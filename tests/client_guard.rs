@@ -373,3 +373,102 @@ async fn waiting_guards_are_granted_in_arrival_order() {
     );
     assert!(started.elapsed() >= Duration::from_secs(1));
 }
+
+/// A server from before waiting, in front of a real one: it refuses any body naming
+/// `waitSeconds` as an unknown field (400), as an older server's schema would, and passes every
+/// other call through. Counts the refusals.
+async fn server_without_waiting(upstream: String) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use axum::body::Bytes;
+    use axum::http::{HeaderMap, StatusCode};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let refused = Arc::new(AtomicUsize::new(0));
+    let counted = refused.clone();
+    let http = reqwest::Client::new();
+    let app = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
+            let (http, upstream, counted) = (http.clone(), upstream.clone(), counted.clone());
+            async move {
+                if String::from_utf8_lossy(&body).contains("waitSeconds") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let refusal = r#"{"error":"invalid input at /waitSeconds: unknown property","code":"INVALID_INPUT"}"#;
+                    return (StatusCode::BAD_REQUEST, refusal.to_owned());
+                }
+                let mut forward = http.post(format!("{upstream}{uri}")).body(body.to_vec());
+                for name in ["x-api-key", "content-type"] {
+                    if let Some(value) = headers.get(name) {
+                        forward = forward.header(name, value.as_bytes());
+                    }
+                }
+                let answer = forward.send().await.unwrap();
+                let status = StatusCode::from_u16(answer.status().as_u16()).unwrap();
+                (status, answer.text().await.unwrap())
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, refused)
+}
+
+/// `guard_waiting` against a server that does not wait: told so once (a 400 naming
+/// waitSeconds), it asks again with backoff, without the field, and gets the lease once it is
+/// free, within its wait; a wait that ends first is `Held`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_guards_fall_back_to_asking_again_on_a_server_that_does_not_wait() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let (url, refused) = server_without_waiting(server.url.clone()).await;
+    let c = Client::with_api_key(&url, ACME_KEY, "guard-tests").unwrap();
+    let owner = c
+        .guard("old", "owner", Duration::from_secs(5))
+        .await
+        .unwrap();
+    let waiter = tokio::spawn({
+        let c = c.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let guard = c
+                .guard_waiting(
+                    "old",
+                    "late",
+                    Duration::from_secs(5),
+                    Duration::ZERO,
+                    1,
+                    Duration::from_secs(10),
+                )
+                .await;
+            (guard, started.elapsed())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    owner.release().await.unwrap();
+    let (guard, took) = waiter.await.unwrap();
+    let guard = guard.expect("granted once free");
+    assert_eq!(guard.fencing_token(), 2);
+    assert!(
+        took < Duration::from_secs(4),
+        "asked again soon enough: {took:?}"
+    );
+    assert_eq!(
+        refused.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "told once, it does not send waitSeconds again"
+    );
+    let late = c
+        .guard_waiting(
+            "old",
+            "later",
+            Duration::from_secs(5),
+            Duration::ZERO,
+            1,
+            Duration::from_secs(1),
+        )
+        .await;
+    assert!(
+        matches!(late, Err(Error::Held { .. })),
+        "{:?}",
+        late.map(|g| g.fencing_token())
+    );
+    guard.release().await.unwrap();
+}
