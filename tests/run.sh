@@ -45,6 +45,13 @@ step "Python client (clients/python): pip install, mypy --strict, tests against 
 (cd clients/python && ../../.venv/bin/mypy --strict src tests)
 LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
 
+step "TypeScript client (clients/typescript): npm ci, tsc --strict, npm pack, its tests against leasekit serve"
+# Node.js 20 and npm come with the machine image; Debian's own nodejs is older than the client needs.
+if ! command -v npm > /dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+  echo "the TypeScript client's tests need Node.js 20+ and npm on PATH"; exit 1
+fi
+LEASEKIT_BIN="$PWD/target/debug/leasekit" clients/typescript/test.sh
+
 step "schemathesis against leasekit serve (bounded, fixed seed)"
 st_dir=$(mktemp -d)
 target/debug/leasekit serve --addr 127.0.0.1:0 --data-dir "$st_dir" --api-key "st:schemathesis-key-0123456789" \

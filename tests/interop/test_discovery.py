@@ -105,7 +105,7 @@ def test_discovery_names_the_python_client_payment_identifier_and_paid_mcp(serve
     """What a new agent reads first says how to reach the service where it lives: the Python
     package, the x402 payment-identifier extension, and paying per MCP tool call."""
     document = json.loads(get(server + "/openapi.json")[2])
-    assert document["info"]["x-clients"][0]["package"] == "leasekit"
+    assert [(c["language"], c["package"]) for c in document["info"]["x-clients"]] == [("python", "leasekit"), ("typescript", "leasekit")]
     lease = document["paths"]["/api/v1/lease"]["post"]
     assert lease["x-x402-extensions"] == ["payment-identifier"]
     assert "PAYMENT_IDENTIFIER_CONFLICT" in lease["responses"]["409"]["description"]
@@ -119,12 +119,13 @@ def test_discovery_names_the_python_client_payment_identifier_and_paid_mcp(serve
     assert capability["mcp"]["url"] == server + "/mcp" and "x402" in capability["mcp"]["channels"]
     assert "x402/payment" in capability["mcp"]["payment"]
     assert capability["clients"][0]["install"].startswith("pip install")
+    assert capability["clients"][1]["install"].startswith("npm install ./clients/typescript")
     assert catalog["capabilities"][1]["x402Extensions"] == ["payment-identifier"]
     assert document["paths"]["/claim"]["post"]["x-x402-extensions"] == ["payment-identifier"]
 
     page = json.loads(get(server + "/docs/lease.json")[2])
     text = " ".join(p for s in page["sections"] for p in s["paragraphs"])
-    assert "From Python" in [s["title"] for s in page["sections"]]
+    assert {"From Python", "From TypeScript"} <= {s["title"] for s in page["sections"]}
     assert "payment-identifier" in text and "x402/payment" in text
     _, _, html = get(server + "/docs/lease/")
     assert b"From Python" in html and b"payment-identifier" in html

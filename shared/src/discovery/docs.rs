@@ -3,7 +3,9 @@
 //! /api/v1/samples/lease): invented data, so it is signed as a sample (its own credential type
 //! and the sample key), never as an answer of this service.
 
-use super::openapi::{LEASE_DESCRIPTION, PAID_MCP_NOTE, PAYMENT_IDENTIFIER_NOTE, python_client};
+use super::openapi::{
+    LEASE_DESCRIPTION, PAID_MCP_NOTE, PAYMENT_IDENTIFIER_NOTE, python_client, typescript_client,
+};
 use super::{Prices, usdc};
 use crate::clock::Millis;
 use crate::lease::{LeaseAnswer, LeaseState, Op};
@@ -73,7 +75,7 @@ pub fn catalog(base: &str, prices: &Prices) -> Value {
                     "channels": channels(true),
                     "payment": if prices.lease.is_some() { json!(PAID_MCP_NOTE) } else { Value::Null },
                 },
-                "clients": [python_client()],
+                "clients": [python_client(), typescript_client()],
                 "links": links(base),
             },
             {
@@ -148,6 +150,11 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             "pip install './clients/python[x402]' from the leasekit repository; import leasekit. Client(url, api_key=..., tenant=...) or Client(url, account=eth_account_account) to pay per call; AsyncClient for asyncio.".into(),
             "with client.lease(\"deploy:prod\", holder=\"worker-7\", ttl=30, wait=10) as lease: renews in the background, gives lease.token for your writes, and turns lease.lost true (lease.check() raises) once it cannot be sure it still holds the lease; it releases on exit, and raises NotAcquired when the lease was not free within wait.".into(),
             "client.acquire(r, holder=h, limit=4) takes a permit of a semaphore; client.acquire_all([r1, r2], holder=h) a set; client.check(r, token, holder=h).current says whether a token is still a live permit's. with client.lease(r, holder=h, limit=4) holds a permit, and with client.lease_all([r1, r2], holder=h) holds a whole set with one background renewal and one lost signal (lease.tokens has each token).".into(),
+        ]),
+        ("From TypeScript", vec![
+            "npm install ./clients/typescript from the leasekit repository (ESM, types included, Node 20+ and browsers); import { LeaseClient } from \"leasekit\". new LeaseClient({ url, apiKey, tenant }), or { url, wallet } with a viem account to pay per call (add @x402/core @x402/evm @x402/extensions viem).".into(),
+            "await client.withLease(\"deploy:prod\", { holder: \"worker-7\", ttl: 30, wait: 10 }, async (lease) => { ... }) renews in the background, gives lease.token for your writes, and aborts lease.signal (pass it to fetch and child processes) once it cannot be sure it still holds the lease; it releases when the function returns or throws, and throws NotAcquired when the lease was not free within wait.".into(),
+            "client.acquire(r, { holder, limit: 4 }) takes a permit of a semaphore, client.acquireAll([r1, r2], { holder }) a set, client.check(r, token, { holder }) says whether a token is current; list, revoke and audit as over HTTP. Refusals are answers (granted: false, rules); errors are typed (InvalidInput, Unauthorized, Forbidden, ... all LeasekitError).".into(),
         ]),
         ("Retries and crash-resume", vec![
             "Send a requestId with every mutation you may retry. The same request again within 24 hours returns the stored answer with replayed: true and changes nothing (and is not charged again); the same requestId with different input is a 409.".into(),

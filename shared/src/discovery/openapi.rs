@@ -24,6 +24,11 @@ pub fn python_client() -> Value {
     json!({"language": "python", "package": "leasekit", "install": "pip install './clients/python[x402]' (from the leasekit repository)", "import": "leasekit", "features": ["sync and asyncio", "held lease with auto-renew and a lost signal", "API key or x402 payments from an eth_account account, with payment-identifier"]})
 }
 
+/// The TypeScript client, as the discovery documents name it.
+pub fn typescript_client() -> Value {
+    json!({"language": "typescript", "package": "leasekit", "install": "npm install ./clients/typescript (from the leasekit repository; add @x402/core @x402/evm @x402/extensions viem to pay)", "import": "leasekit", "runtimes": ["Node 20+", "browsers"], "features": ["typed answers and a typed error per code", "withLease: auto-renew and an AbortSignal that fires when the lease is lost", "API key or x402 payments from a viem account, with payment-identifier"]})
+}
+
 /// The lease description, as the product states it.
 pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, waitSeconds (0-20) waits in a first-come-first-served queue, and check answers whether a token is still current. list pages through your live leases (advisory); revoke force-releases a permit with a reason, audited, and audit lists the revokes (both for API keys with the admin role and paying wallets). Scoped to the paying wallet (or to the API key's account and tenantId).";
 
@@ -291,8 +296,8 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "info": {
             "title": "leasekit",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Leases with fencing tokens and claims on keys, for software agents. Pay per call over x402 (USDC; the payment-identifier extension makes a paid retry safe), over HTTP or MCP, or use an API key. Every lease answer is signed (W3C VC 2.0, eddsa-jcs-2022). Python client: the leasekit package (clients/python).",
-            "x-clients": [python_client()]
+            "description": "Leases with fencing tokens and claims on keys, for software agents. Pay per call over x402 (USDC; the payment-identifier extension makes a paid retry safe), over HTTP or MCP, or use an API key. Every lease answer is signed (W3C VC 2.0, eddsa-jcs-2022). Clients: the leasekit package for Python (clients/python) and for TypeScript (clients/typescript).",
+            "x-clients": [python_client(), typescript_client()]
         },
         "servers": [{"url": base_url}],
         "paths": {

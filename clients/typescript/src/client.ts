@@ -1,0 +1,193 @@
+// The client: one method per op of the lease API, and `withLease`.
+
+import { type Transport, call } from "./call.js";
+import { type HeldLease, type HoldOptions, withLease } from "./held.js";
+import { type Lease, type Page, body, newRequestId, pageOf } from "./model.js";
+import { type Wallet, payerFor } from "./x402.js";
+
+export interface ClientOptions {
+  /** The service's base URL, e.g. `http://127.0.0.1:3000`. */
+  readonly url: string;
+  /** An API key (its account is the tenant namespace); or give `wallet`. */
+  readonly apiKey?: string;
+  /** Pay per call over x402 from this viem account (the wallet is the tenant); or give `apiKey`. */
+  readonly wallet?: Wallet;
+  /** The tenant within the key's account (default "default"). */
+  readonly tenant?: string;
+  /** Each attempt's timeout, ms (default 10000; a waiting acquire gets its wait on top). */
+  readonly timeoutMs?: number;
+  /** Retries of a call that got no answer, a 502, a 5xx or a 429 (default 3). */
+  readonly retries?: number;
+  /** The fetch to send with (default: the global one). */
+  readonly fetch?: typeof globalThis.fetch;
+}
+
+/** Options every call takes: `signal` aborts it (and its retries). */
+export interface CallOptions {
+  readonly signal?: AbortSignal;
+}
+
+/** Options of a mutation: `requestId` (made for you) is kept across the call's own retries. */
+export interface MutationOptions extends CallOptions {
+  readonly requestId?: string;
+}
+
+/**
+ * A leasekit client over HTTP, with an API key, or paying per call over x402 from a wallet.
+ *
+ * Every mutation carries a request id, made once and kept across that call's own retries (no
+ * answer, a 502, a 5xx, a 429), so a retry never applies twice: a retry whose first answer was
+ * lost gets the stored answer (`replayed: true`). A paid call's payment is made once and resent
+ * on those retries, named with a payment identifier, so it is charged once; a 409
+ * PAYMENT_IN_PROGRESS (the first attempt still open) is waited out, not paid again. A refusal by
+ * a rule (LEASE_HELD, TOKEN_MISMATCH, ...) is an answer (`granted: false`, `rules`), not an
+ * error; errors are typed (`InvalidInput`, `Unauthorized`, ... all `LeasekitError`).
+ */
+export class LeaseClient {
+  readonly tenant: string;
+  readonly #t: Transport;
+
+  constructor(options: ClientOptions) {
+    if ((options.apiKey === undefined) === (options.wallet === undefined)) {
+      throw new TypeError("give exactly one of apiKey and wallet");
+    }
+    this.tenant = options.tenant ?? "default";
+    const fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.#t = {
+      url: options.url.replace(/\/+$/, ""),
+      headers: options.apiKey === undefined ? {} : { "x-api-key": options.apiKey },
+      timeoutMs: options.timeoutMs ?? 10_000,
+      retries: options.retries ?? 3,
+      fetch,
+      payer: options.wallet === undefined ? null : payerFor(options.wallet),
+      now: () => performance.now(),
+      sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    };
+  }
+
+  #call(fields: Record<string, unknown>, options: CallOptions = {}): Promise<Lease> {
+    return call(this.#t, body({ ...fields, tenantId: this.tenant }), { signal: options.signal });
+  }
+
+  #mutate(fields: Record<string, unknown>, options: MutationOptions): Promise<Lease> {
+    return this.#call({ ...fields, requestId: options.requestId ?? newRequestId() }, options);
+  }
+
+  /**
+   * Acquire `resource` for `ttl` seconds (default 30); `granted` says whether you hold it now.
+   * With `limit` (1-64), one of that many permits (a semaphore), each with its own token. With
+   * `wait` (0-20 s), a caller who is not granted at once waits in the resource's queue (first
+   * come, first served) and is answered as soon as the permit is its own, or when the wait ends
+   * ungranted with its `queuePosition`.
+   */
+  acquire(
+    resource: string,
+    options: MutationOptions & { holder: string; ttl?: number; limit?: number; wait?: number },
+  ): Promise<Lease> {
+    const { holder, ttl, limit, wait } = options;
+    return this.#mutate(
+      { op: "acquire", resource, holder, ttlSeconds: ttl ?? 30, limit, waitSeconds: wait || undefined },
+      options,
+    );
+  }
+
+  /** Acquire every one of `resources` (2-50) or none, in one transaction; `leases` has each token. */
+  acquireAll(
+    resources: readonly string[],
+    options: MutationOptions & { holder: string; ttl?: number; limit?: number },
+  ): Promise<Lease> {
+    const { holder, ttl, limit } = options;
+    return this.#mutate({ op: "acquire", resources, holder, ttlSeconds: ttl ?? 30, limit }, options);
+  }
+
+  /** Extend a lease you hold to `ttl` seconds from now; refused once it has lapsed. */
+  renew(resource: string, options: MutationOptions & { holder: string; token: number; ttl?: number }): Promise<Lease> {
+    const { holder, token, ttl } = options;
+    return this.#mutate({ op: "renew", resource, holder, token, ttlSeconds: ttl ?? 30 }, options);
+  }
+
+  /** Renew a whole set, each [resource, token]: all or none. */
+  renewAll(
+    leases: readonly (readonly [string, number])[],
+    options: MutationOptions & { holder: string; ttl?: number },
+  ): Promise<Lease> {
+    return this.#mutate(
+      { op: "renew", leases: setLeases(leases), holder: options.holder, ttlSeconds: options.ttl ?? 30 },
+      options,
+    );
+  }
+
+  /** Release a lease you hold. */
+  release(resource: string, options: MutationOptions & { holder: string; token: number }): Promise<Lease> {
+    return this.#mutate({ op: "release", resource, holder: options.holder, token: options.token }, options);
+  }
+
+  /** Release a whole set, each [resource, token]: all or none. */
+  releaseAll(leases: readonly (readonly [string, number])[], options: MutationOptions & { holder: string }): Promise<Lease> {
+    return this.#mutate({ op: "release", leases: setLeases(leases), holder: options.holder }, options);
+  }
+
+  /** Who holds `resource` now. */
+  get(resource: string, options: CallOptions = {}): Promise<Lease> {
+    return this.#call({ op: "get", resource }, options);
+  }
+
+  /**
+   * Whether `token` (of `holder`, if given) is a live permit of `resource`: `current`. The fence
+   * for a store that cannot keep its own highest token, and the only one for a semaphore.
+   */
+  check(resource: string, token: number, options: CallOptions & { holder?: string } = {}): Promise<Lease> {
+    return this.#call({ op: "check", resource, token, holder: options.holder }, options);
+  }
+
+  /**
+   * End `holder`'s permit of `resource` (every permit when no holder is given) at once, with
+   * `reason` (1-200 characters) kept in the audit; with `token`, only the permit with that
+   * token. An API key with the admin role, or a paying wallet in its own tenant (else
+   * `Forbidden`). `revoked` lists what it ended; not granted (NO_HOLD) when nothing was live.
+   * The revoked holder's next renew is refused with REVOKED.
+   */
+  revoke(
+    resource: string,
+    options: MutationOptions & { reason: string; holder?: string; token?: number },
+  ): Promise<Lease> {
+    const { reason, holder, token } = options;
+    return this.#mutate({ op: "revoke", resource, reason, holder, token }, options);
+  }
+
+  /**
+   * A page of your tenant's resources with a live permit or waiter, by name (advisory: a grant
+   * shows within about 2 s). Pass `nextCursor` back as `cursor` for the next page.
+   */
+  async list(options: CallOptions & { prefix?: string; cursor?: string; pageSize?: number } = {}): Promise<Page> {
+    const { prefix, cursor, pageSize } = options;
+    return pageOf(await this.#call({ op: "list", prefix, cursor, pageSize }, options));
+  }
+
+  /** A page of the revoke audit, newest first (`entries`): an admin key's or a wallet's. */
+  async audit(options: CallOptions & { resource?: string; cursor?: string; pageSize?: number } = {}): Promise<Page> {
+    const { resource, cursor, pageSize } = options;
+    return pageOf(await this.#call({ op: "audit", resource, cursor, pageSize }, options));
+  }
+
+  /**
+   * Hold `resource` (or every one of a list of resources, as one set) while `fn` runs: acquired
+   * (waiting up to `wait` seconds, else `NotAcquired`), renewed in the background a third of the
+   * way to its local deadline, released when `fn` returns or throws. `lease.signal` aborts the
+   * moment the lease may be someone else's (a renewal refused, or none through by the local
+   * deadline: the send time of the last grant plus the TTL minus 1% and 250 ms); pass it to
+   * fetch and child processes, and send `lease.token` with every write the lease protects.
+   */
+  withLease<T>(
+    resource: string | readonly string[],
+    options: HoldOptions,
+    fn: (lease: HeldLease) => Promise<T> | T,
+  ): Promise<T> {
+    const resources = typeof resource === "string" ? [resource] : [...resource];
+    return withLease(this.#t, this.tenant, resources, options, fn);
+  }
+}
+
+function setLeases(leases: readonly (readonly [string, number])[]): { resource: string; token: number }[] {
+  return leases.map(([resource, token]) => ({ resource, token }));
+}

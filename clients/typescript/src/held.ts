@@ -1,0 +1,243 @@
+// A lease held while a function runs: acquired (waiting in the service's queue if asked),
+// renewed in the background on the local-deadline rule (see `Clock`), released on return or
+// throw; its `signal` fires the moment it may be someone else's.
+
+import { type Transport, call } from "./call.js";
+import { Clock } from "./clock.js";
+import { InvalidInput, LeaseLost, NotAcquired } from "./errors.js";
+import { type Lease, body, newRequestId } from "./model.js";
+
+/** The longest wait one call asks the service for (its `waitSeconds` bound). */
+export const MAX_SERVER_WAIT = 20;
+/** Pause between tries to acquire while it may wait, when the service does not wait (ms). */
+export const ACQUIRE_PAUSE_MS = 200;
+/** Pause before trying a renewal again after a call that failed, its own retries spent (ms). */
+export const RETRY_PAUSE_MS = 200;
+
+export interface HoldOptions {
+  /** Who holds it: the same name across your retries and renewals. */
+  readonly holder: string;
+  /** Seconds each grant lasts on the service (1-3600; default 30). */
+  readonly ttl?: number;
+  /** Seconds to wait for it if someone else holds it (default 0: `NotAcquired` at once). */
+  readonly wait?: number;
+  /** How many holders the resource takes at once: a semaphore's limit (default 1, a lease). */
+  readonly limit?: number;
+}
+
+/** What a held lease's owner sees of it. */
+export class HeldLease {
+  readonly resources: readonly string[];
+  readonly holder: string;
+  readonly ttl: number;
+  /** Each resource's fencing token; `token` is the first's. Send it with every write it fences. */
+  readonly tokens: Readonly<Record<string, number>>;
+  readonly token: number;
+  /** The granted acquire's answer. */
+  readonly answer: Lease;
+  /** Aborted, with a `LeaseLost` as its reason, once the lease may be someone else's: pass it to fetch and child processes. */
+  readonly signal: AbortSignal;
+  readonly #clock: Clock;
+  readonly #now: () => number;
+
+  constructor(init: {
+    resources: readonly string[];
+    holder: string;
+    ttl: number;
+    answer: Lease;
+    clock: Clock;
+    signal: AbortSignal;
+    now: () => number;
+  }) {
+    this.resources = init.resources;
+    this.holder = init.holder;
+    this.ttl = init.ttl;
+    this.answer = init.answer;
+    this.#clock = init.clock;
+    this.signal = init.signal;
+    this.#now = init.now;
+    const first = init.resources[0] ?? "";
+    this.tokens =
+      init.answer.leases !== null
+        ? Object.fromEntries(init.answer.leases.filter((m) => m.token !== null).map((m) => [m.resource, m.token as number]))
+        : { [first]: init.answer.token ?? 0 };
+    this.token = this.tokens[first] ?? 0;
+  }
+
+  /** The local deadline (a `performance.now()` instant): held until then at least, unless renewed. */
+  get deadline(): number {
+    return this.#clock.deadline;
+  }
+
+  /** Whether the lease is lost (judged now, against the local deadline). */
+  get lost(): boolean {
+    return this.#clock.judge(this.#now());
+  }
+
+  /** Throw `LeaseLost` if the lease is lost. */
+  check(): void {
+    if (this.lost) throw new LeaseLost(this.#clock.lostReason ?? "lost", this.#clock.lostRule);
+  }
+}
+
+/**
+ * Acquire `resources` (one, or a set taken whole), waiting up to `wait` seconds: one resource
+ * waits in the service's queue (`waitSeconds`, at most 20 s a try, the place kept between
+ * tries); a set, which cannot wait there, is tried again `ACQUIRE_PAUSE_MS` apart, as is a
+ * service from before waiting (it refuses the field). Each try has a new request id (a call's
+ * own retries keep theirs). A grant that came after a wait is taken once more at once (the
+ * holder's own acquire, the same token), so that the lease's clock starts at a send made after
+ * the grant, however long the wait took. Then `fn` runs with the lease held.
+ */
+export async function withLease<T>(
+  t: Transport,
+  tenant: string,
+  resources: readonly string[],
+  options: HoldOptions,
+  fn: (lease: HeldLease) => Promise<T> | T,
+): Promise<T> {
+  const ttl = options.ttl ?? 30;
+  const limit = options.limit ?? 1;
+  const isSet = resources.length > 1;
+  const { holder } = options;
+  const request = (op: string, fields: Record<string, unknown>) =>
+    body({ op, tenantId: tenant, holder, requestId: newRequestId(), ...fields });
+  const target = isSet ? { resources } : { resource: resources[0] };
+
+  // Acquire.
+  const giveUp = t.now() + (options.wait ?? 0) * 1000;
+  let serverWaits = !isSet;
+  let confirm = false;
+  let answer: Lease;
+  let sent: number;
+  for (;;) {
+    const left = giveUp - t.now();
+    const wait = !confirm && serverWaits && left >= 1000 ? Math.floor(Math.min(MAX_SERVER_WAIT, left / 1000)) : 0;
+    sent = t.now();
+    try {
+      answer = await call(
+        t,
+        request("acquire", {
+          ...target,
+          ttlSeconds: ttl,
+          limit: limit === 1 ? undefined : limit,
+          waitSeconds: wait > 0 ? wait : undefined,
+        }),
+      );
+    } catch (error) {
+      // A service from before waitSeconds refuses the field: try again at intervals.
+      if (error instanceof InvalidInput && wait > 0 && error.message.includes("waitSeconds")) {
+        serverWaits = false;
+        continue;
+      }
+      throw error;
+    }
+    confirm = false;
+    if (answer.granted && (answer.token !== null || answer.leases !== null)) {
+      if (wait === 0) break;
+      confirm = true;
+      continue;
+    }
+    if (answer.rules.includes("LIMIT_MISMATCH")) {
+      throw new NotAcquired(`${resources.join(", ")} is held under limit ${answer.limit}`, answer.holder);
+    }
+    const now = t.now();
+    if (now >= giveUp) throw new NotAcquired(`${resources.join(", ")} is held by ${answer.holder}`, answer.holder);
+    // The service waited and kept the place: ask again at once, while it can wait longer.
+    if (answer.queuePosition !== null && serverWaits && giveUp - now >= 1000) continue;
+    await t.sleep(Math.min(ACQUIRE_PAUSE_MS, giveUp - now));
+  }
+
+  // Hold.
+  const clock = new Clock(ttl);
+  clock.granted(sent);
+  const lost = new AbortController();
+  const stopping = new AbortController();
+  const lose = () => {
+    if (!lost.signal.aborted) lost.abort(new LeaseLost(clock.lostReason ?? "lost", clock.lostRule));
+  };
+  // The loss is signalled at the local deadline itself, whatever a renewal in flight is doing.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => (clock.judge(t.now()) ? lose() : arm()), Math.max(0, clock.deadline - t.now()));
+  };
+  arm();
+  const held = new HeldLease({ resources, holder, ttl, answer, clock, signal: lost.signal, now: t.now });
+  const renewal = () =>
+    isSet
+      ? request("renew", { leases: leasesOf(held), ttlSeconds: ttl })
+      : request("renew", { resource: resources[0], token: held.token, ttlSeconds: ttl });
+  const renewing = renew(t, clock, stopping.signal, lose, arm, renewal);
+  try {
+    return await fn(held);
+  } finally {
+    stopping.abort();
+    await renewing;
+    clearTimeout(timer);
+    // A lost lease may be someone else's by now; past its deadline a release has no time left.
+    if (!clock.judge(t.now())) {
+      const release = isSet
+        ? request("release", { leases: leasesOf(held) })
+        : request("release", { resource: resources[0], token: held.token });
+      // It lapses by itself if the release fails.
+      await call(t, release, { deadline: clock.deadline }).catch(() => undefined);
+    }
+  }
+}
+
+function leasesOf(held: HeldLease): { resource: string; token: number }[] {
+  return held.resources.map((resource) => ({ resource, token: held.tokens[resource] ?? 0 }));
+}
+
+/** Sleep `ms`, or less if `signal` aborts; whether it aborted. */
+function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve(signal.aborted);
+    };
+    const timer = setTimeout(done, Math.max(0, ms));
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/**
+ * Renew a third of the way to the local deadline until `stop` aborts. A granted renewal moves
+ * the deadline (unless a loss was judged meanwhile: that is final); a refused one is a loss with
+ * its rule; a failed one is tried again `RETRY_PAUSE_MS` later while time is left. A grant that
+ * lands at or past the deadline comes too late: the loss stands.
+ */
+async function renew(
+  t: Transport,
+  clock: Clock,
+  stop: AbortSignal,
+  lose: () => void,
+  rearm: () => void,
+  request: () => Record<string, unknown>,
+): Promise<void> {
+  let wait = clock.nextRenewal() - t.now();
+  for (;;) {
+    if (await pause(wait, stop)) return;
+    const sent = t.now();
+    if (clock.judge(sent)) return lose();
+    let answer: Lease;
+    try {
+      answer = await call(t, request(), { deadline: clock.deadline, signal: stop });
+    } catch {
+      if (stop.aborted) return;
+      wait = RETRY_PAUSE_MS;
+      continue;
+    }
+    if (!answer.granted) {
+      clock.refused(answer.rules[0] ?? "refused");
+      return lose();
+    }
+    if (clock.judge(t.now())) return lose();
+    clock.granted(sent);
+    rearm();
+    wait = clock.nextRenewal() - t.now();
+  }
+}

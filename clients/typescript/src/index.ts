@@ -1,0 +1,24 @@
+// leasekit: a client for the leasekit lease service.
+
+export { LeaseClient, type CallOptions, type ClientOptions, type MutationOptions } from "./client.js";
+export { HeldLease, type HoldOptions } from "./held.js";
+export { Clock, safetyMarginMs } from "./clock.js";
+export type { AuditEntry, Lease, Member, Page, Permit, Waiter } from "./model.js";
+export type { Wallet } from "./x402.js";
+export {
+  Forbidden,
+  IdempotencyConflict,
+  InvalidInput,
+  LeaseLost,
+  LeasekitError,
+  NotAcquired,
+  PayloadTooLarge,
+  PaymentIdentifierConflict,
+  PaymentInProgress,
+  PaymentRequired,
+  RateLimited,
+  ServiceError,
+  StoreUnavailable,
+  Unauthorized,
+  Unavailable,
+} from "./errors.js";
