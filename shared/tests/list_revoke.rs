@@ -496,17 +496,24 @@ async fn a_waiting_acquires_request_id_is_its_own_before_any_grant() {
     assert_eq!(replayed.fencing_token, granted.fencing_token);
 }
 
-/// A refusal whose read notices a lapse hands the freed permit to the first waiter in a write
-/// of its own, so that what it answers is what the store holds (found by the attack of
-/// 2026-12-03: LEASE_HELD cited a token that neither get nor check could see).
-#[tokio::test]
-async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
+/// Resource `q`: a's 2 s lease, and w1's place behind it (its wait of 1 s over, so w1 is
+/// between calls when the lease lapses at `now` + 2 s).
+async fn lapsed_with_a_waiter_between_calls() -> (Fixture, i64) {
     let f = fixture().await;
     let now = now_ms();
     let short = json!({"op": "acquire", "resource": "q", "holder": "a", "ttlSeconds": 2});
     assert!(f.call(short, now).await.granted);
     let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1});
     assert_eq!(f.call(wait, now).await.queue_position, Some(1));
+    (f, now)
+}
+
+/// A refusal whose read notices a lapse hands the freed permit to the first waiter in a write
+/// of its own, so that what it answers is what the store holds (found by the attack of
+/// 2026-12-03: LEASE_HELD cited a token that neither get nor check could see).
+#[tokio::test]
+async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
+    let (f, now) = lapsed_with_a_waiter_between_calls().await;
     // a's lease has lapsed, w1 is between calls: x is refused, and the store now says w1 holds.
     let later = now + 2_500;
     for (limit, rule) in [(1, "LEASE_HELD"), (2, "LIMIT_MISMATCH")] {
@@ -544,12 +551,7 @@ async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
 /// of 2026-12-03).
 #[tokio::test]
 async fn a_refused_set_that_notices_a_lapse_writes_the_hand_off() {
-    let f = fixture().await;
-    let now = now_ms();
-    let short = json!({"op": "acquire", "resource": "q", "holder": "a", "ttlSeconds": 2});
-    assert!(f.call(short, now).await.granted);
-    let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1});
-    assert_eq!(f.call(wait, now).await.queue_position, Some(1));
+    let (f, now) = lapsed_with_a_waiter_between_calls().await;
     let later = now + 2_500;
     let set = json!({"op": "acquire", "resources": ["free", "q"], "holder": "x"});
     let refused = f.call(set, later).await;
