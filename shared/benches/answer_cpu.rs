@@ -30,7 +30,8 @@ fn handler_work(body: &[u8], state: &LeaseState) -> Value {
             NOW,
         ),
         leasekit_core::lease::Decision::Deny(w)
-        | leasekit_core::lease::Decision::Queue { witnesses: w, .. } => {
+        | leasekit_core::lease::Decision::Queue { witnesses: w, .. }
+        | leasekit_core::lease::Decision::Refuse { witnesses: w, .. } => {
             LeaseAnswer::denied(request.op, state, request.holder.as_deref(), NOW, w)
         }
         leasekit_core::lease::Decision::Observe => LeaseAnswer::observed(state, None, NOW),

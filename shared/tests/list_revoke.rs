@@ -571,6 +571,66 @@ async fn a_refused_set_that_notices_a_lapse_writes_the_hand_off() {
     assert_eq!(free.holder, None, "nothing else of the set is written");
 }
 
+/// A late renew or release, refused, writes the hand-off its read noticed as an acquire's
+/// refusal does (found by the attack of 2026-12-03, round 3: get showed nobody holding while
+/// the waiter's place was live), with a requestId and without.
+#[tokio::test]
+async fn a_late_renew_or_release_writes_the_hand_off_it_notices() {
+    for (late, rule) in [
+        (
+            json!({"op": "renew", "resource": "q", "holder": "a", "token": 1}),
+            "LEASE_EXPIRED",
+        ),
+        (
+            json!({"op": "release", "resource": "q", "holder": "a", "token": 1}),
+            "NO_HOLD",
+        ),
+        (
+            json!({"op": "renew", "resource": "q", "holder": "a", "token": 1, "requestId": "late-1"}),
+            "LEASE_EXPIRED",
+        ),
+    ] {
+        let (f, now) = lapsed_with_a_waiter_between_calls().await;
+        let later = now + 2_500;
+        let refused = f.call(late.clone(), later).await;
+        assert_eq!(
+            (refused.granted, rules(&refused)),
+            (false, vec![rule]),
+            "{late}"
+        );
+        let get = f
+            .call(json!({"op": "get", "resource": "q"}), later + 1)
+            .await;
+        assert_eq!(
+            (get.holder.as_deref(), get.fencing_token),
+            (Some("w1"), Some(2)),
+            "{late}: the waiter holds the permit the lapse freed"
+        );
+    }
+}
+
+/// A waiting acquire refused by a rule (here LIMIT_MISMATCH, from a caller with a place) is
+/// answered at once, as a refusal: not waited out, and not its own record's replay (found by
+/// the attack of 2026-12-03, round 3).
+#[tokio::test]
+async fn a_refused_waiting_acquire_with_a_place_answers_at_once() {
+    let (f, now) = lapsed_with_a_waiter_between_calls().await;
+    let started = std::time::Instant::now();
+    let other_limit = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "limit": 2, "waitSeconds": 3, "requestId": "lm-1"});
+    let refused = f.call(other_limit.clone(), now + 100).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        (refused.granted, refused.replayed, rules(&refused)),
+        (false, false, vec!["LIMIT_MISMATCH"])
+    );
+    let again = f.call(other_limit, now + 200).await;
+    assert!(again.replayed, "{again:?}");
+}
+
 /// A revoke with a token ends only the permit with that token: a holder's newer permit is left
 /// alone (the console sends the token it shows).
 #[tokio::test]

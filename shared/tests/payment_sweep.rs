@@ -90,7 +90,7 @@ impl World {
         };
         let lease = LeaseKey::new(&self.tenant(), "r");
         self.leases
-            .commit(&lease, None, &key, &record, now)
+            .commit(&lease, None, &key, &record, true, now)
             .await
             .unwrap();
         key.as_str().to_owned()
@@ -412,7 +412,7 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
     };
     let lease = LeaseKey::new(&scope, "r");
     w.leases
-        .commit(&lease, None, &key, &record, t)
+        .commit(&lease, None, &key, &record, true, t)
         .await
         .unwrap();
     for nonce in [31, 32] {

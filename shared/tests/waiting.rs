@@ -247,3 +247,52 @@ async fn a_permit_handed_between_calls_answers_the_waiters_request_id_once() {
         assert_eq!(next.fencing_token, token.map(|t| t + 1), "{end}: {next:?}");
     }
 }
+
+/// A waiter that calls under several requestIds (found by the attack of 2026-12-03, round 3):
+/// the place answers the last call with a requestId, whatever order the retries come in, and a
+/// call without one leaves it to the call before. A retry planned on this process's view, which
+/// cannot show a hand-off that ended since, is decided on the store's state instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_calling_under_several_request_ids_is_answered_its_hand_off_once() {
+    let w = waiting().await;
+    for (case, second, retries) in [
+        ("w1-first", Some("b"), ["a", "b"]),
+        ("w2-first", Some("b"), ["b", "a"]),
+        ("no-id", None, ["a", "a"]),
+    ] {
+        let resource = format!("several-{case}");
+        let owner = w
+            .call(json!({"op": "acquire", "resource": resource, "holder": "owner"}))
+            .await;
+        let call = |id: Option<&str>| {
+            let mut body = acquire(&resource, "w", 1);
+            if let Some(id) = id {
+                body["requestId"] = json!(format!("{case}-{id}"));
+            }
+            body
+        };
+        assert_eq!(w.call(call(Some("a"))).await.queue_position, Some(1));
+        assert_eq!(w.call(call(second)).await.queue_position, Some(1));
+        w.call(release(&resource, "owner", owner.fencing_token))
+            .await;
+        let handed = w.call(json!({"op": "get", "resource": resource})).await;
+        assert_eq!(handed.fencing_token, Some(2), "{case}: {handed:?}");
+        assert!(w.call(release(&resource, "w", Some(2))).await.granted);
+        // The call the place answered replays token 2; the other is a new acquire, its first.
+        let answered = second.unwrap_or("a");
+        let mut tokens = Vec::new();
+        for id in retries {
+            let mut again = call(Some(id));
+            again["waitSeconds"] = json!(0);
+            let got = w.call(again).await;
+            assert!(got.granted, "{case} {id}: {got:?}");
+            tokens.push((id, got.fencing_token, got.replayed));
+        }
+        for (id, token, replayed) in tokens.iter().copied() {
+            match id == answered {
+                true => assert_eq!((token, replayed), (Some(2), true), "{case}: {tokens:?}"),
+                false => assert_eq!((token, replayed), (Some(3), false), "{case}: {tokens:?}"),
+            }
+        }
+    }
+}

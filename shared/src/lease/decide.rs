@@ -62,12 +62,18 @@ pub enum Decision {
     Write(Write),
     /// A rule stopped it: one witness per broken rule.
     Deny(Vec<Witness>),
-    /// Not granted (why, in `witnesses`), with a write when the stored state needs one: it takes
-    /// or keeps the caller's place when the caller waits, and hands on permits freed since the
-    /// last write (also when the caller is refused outright). The answer is the state it leaves;
-    /// the caller waits when it has a place in it.
+    /// Not granted yet (why, in `witnesses`): the caller waits in the queue. With a write when
+    /// the stored state needs one: it takes or keeps the caller's place, and hands on permits
+    /// freed since the last write. The answer is the state it leaves.
     Queue {
         write: Option<Write>,
+        witnesses: Vec<Witness>,
+    },
+    /// A rule stopped it, as `Deny`, and the stored state needs a write all the same: the
+    /// hand-off of permits freed since the last write (a lapse nobody wrote yet), so that what
+    /// the refusal cites is what the store holds (docs/adr/0008). The caller does not wait.
+    Refuse {
+        write: Write,
         witnesses: Vec<Witness>,
     },
     /// Nothing to change (get): answer with the state as it is.
@@ -178,8 +184,8 @@ pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Writ
             // A versioned write (a queue's) is decided on a read, as a semaphore's is.
             Decision::Write(write) if !matches!(write.guard, Guard::Version { .. }) => Some(write),
             Decision::Write(_) => None,
-            Decision::Deny(_) | Decision::Queue { .. } | Decision::Observe => None,
-            Decision::Handed(_) => None,
+            Decision::Deny(_) | Decision::Queue { .. } | Decision::Refuse { .. } => None,
+            Decision::Observe | Decision::Handed(_) => None,
         },
         Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
             None
@@ -305,17 +311,23 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
             (holder, *token)
         }
     };
-    // Before any other reason: an operator ended this very permit.
+    // Before any other reason: an operator ended this very permit. A refusal writes the
+    // hand-off its read noticed, as an acquire's does (found by the attack of 2026-12-03,
+    // round 3: a late renew or release left a lapsed permit unhanded).
     if state.was_revoked(holder, token) {
-        return Decision::Deny(vec![
-            Witness::new(
-                "REVOKED",
-                "/token",
-                "an operator revoked this permit (see op audit); acquire again for a new token",
-            )
-            .expected("a live permit")
-            .actual(token),
-        ]);
+        return semaphore::refusal(
+            state,
+            vec![
+                Witness::new(
+                    "REVOKED",
+                    "/token",
+                    "an operator revoked this permit (see op audit); acquire again for a new token",
+                )
+                .expected("a live permit")
+                .actual(token),
+            ],
+            now,
+        );
     }
     let mismatches = if state.is_versioned() {
         semaphore::mismatches(state, holder, token, now)
@@ -330,9 +342,9 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
         };
         return write.map_or(Decision::Observe, Decision::Write);
     };
-    match command {
+    let witnesses = match command {
         // Release reports every failure as NO_HOLD, with the reason in the detail.
-        Command::Release { .. } => Decision::Deny(vec![Witness::new(
+        Command::Release { .. } => vec![Witness::new(
             "NO_HOLD",
             "/token",
             format!(
@@ -343,9 +355,10 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
-        )]),
-        _ => Decision::Deny(witnesses),
-    }
+        )],
+        _ => witnesses,
+    };
+    semaphore::refusal(state, witnesses, now)
 }
 
 /// An acquire. A lease (limit 1, nobody waiting) is decided here, with writes that need no read;

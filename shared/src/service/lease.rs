@@ -137,6 +137,9 @@ struct Plan {
     queued: bool,
     /// When the answer is signed as of, if not now: a grant handed to the call earlier.
     signed_at: Option<Millis>,
+    /// Whether it was decided on the store's state (a read, or the item a failed guard handed
+    /// back), not on this process's view: only then may it answer a waiting call's place.
+    on_store: bool,
 }
 
 impl Plan {
@@ -148,6 +151,7 @@ impl Plan {
             Decision::Write(write) => (Some(write), false, None),
             Decision::Deny(witnesses) => (None, false, Some(witnesses)),
             Decision::Queue { write, witnesses } => (write, true, Some(witnesses)),
+            Decision::Refuse { write, witnesses } => (Some(write), false, Some(witnesses)),
             Decision::Observe => {
                 return Self {
                     answer: observation(state, command, request, now),
@@ -155,6 +159,7 @@ impl Plan {
                     shown: state.clone(),
                     queued: false,
                     signed_at: None,
+                    on_store: true,
                 };
             }
             Decision::Handed(handed) => {
@@ -164,13 +169,13 @@ impl Plan {
                     shown: state.clone(),
                     queued: false,
                     signed_at: Some(handed.handoff.at),
+                    on_store: true,
                 };
             }
         };
         let shown = write
             .as_ref()
             .map_or_else(|| state.clone(), |w| w.effect.apply(state));
-        // A refusal that only hands a permit on is a denial with a write, not a place.
         let queued = waits && holder.is_some_and(|h| shown.queue_position(h, now).is_some());
         let answer = match witnesses {
             None => LeaseAnswer::granted(op, &shown, holder, now),
@@ -182,15 +187,17 @@ impl Plan {
             shown,
             queued,
             signed_at: None,
+            on_store: true,
         }
     }
 }
 
-/// A write to try, and what it answers once committed: a grant, or (`queued`) the caller's
-/// place with why it waits.
+/// A write to try, and what it answers once committed: a grant, or (`queued`) a denial with
+/// why, the caller's place when it `waits`.
 struct Pending {
     write: Write,
     queued: Option<Vec<Witness>>,
+    waits: bool,
 }
 
 impl Pending {
@@ -424,8 +431,10 @@ impl LeaseService {
             // process wakes it, and its own write does not.
             let woken = self.waits.subscribe(&key);
             drop(turn);
-            let queued = !answer.data.granted && answer.data.queue_position.is_some();
-            let (Some(state), true) = (state, queued && round_now < deadline) else {
+            // Waiting on, as the decision says: a refusal answers the caller's place too, and
+            // is no wait (found by the attack of 2026-12-03, round 3: a LIMIT_MISMATCH waited
+            // out the whole wait, and then answered its own record's replay).
+            let Some(state) = state.filter(|_| round_now < deadline) else {
                 return Ok(answer);
             };
             woken
@@ -434,9 +443,10 @@ impl LeaseService {
         }
     }
 
-    /// A mutation: with a requestId its answer is recorded, without one it is not. Also the
-    /// state the answer shows, when it is not a replay. `guess`: try the write planned without a
-    /// read first (see [`Self::mutate_optimistically`]).
+    /// A mutation: with a requestId its answer is recorded, without one it is not. Also, when
+    /// the caller waits in the queue (an acquire with a place, not granted yet), the state it
+    /// waits on. `guess`: try the write planned without a read first (see
+    /// [`Self::mutate_optimistically`]).
     async fn mutate(
         &self,
         key: &LeaseKey,
@@ -448,10 +458,10 @@ impl LeaseService {
     ) -> Result<(SignedAnswer, Option<LeaseState>), LeaseError> {
         match record {
             None => {
-                let (answer, state) = self
+                let (answer, waits_on) = self
                     .mutate_optimistically(key, command, request, signing.now, guess)
                     .await?;
-                Ok((self.sign(answer, signing)?, Some(state)))
+                Ok((self.sign(answer, signing)?, waits_on))
             }
             Some(record) => {
                 self.mutate_with_record(key, record, command, request, signing)
@@ -471,7 +481,7 @@ impl LeaseService {
         request: &LeaseRequest,
         now: Millis,
         guess: bool,
-    ) -> Result<(LeaseAnswer, LeaseState), LeaseError> {
+    ) -> Result<(LeaseAnswer, Option<LeaseState>), LeaseError> {
         let view = self.views.get(key).unwrap_or_default();
         let foreseen = planned(&view, command, now)
             .filter(|w| matches!(command, Command::Acquire { .. }) && w.effect.keeps_token());
@@ -479,6 +489,14 @@ impl LeaseService {
         let grants = |write| Pending {
             write,
             queued: None,
+            waits: false,
+        };
+        // The state a caller with a place in it waits on.
+        let waits_on = |state: &LeaseState| {
+            let holder = caller(request);
+            holder
+                .is_some_and(|h| state.queue_position(h, now).is_some())
+                .then(|| state.clone())
         };
         let mut next = foreseen
             .or_else(|| optimistic(command, now))
@@ -491,16 +509,17 @@ impl LeaseService {
                 Some(pending) => match self.store.apply(key, &pending.write, now).await? {
                     Applied::Committed(after) => {
                         self.committed(key, &after);
+                        let waits = pending.waits;
                         let answer = pending.answer(request.op, &after, caller(request), now);
-                        return Ok((answer, after));
+                        return Ok((answer, waits.then(|| waits_on(&after)).flatten()));
                     }
                     Applied::GuardFailed(old) => old,
                 },
             };
             self.views.put(key, &old);
-            let answer = |witnesses| {
+            let answer = |witnesses, waits: bool| {
                 let denied = LeaseAnswer::denied(request.op, &old, caller(request), now, witnesses);
-                Ok((denied, old.clone()))
+                Ok((denied, waits.then(|| waits_on(&old)).flatten()))
             };
             match decide(&old, command, now) {
                 Decision::Write(write) => next = Some(grants(write)),
@@ -511,13 +530,20 @@ impl LeaseService {
                     next = Some(Pending {
                         write,
                         queued: Some(witnesses),
+                        waits: true,
                     })
                 }
-                Decision::Deny(witnesses) | Decision::Queue { witnesses, .. } => {
-                    return answer(witnesses);
+                Decision::Refuse { write, witnesses } => {
+                    next = Some(Pending {
+                        write,
+                        queued: Some(witnesses),
+                        waits: false,
+                    })
                 }
+                Decision::Queue { witnesses, .. } => return answer(witnesses, true),
+                Decision::Deny(witnesses) => return answer(witnesses, false),
                 Decision::Observe => {
-                    return Ok((observation(&old, command, request, now), old.clone()));
+                    return Ok((observation(&old, command, request, now), None));
                 }
                 // Only a call with a requestId has a ticket, and it is recorded.
                 Decision::Handed(_) => {
@@ -553,6 +579,10 @@ impl LeaseService {
                 shown: after,
                 queued: false,
                 signed_at: None,
+                // A view does not show what was handed to a waiting call since it was seen
+                // (found by the attack of 2026-12-03, round 3): a retry of a waiting call whose
+                // place was recorded is sent to the store's state instead.
+                on_store: false,
             })
         });
         // Whether this request's place is recorded already (a waiting acquire's earlier round,
@@ -586,7 +616,7 @@ impl LeaseService {
                 let write = this.write.as_ref();
                 match self
                     .store
-                    .commit(key, write, record_key, &placed, now)
+                    .commit(key, write, record_key, &placed, this.on_store, now)
                     .await?
                 {
                     Committed::Yes => {
@@ -615,14 +645,19 @@ impl LeaseService {
             let write = this.write.as_ref();
             match self
                 .store
-                .commit(key, write, record_key, &stored, now)
+                .commit(key, write, record_key, &stored, this.on_store, now)
                 .await?
             {
                 Committed::Yes => {
                     if this.write.is_some() {
                         self.committed(key, &this.shown);
                     }
-                    return Ok((answer, Some(this.shown)));
+                    return Ok((answer, None));
+                }
+                // This input's place, met by a write planned on the view: decided again on the
+                // store's state, which says what was handed to it.
+                Committed::RecordExists(existing)
+                    if !this.on_store && existing.queued && existing.fingerprint == fingerprint => {
                 }
                 Committed::RecordExists(existing) => {
                     return Ok((self.replay(&existing, &fingerprint)?, None));
@@ -694,6 +729,9 @@ impl LeaseService {
                     // refused like any other (its place left as it is).
                     Decision::Deny(denied)
                     | Decision::Queue {
+                        witnesses: denied, ..
+                    }
+                    | Decision::Refuse {
                         witnesses: denied, ..
                     } => denied,
                     Decision::Observe => continue,
@@ -890,7 +928,10 @@ impl LeaseService {
                     let answer = LeaseAnswer::denied(request.op, &state, None, now, witnesses);
                     (answer, None, None)
                 }
-                Decision::Queue { .. } | Decision::Observe | Decision::Handed(_) => {
+                Decision::Queue { .. }
+                | Decision::Refuse { .. }
+                | Decision::Observe
+                | Decision::Handed(_) => {
                     return Err(LeaseError::Internal("a revoke decided as no revoke".into()));
                 }
             };

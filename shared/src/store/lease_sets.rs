@@ -78,7 +78,7 @@ impl LeaseStore {
         now: Millis,
     ) -> Result<SetCommitted, StoreError> {
         let put = record
-            .map(|(key, stored)| self.record_put(key, stored, now))
+            .map(|(key, stored)| self.record_put(key, stored, true, now))
             .transpose()?;
         let record_at = writes.len() + also.len();
         if record_at == 0 {

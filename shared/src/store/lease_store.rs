@@ -184,16 +184,19 @@ impl LeaseStore {
     }
 
     /// Commit `record` and, if given, `write`, atomically: both or neither. The record is written
-    /// only if no live record holds its key.
+    /// only if no live record holds its key, or (`over_place`) a waiting call's place of the same
+    /// input does: only a write decided on the store's own state may answer a waiting call, as
+    /// only that state says what was handed to it meanwhile (docs/adr/0008).
     pub async fn commit(
         &self,
         key: &LeaseKey,
         write: Option<&Write>,
         record_key: &RecordKey,
         record: &StoredRecord,
+        over_place: bool,
         now: Millis,
     ) -> Result<Committed, StoreError> {
-        let put = self.record_put(record_key, record, now)?;
+        let put = self.record_put(record_key, record, over_place, now)?;
         let Some(write) = write else {
             return self.put_record_alone(put, record).await;
         };
@@ -287,19 +290,26 @@ impl LeaseStore {
         &self,
         key: &RecordKey,
         record: &StoredRecord,
+        over_place: bool,
         now: Millis,
     ) -> Result<Put, StoreError> {
         let mut expr = Expr::default();
-        // A waiting acquire's record of this very input gives way to its answer.
-        let condition = format!(
-            "attribute_not_exists(pk) OR {exp} <= {now} OR ({queued} = {yes} AND {fp} = {mine})",
+        let free = format!(
+            "attribute_not_exists(pk) OR {exp} <= {now}",
             exp = expr.name("exp"),
             now = expr.value("now", n(now)),
-            queued = expr.name("queued"),
-            yes = expr.value("yes", AttributeValue::Bool(true)),
-            fp = expr.name("fp"),
-            mine = expr.value("fp", s(&record.fingerprint)),
         );
+        // A waiting acquire's record of this very input gives way to its answer.
+        let condition = match over_place {
+            false => free,
+            true => format!(
+                "{free} OR ({queued} = {yes} AND {fp} = {mine})",
+                queued = expr.name("queued"),
+                yes = expr.value("yes", AttributeValue::Bool(true)),
+                fp = expr.name("fp"),
+                mine = expr.value("fp", s(&record.fingerprint)),
+            ),
+        };
         let mut put = Put::builder()
             .table_name(&self.requests)
             .item("pk", s(&key.0))

@@ -75,8 +75,8 @@ pub(super) fn ahead(settled: &LeaseState, holder: &str, now: Millis) -> usize {
 }
 
 /// The caller's place taken or kept in `settled`: lasting until its wait ends and
-/// [`PLACE_KEPT_MS`] after, never shortened, and naming the call that kept it last (a retry of
-/// the same call keeps its ticket as it is). `None` when the queue is full and it has none.
+/// [`PLACE_KEPT_MS`] after, never shortened, and naming the call with a requestId that kept it
+/// last (a retry of the same call keeps its ticket as it is). `None` when the queue is full and it has none.
 pub(super) fn keep_place(
     settled: &LeaseState,
     asked: &Asked<'_>,
@@ -88,9 +88,12 @@ pub(super) fn keep_place(
     match after.waiters.iter_mut().find(|w| w.holder == asked.holder) {
         Some(place) => {
             place.until = place.until.max(until);
-            let same = place.ticket.as_ref().map(|t| &t.key) == asked.ticket.map(|t| &t.key);
-            if !same {
-                place.ticket = asked.ticket.cloned();
+            // A call without a requestId cannot be answered twice, so it leaves the ticket of
+            // the call before it (found by the attack of 2026-12-03, round 3).
+            if let Some(ticket) = asked.ticket
+                && place.ticket.as_ref().map(|t| &t.key) != Some(&ticket.key)
+            {
+                place.ticket = Some(ticket.clone());
             }
         }
         None if full => return None,

@@ -60,6 +60,14 @@ pub(crate) fn hand_on(state: &LeaseState, now: Millis) -> Option<Write> {
         .then(|| replace(state, settled, now))
 }
 
+/// A refusal of a call on `state` for `witnesses`, writing the hand-off its read noticed.
+pub(super) fn refusal(state: &LeaseState, witnesses: Vec<Witness>, now: Millis) -> Decision {
+    match hand_on(state, now) {
+        Some(write) => Decision::Refuse { write, witnesses },
+        None => Decision::Deny(witnesses),
+    }
+}
+
 /// An acquire on a versioned resource, or one that waits: on the state settled first, so that
 /// earlier waiters are served before the caller.
 pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Decision {
@@ -67,13 +75,7 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     // A refusal whose read found a permit to hand on (a lapse nobody wrote yet) writes the
     // hand-off, so that its answer, its witness and the store agree on who holds the permit
     // (found by the attack of 2026-12-03: a LEASE_HELD citing a token no read could see).
-    let refuse = |witnesses: Vec<Witness>| match hand_on(state, now) {
-        Some(write) => Decision::Queue {
-            write: Some(write),
-            witnesses,
-        },
-        None => Decision::Deny(witnesses),
-    };
+    let refuse = |witnesses: Vec<Witness>| refusal(state, witnesses, now);
     if let Some(mismatch) = limit_mismatch(&settled, asked.limit, now) {
         return refuse(vec![mismatch]);
     }

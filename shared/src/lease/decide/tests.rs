@@ -55,7 +55,9 @@ fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
 /// The write a decision makes, granting or queueing.
 fn write_of(d: &Decision) -> Option<&Write> {
     match d {
-        Decision::Write(w) | Decision::Queue { write: Some(w), .. } => Some(w),
+        Decision::Write(w)
+        | Decision::Queue { write: Some(w), .. }
+        | Decision::Refuse { write: w, .. } => Some(w),
         _ => None,
     }
 }
@@ -98,9 +100,9 @@ fn release(holder: &str, token: u64) -> Command {
 
 fn rule_ids(d: &Decision) -> Vec<&str> {
     match d {
-        Decision::Deny(w) | Decision::Queue { witnesses: w, .. } => {
-            w.iter().map(|w| w.rule_id.as_str()).collect()
-        }
+        Decision::Deny(w)
+        | Decision::Queue { witnesses: w, .. }
+        | Decision::Refuse { witnesses: w, .. } => w.iter().map(|w| w.rule_id.as_str()).collect(),
         _ => vec![],
     }
 }
