@@ -75,10 +75,22 @@
 
   // ---------- small DOM helpers (text only) ----------
 
+  // Caller-chosen text may carry invisible bidi and format controls (U+202E turns the rest of
+  // a line around, so "evil\u202Egnp.exe" reads as something else): each is shown as its code
+  // point, and caller text is isolated from its neighbours (console.css), so it reads as what it is.
+  const CONTROLS = /[\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+
+  function shown(text) {
+    return String(text).replace(
+      CONTROLS,
+      (c) => "[U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "]",
+    );
+  }
+
   function el(tag, className, text) {
     const node = document.createElement(tag);
     if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
+    if (text !== undefined && text !== null) node.textContent = shown(text);
     return node;
   }
 
@@ -494,7 +506,7 @@
     const dt = el("dt", null, name);
     const dd = el("dd");
     if (value instanceof Node) dd.append(value);
-    else dd.textContent = String(value);
+    else dd.textContent = shown(value);
     list.append(dt, dd);
     return dd;
   }

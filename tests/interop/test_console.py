@@ -312,6 +312,16 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
         == ["runner-c"],
         "the waiter in the queue",
     )
+    # Invisible bidi controls in caller text are shown as their code points, and caller text is
+    # isolated from its neighbours: "invoice\u202egnp.exe" does not read as "invoiceexe.png"
+    # (found by the attack of 2026-12-03, round 4).
+    bidi = "bidi:check"
+    spoof = lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": bidi, "holder": "invoice\u202egnp.exe", "ttlSeconds": 60})
+    page.wait(lambda: page.holders(bidi) == ["invoice[U+202E]gnp.exe"], "the bidi control shown as its code point")
+    holder_el = page.card(bidi).find_element(By.CSS_SELECTOR, ".permit .holder")
+    assert holder_el.value_of_css_property("unicode-bidi") == "isolate"
+    lease_op(url, API_KEY, {"op": "release", "tenantId": tenant, "resource": bidi, "holder": "invoice\u202egnp.exe", "token": spoof["fencingToken"]})
+    page.wait(lambda: page.card(bidi) is None, "the bidi lease gone on release")
     card = page.card(resource)
     assert card.find_element(By.CSS_SELECTOR, ".token").get_property("textContent") == str(held["fencingToken"])
     assert card.find_elements(By.TAG_NAME, "img") == [], "the holder became an element"
