@@ -291,11 +291,14 @@ async fn a_caller_that_hangs_up_keeps_its_place_and_nothing_is_granted_twice() {
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();
+    let mut body = waiting("hang", "first", 20);
+    body["ttlSeconds"] = json!(3600);
+    let asked_at = support::history::now_ms();
     let hung_up = impatient
         .post(&c.url)
         .header("x-api-key", ACME_KEY)
         .header("content-type", "application/json")
-        .body(waiting("hang", "first", 20).to_string())
+        .body(body.to_string())
         .send()
         .await;
     assert!(hung_up.is_err(), "the client gave up");
@@ -311,6 +314,17 @@ async fn a_caller_that_hangs_up_keeps_its_place_and_nothing_is_granted_twice() {
     let second = second.await.unwrap();
     assert_eq!(second["granted"], false, "{second}");
     assert_eq!(second["holder"], "first");
+    // Its wait ended at the hang-up: the lease is kept for it while its place lasts (its wait's
+    // 20 s and 30 s more), not taken for the hour it asked for by a wait nobody hears (found by
+    // the attack of 2026-12-03, round 4: the waiters behind it waited an hour).
+    let got = c.data(get("t1", "hang")).await;
+    assert_eq!(got["holder"], "first", "{got}");
+    let expires = support::history::parse_iso(got["expiresAt"].as_str().unwrap()).unwrap();
+    assert!(
+        expires <= asked_at + 51_000,
+        "kept {} ms past the ask, not while its place lasts: {got}",
+        expires - asked_at
+    );
     let first = c.data(waiting("hang", "first", 0)).await;
     assert_eq!(
         (first["granted"].clone(), first["fencingToken"].clone()),

@@ -546,6 +546,72 @@ async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
     assert_eq!(f.call(check, later + 1).await.current, Some(true));
 }
 
+/// The readers see what the next write will: a permit that lapsed while the earliest waiter is
+/// between calls is that waiter's (kept for it until its place's 30 s run out), so get, check
+/// and list show it held by the waiter, with the token it will have, and a revoke of every
+/// permit ends it, audited. Before (the attack of 2026-12-03, round 4), each said nobody held
+/// the resource, and the very next acquire was refused with LEASE_HELD by the waiter.
+#[tokio::test]
+async fn readers_see_a_lapsed_permit_as_the_waiters_it_is_kept_for() {
+    let (f, now) = lapsed_with_a_waiter_between_calls().await;
+    let later = now + 2_500;
+    let get = f.call(json!({"op": "get", "resource": "q"}), later).await;
+    assert_eq!(
+        (get.granted, get.holder.as_deref(), get.fencing_token),
+        (true, Some("w1"), Some(2)),
+        "{get:?}"
+    );
+    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
+    assert_eq!(f.call(check, later).await.current, Some(true));
+    let page = f.call(json!({"op": "list"}), later).await;
+    let q = &page.leases.expect("a list answer lists")[0];
+    let holders: Vec<(&str, u64)> = q
+        .holders
+        .iter()
+        .map(|h| (h.holder.as_str(), h.fencing_token))
+        .collect();
+    assert_eq!(holders, [("w1", 2)], "{q:?}");
+    assert_eq!(
+        q.waiters.as_ref().map(Vec::len),
+        Some(0),
+        "w1's place is served"
+    );
+    // Reading wrote nothing: the newcomer's refusal cites the same permit.
+    let x = json!({"op": "acquire", "resource": "q", "holder": "x"});
+    let refused = f.call(x, later + 1).await;
+    assert_eq!(
+        (refused.holder.as_deref(), refused.fencing_token),
+        (Some("w1"), Some(2)),
+        "{refused:?}"
+    );
+    // Revoking every permit, with nothing written since the lapse, ends the one kept for w1,
+    // audited; tokens go on from it.
+    let (f, now) = lapsed_with_a_waiter_between_calls().await;
+    let later = now + 2_500;
+    let revoke = json!({"op": "revoke", "resource": "q", "reason": "drain"});
+    let revoked = f.call(revoke, later + 2).await;
+    assert!(revoked.granted, "{revoked:?}");
+    let ended: Vec<(String, u64)> = revoked
+        .revoked
+        .unwrap()
+        .iter()
+        .map(|p| (p.holder.clone(), p.fencing_token))
+        .collect();
+    assert_eq!(ended, [("w1".to_owned(), 2)]);
+    let audit = f
+        .call(json!({"op": "audit", "resource": "q"}), later + 3)
+        .await;
+    let entry = &audit.entries.expect("an audit answer lists")[0];
+    let audited: Vec<(&str, u64)> = entry
+        .ended
+        .iter()
+        .map(|p| (p.holder.as_str(), p.fencing_token))
+        .collect();
+    assert_eq!(audited, [("w1", 2)], "the audit names the permit ended");
+    let next = f.acquire("q", "y", later + 3).await;
+    assert_eq!(next.fencing_token, Some(3));
+}
+
 /// The same for a set: a refused set whose read notices a lapse writes the hand-off of that
 /// member, so that its witness and its answer cite a permit the store has (the second attack
 /// of 2026-12-03).

@@ -12,7 +12,9 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use leasekit_core::http::body::Deadline;
+use leasekit_core::service::{HangUpWatch, HungUp, watching_hang_up};
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -188,6 +190,65 @@ impl AsyncWrite for Watched {
     }
 }
 
+/// How a waiting request learns that its caller hung up (the end of the caller's side of the
+/// connection, or a reset), though hyper does not read while it serves a request (half-close,
+/// above): a copy of the socket's descriptor, made when a wait starts and closed when it ends,
+/// peeks for the end. A half-closing caller's wait ends too, answered at once.
+fn hang_up_watch(socket: Arc<Socket>) -> HangUpWatch {
+    Arc::new(move || -> HungUp { Box::pin(peer_closed(socket.clone())) })
+}
+
+/// Resolves when the peer of the connection has closed its side or reset it, or the connection
+/// has closed. Pending for ever if the descriptor cannot be copied (out of descriptors: the
+/// wait then runs its course).
+async fn peer_closed(socket: Arc<Socket>) {
+    let copy = match socket.copy() {
+        None => return,
+        Some(Err(_)) => return std::future::pending().await,
+        Some(Ok(copy)) => copy,
+    };
+    let Ok(peer) = TcpStream::from_std(std::net::TcpStream::from(copy)) else {
+        return std::future::pending().await;
+    };
+    let mut byte = [0u8; 1];
+    loop {
+        match peer.peek(&mut byte).await {
+            Ok(0) | Err(_) => return,
+            // Bytes hyper has not read yet (the next request of a pipelining caller): look
+            // again later, not at once (they stay readable until hyper reads them).
+            Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// A connection's socket descriptor while the connection is open: a request runs in a task of
+/// its own and may outlive its connection, so it copies the descriptor only through this.
+struct Socket(Mutex<Option<RawFd>>);
+
+impl Socket {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<RawFd>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of the descriptor, its own; `None` once the connection has closed.
+    fn copy(&self) -> Option<std::io::Result<OwnedFd>> {
+        let fd = self.lock();
+        // SAFETY: the descriptor is open while it is in here: the connection takes it out, under
+        // this lock, before its socket is closed ([`Closing`]).
+        fd.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned())
+    }
+}
+
+/// Takes the descriptor out of its [`Socket`] when dropped: declared after the connection's
+/// hyper future, so it is dropped first, before the socket inside that future closes.
+struct Closing(Arc<Socket>);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        *self.0.lock() = None;
+    }
+}
+
 /// The open connections, oldest first, for eviction at the cap.
 #[derive(Default)]
 struct Registry {
@@ -309,18 +370,20 @@ async fn connection(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) {
+    let socket = Arc::new(Socket(Mutex::new(Some(stream.as_raw_fd()))));
+    let hang_up = hang_up_watch(socket.clone());
     let io = TokioIo::new(Watched {
         io: stream,
         watch: watch.clone(),
     });
     let service_watch = watch.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let (app, watch) = (app.clone(), service_watch.clone());
+        let (app, watch, hang_up) = (app.clone(), service_watch.clone(), hang_up.clone());
         watch.update(Phase::on_request);
         async move {
             let request =
                 request.map(|body| axum::body::Body::new(Deadline::new(body, limits.body)));
-            let response = app.oneshot(request).await;
+            let response = watching_hang_up(hang_up, app.oneshot(request)).await;
             watch.update(|p| p.on_answer(Instant::now()));
             response
         }
@@ -337,6 +400,7 @@ async fn connection(
         .half_close(true)
         .serve_connection(io, service);
     tokio::pin!(conn);
+    let _closing = Closing(socket);
     let mut stopping = *stop.borrow();
     if stopping {
         conn.as_mut().graceful_shutdown();

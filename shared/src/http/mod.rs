@@ -204,7 +204,8 @@ pub fn router(state: AppState, routes: Routes) -> Router {
 /// Run the request in a task of its own, inside its span ([`observe::span_for`]). A server drops
 /// a request's future when its caller hangs up; in its own task the request goes on: once a
 /// request is read, it is carried out whole, its store writes, its settlement and its log line
-/// included, whenever the caller leaves.
+/// included, whenever the caller leaves. It still learns of the hang-up, where its server can
+/// see one ([`crate::service::watching_hang_up`]): a wait ends there.
 pub async fn detached(
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -212,7 +213,8 @@ pub async fn detached(
     use axum::response::IntoResponse;
     use tracing::Instrument;
     let span = observe::span_for(&request);
-    match tokio::spawn(next.run(request).instrument(span)).await {
+    let run = crate::service::carrying_hang_up(next.run(request).instrument(span));
+    match tokio::spawn(run).await {
         Ok(response) => response,
         Err(e) => ApiError::Internal(format!("request task failed: {e}")).into_response(),
     }

@@ -284,6 +284,14 @@ fn holder_write(command: &Command, now: Millis) -> Option<Write> {
     }
 }
 
+/// The stored `state` as the next write will see it at `now`: lapsed permits gone, and the
+/// permits they freed handed to the earliest live places. What a read answers, so that `get`,
+/// `check` and `list` say what the next acquire finds (before, they said nobody held a permit
+/// that was kept for a waiter between its calls: the attack of 2026-12-03, round 4).
+pub fn settled(state: &LeaseState, now: Millis) -> LeaseState {
+    queue::settle(state, now)
+}
+
 /// Decide `command` against the stored `state` at server time `now`.
 pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
     let (holder, token) = match command {

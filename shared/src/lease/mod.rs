@@ -13,7 +13,7 @@ pub mod ops;
 pub mod request;
 
 pub use answer::LeaseAnswer;
-pub use decide::{Decision, Effect, Guard, Write, decide};
+pub use decide::{Decision, Effect, Guard, Write, decide, settled};
 pub use model::{LeaseState, MAX_TOKEN};
 pub use request::{Command, LeaseRequest, Op};
 

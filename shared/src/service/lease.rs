@@ -18,7 +18,7 @@
 
 use super::cursor::{Cursors, Paged};
 use crate::clock::Millis;
-use crate::lease::decide::{Decision, Write, decide, hand_on, optimistic, planned};
+use crate::lease::decide::{Decision, Write, decide, hand_on, optimistic, planned, settled};
 use crate::lease::request::MissingField;
 use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
@@ -228,6 +228,7 @@ fn observation(
     request: &LeaseRequest,
     now: Millis,
 ) -> LeaseAnswer {
+    let state = &settled(state, now);
     match command {
         Command::Check { token, holder } => {
             LeaseAnswer::checked(state, *token, holder.as_deref(), now)
@@ -411,6 +412,11 @@ impl LeaseService {
         let started = tokio::time::Instant::now();
         let deadline = now + wait_ms;
         let mut round = 0;
+        // A caller who hangs up ends its wait: it takes no permit it can no longer learn of
+        // (it used to, for the whole ttl it asked, while the waiters behind it waited: the
+        // attack of 2026-12-03, round 4). Its place lasts as any wait's, 30 s past the wait's
+        // end; a permit freed meanwhile is kept for it until then, then goes on.
+        let mut hung_up = super::waiting::hung_up();
         loop {
             let round_now = now + Millis::try_from(started.elapsed().as_millis()).unwrap_or(0);
             let round_now = round_now.min(deadline);
@@ -437,9 +443,11 @@ impl LeaseService {
             let Some(state) = state.filter(|_| round_now < deadline) else {
                 return Ok(answer);
             };
-            woken
-                .until(super::waiting::next_change(&state, round_now, deadline) - round_now)
-                .await;
+            let next = super::waiting::next_change(&state, round_now, deadline);
+            tokio::select! {
+                () = woken.until(next - round_now) => {}
+                () = &mut hung_up => return Ok(answer),
+            }
         }
     }
 
@@ -834,7 +842,12 @@ impl LeaseService {
                 let next = page
                     .next_after
                     .map(|after| self.cursors.seal(tenant, paged, &after));
-                Ok(LeaseAnswer::listed(&page.leases, next, now))
+                let leases: Vec<_> = page
+                    .leases
+                    .iter()
+                    .map(|(name, state)| (name.clone(), settled(state, now)))
+                    .collect();
+                Ok(LeaseAnswer::listed(&leases, next, now))
             }
             Paged::Audit => {
                 // A position is `<ms>:<id>`, as this service sealed it.
@@ -903,7 +916,9 @@ impl LeaseService {
             let (answer, write, entry) = match decide(&state, command, now) {
                 Decision::Write(write) => {
                     let after = write.effect.apply(&state);
-                    let ended: Vec<crate::lease::answer::Holder> = state
+                    // As the revoke decided: on the state as of now (a permit a lapse hands to
+                    // a waiter between its calls is the waiter's, and may be ended).
+                    let ended: Vec<crate::lease::answer::Holder> = settled(&state, now)
                         .live_permits(now)
                         .into_iter()
                         .filter(|p| after.was_revoked(&p.holder, p.token))

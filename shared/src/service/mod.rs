@@ -6,3 +6,5 @@ mod cursor;
 pub mod lease;
 pub mod payments;
 mod waiting;
+
+pub use waiting::{HangUpWatch, HungUp, carrying_hang_up, watching_hang_up};

@@ -153,3 +153,42 @@ pub(crate) fn next_change(state: &LeaseState, now: Millis, deadline: Millis) -> 
         .filter(|t| *t > now)
         .fold(deadline, Millis::min)
 }
+
+/// A future that resolves when the caller of the request being served has hung up.
+pub type HungUp = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// How to learn that the caller of a request hung up: made by the server that holds the
+/// connection, called only by a wait (so a server may start watching only then).
+pub type HangUpWatch = Arc<dyn Fn() -> HungUp + Send + Sync>;
+
+tokio::task_local! {
+    static HANG_UP: HangUpWatch;
+}
+
+/// Serve `request` (a future that answers one request) where its caller's hang-up can be seen:
+/// a wait inside it ends when `watch`'s future resolves. `leasekit serve` runs each request so;
+/// a Lambda function cannot (API Gateway does not tell a function its caller left), and there a
+/// wait runs its course.
+pub async fn watching_hang_up<F: Future>(watch: HangUpWatch, request: F) -> F::Output {
+    HANG_UP.scope(watch, request).await
+}
+
+/// `request` with this task's hang-up watch, if it has one, for a task of its own (a spawned
+/// task does not inherit it).
+pub fn carrying_hang_up<F: Future>(request: F) -> impl Future<Output = F::Output> {
+    let watch = HANG_UP.try_with(Arc::clone).ok();
+    async move {
+        match watch {
+            Some(watch) => HANG_UP.scope(watch, request).await,
+            None => request.await,
+        }
+    }
+}
+
+/// Resolves when the caller of the request this task serves hangs up; never where that cannot
+/// be seen (outside [`watching_hang_up`]).
+pub(crate) fn hung_up() -> HungUp {
+    HANG_UP
+        .try_with(|watch| watch())
+        .unwrap_or_else(|_| Box::pin(std::future::pending()))
+}

@@ -22,9 +22,14 @@ use serde_json::json;
 fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
     let mut after = queue::settle(&after, now);
     after.version = state.version + 1;
-    let ended = state
+    // The permits handed to waiting calls before this write: those stored, and those a lapse
+    // hands on in it (a revoke may end one of these at once).
+    let before = queue::settle(state, now);
+    let handed_before = state
         .permits
         .iter()
+        .chain(before.permits.iter().filter(|p| p.token > state.last_token));
+    let ended = handed_before
         .filter(|p| p.handoff.is_some() && !after.permits.iter().any(|kept| kept.token == p.token));
     let ended: Vec<Handed> = ended
         .filter_map(|p| {
@@ -215,7 +220,10 @@ pub(super) fn revoke(
     token: Option<u64>,
     now: Millis,
 ) -> Decision {
-    let ended: Vec<&Permit> = state
+    // On the state as of now: a permit that a lapse freed for a waiter between its calls is
+    // that waiter's, and a revoke of every permit ends it too (what a get shows).
+    let settled = queue::settle(state, now);
+    let ended: Vec<&Permit> = settled
         .live_permits(now)
         .into_iter()
         .filter(|p| holder.is_none_or(|h| h == p.holder) && token.is_none_or(|t| t == p.token))
@@ -230,7 +238,7 @@ pub(super) fn revoke(
             Witness::new("NO_HOLD", "/resource", detail).expected("a live permit"),
         ]);
     }
-    let mut after = state.clone();
+    let mut after = settled.clone();
     after
         .permits
         .retain(|p| !ended.iter().any(|e| e.token == p.token));
