@@ -174,7 +174,7 @@ pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
 /// sight of the lease this process has (the empty lease when it has none). A wrong view costs a
 /// failed guard, never a wrong write or answer: the store confirms it. A renew or release needs
 /// no view (its guard pins holder and token); an acquire takes the write `decide` would make on
-/// the view. A denial is never planned: it would rest on a view the store has not confirmed.
+/// the view. A denial is not planned as a write (see [`foreseen_denial`]).
 /// A semaphore's acquire is not planned either: its write replaces every permit, and is decided
 /// on a read.
 pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
@@ -190,6 +190,31 @@ pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Writ
         Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
             None
         }
+    }
+}
+
+/// The guard that `state` is unchanged: its counter, its version and a single permit's expiry
+/// pin it (each write changes one of them).
+pub fn unchanged(state: &LeaseState) -> Guard {
+    Guard::Version {
+        last_token: state.last_token,
+        version: state.version,
+        single_expiry: single(state),
+    }
+}
+
+/// An acquire's denial that `decide` makes on this process's view, and the guard that the lease
+/// is still as the view shows it: committed together with the denial's record, the guard is the
+/// store's confirmation, so the denial needs no read first (one round trip, not two). A view
+/// that is stale fails the guard, and the acquire is decided on what the store hands back.
+pub fn foreseen_denial(
+    view: &LeaseState,
+    command: &Command,
+    now: Millis,
+) -> Option<(Guard, Vec<Witness>)> {
+    match (command, decide(view, command, now)) {
+        (Command::Acquire { .. }, Decision::Deny(witnesses)) => Some((unchanged(view), witnesses)),
+        _ => None,
     }
 }
 

@@ -18,9 +18,11 @@
 
 use super::cursor::{Cursors, Paged};
 use crate::clock::Millis;
-use crate::lease::decide::{Decision, Write, decide, hand_on, optimistic, planned, settled};
+use crate::lease::decide::{
+    Decision, Write, decide, foreseen_denial, hand_on, optimistic, planned, settled,
+};
 use crate::lease::request::MissingField;
-use crate::lease::{Command, LeaseAnswer, LeaseRequest, LeaseState};
+use crate::lease::{Command, Guard, LeaseAnswer, LeaseRequest, LeaseState};
 use crate::provenance::Issuer;
 use crate::provenance::answer::{Subject, provenance};
 use crate::store::audit_log::AuditPosition;
@@ -140,6 +142,9 @@ struct Plan {
     /// Whether it was decided on the store's state (a read, or the item a failed guard handed
     /// back), not on this process's view: only then may it answer a waiting call's place.
     on_store: bool,
+    /// A denial decided on this process's view: the guard that the lease is still as the view
+    /// shows it, committed with the record instead of a read before it.
+    unchanged: Option<Guard>,
 }
 
 impl Plan {
@@ -160,6 +165,7 @@ impl Plan {
                     queued: false,
                     signed_at: None,
                     on_store: true,
+                    unchanged: None,
                 };
             }
             Decision::Handed(handed) => {
@@ -170,6 +176,7 @@ impl Plan {
                     queued: false,
                     signed_at: Some(handed.handoff.at),
                     on_store: true,
+                    unchanged: None,
                 };
             }
         };
@@ -188,6 +195,7 @@ impl Plan {
             queued,
             signed_at: None,
             on_store: true,
+            unchanged: None,
         }
     }
 }
@@ -578,8 +586,24 @@ impl LeaseService {
     ) -> Result<(SignedAnswer, Option<LeaseState>), LeaseError> {
         let now = signing.now;
         let fingerprint = request.fingerprint();
-        let view = self.views.get(key).unwrap_or_default();
-        let mut plan = planned(&view, command, now).and_then(|write| {
+        let seen = self.views.get(key);
+        // A denial this process's view foresees: its record, with a check that the lease is as
+        // the view shows it, in one transaction (no read first).
+        let denial = seen.as_ref().and_then(|view| {
+            let (unchanged, witnesses) = foreseen_denial(view, command, now)?;
+            Some(Plan {
+                answer: LeaseAnswer::denied(request.op, view, caller(request), now, witnesses),
+                write: None,
+                shown: view.clone(),
+                queued: false,
+                signed_at: None,
+                on_store: false,
+                unchanged: Some(unchanged),
+            })
+        });
+        let view = seen.unwrap_or_default();
+        let mut plan = denial.or_else(|| {
+            let write = planned(&view, command, now)?;
             let after = write.outcome()?;
             Some(Plan {
                 answer: LeaseAnswer::granted(request.op, &after, caller(request), now),
@@ -591,6 +615,7 @@ impl LeaseService {
                 // (found by the attack of 2026-12-03, round 3): a retry of a waiting call whose
                 // place was recorded is sent to the store's state instead.
                 on_store: false,
+                unchanged: None,
             })
         });
         // Whether this request's place is recorded already (a waiting acquire's earlier round,
@@ -651,11 +676,19 @@ impl LeaseService {
             let answer = self.sign(this.answer, signing)?;
             let stored = record_of(&fingerprint, Some(&answer), signing)?;
             let write = this.write.as_ref();
-            match self
-                .store
-                .commit(key, write, record_key, &stored, this.on_store, now)
-                .await?
-            {
+            let committed = match &this.unchanged {
+                Some(unchanged) => {
+                    self.store
+                        .commit_unchanged(key, unchanged, record_key, &stored, now)
+                        .await?
+                }
+                None => {
+                    self.store
+                        .commit(key, write, record_key, &stored, this.on_store, now)
+                        .await?
+                }
+            };
+            match committed {
                 Committed::Yes => {
                     if this.write.is_some() {
                         self.committed(key, &this.shown);

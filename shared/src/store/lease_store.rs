@@ -16,8 +16,8 @@ use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactGetItem,
-    TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactGetItem, TransactWriteItem, Update,
 };
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
@@ -201,10 +201,51 @@ impl LeaseStore {
             return self.put_record_alone(put, record).await;
         };
         let update = self.update(key, write, now)?;
+        let beside = TransactWriteItem::builder().update(update).build();
+        self.commit_beside(beside, put, record).await
+    }
+
+    /// Commit `record` with a check that the lease is as `unchanged` pins it (the state a denial
+    /// was decided on, in this process's view), in one transaction: a denial with its record in
+    /// one round trip, confirmed by the store. A lease changed since: `LeaseChanged`, with the
+    /// lease as the check saw it.
+    pub async fn commit_unchanged(
+        &self,
+        key: &LeaseKey,
+        unchanged: &Guard,
+        record_key: &RecordKey,
+        record: &StoredRecord,
+        now: Millis,
+    ) -> Result<Committed, StoreError> {
+        let put = self.record_put(record_key, record, false, now)?;
+        let mut e = Expr::default();
+        let now = e.value("now", n(now));
+        let condition = guard_condition(&mut e, unchanged, &now);
+        let e = e.used_in(&[&condition]);
+        let check = ConditionCheck::builder()
+            .table_name(&self.leases)
+            .key("pk", s(&key.0))
+            .condition_expression(condition)
+            .set_expression_attribute_names(e.names())
+            .set_expression_attribute_values(e.values())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(StoreError::built)?;
+        let beside = TransactWriteItem::builder().condition_check(check).build();
+        self.commit_beside(beside, put, record).await
+    }
+
+    /// The transaction of `beside` (the lease's write or check) and the record's `put`.
+    async fn commit_beside(
+        &self,
+        beside: TransactWriteItem,
+        put: Put,
+        record: &StoredRecord,
+    ) -> Result<Committed, StoreError> {
         let send = self
             .client
             .transact_write_items()
-            .transact_items(TransactWriteItem::builder().update(update).build())
+            .transact_items(beside)
             .transact_items(TransactWriteItem::builder().put(put).build())
             .send();
         // Measured apart to learn whether the SDK retried (see `guarded`).
@@ -345,45 +386,7 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
     let (lim, pm, until, ver) = (e.name("lim"), e.name("pm"), e.name("until"), e.name("ver"));
     let (wq, wuntil, hv) = (e.name("wq"), e.name("wuntil"), e.name("hv"));
     let now = e.value("now", n(now_ms));
-    let vacant = free(&mut e, &now);
-    let is = |e: &mut Expr, name: &str, key: &str, value: u64| match value {
-        0 => format!("attribute_not_exists({name})"),
-        v => format!("{name} = {}", e.value(key, n(v))),
-    };
-    let condition = match &write.guard {
-        Guard::Vacant => format!(
-            "{vacant} AND (attribute_not_exists({tok}) OR {tok} < {max})",
-            max = e.value("max", n(MAX_TOKEN)),
-        ),
-        Guard::VacantAt { last_token: 0 } => {
-            format!("{vacant} AND attribute_not_exists({tok})")
-        }
-        Guard::VacantAt { last_token } => {
-            format!(
-                "{vacant} AND {tok} = {t} AND {tok} < {max}",
-                t = e.value("last", n(last_token)),
-                max = e.value("max", n(MAX_TOKEN)),
-            )
-        }
-        Guard::HeldBy { holder: h, token } => format!(
-            "{holder} = {h} AND {tok} = {t} AND {exp} > {now}",
-            h = e.value("guardHolder", s(h)),
-            t = e.value("guardToken", n(token)),
-        ),
-        Guard::Version {
-            last_token,
-            version,
-            single_expiry,
-        } => format!(
-            "{} AND {} AND {}",
-            is(&mut e, &tok, "last", *last_token),
-            is(&mut e, &ver, "version", *version),
-            match single_expiry {
-                Some(x) => format!("{exp} = {}", e.value("singleExp", n(x))),
-                None => format!("attribute_not_exists({exp})"),
-            },
-        ),
-    };
+    let condition = guard_condition(&mut e, &write.guard, &now);
     let mut update = Clauses::default();
     match &write.effect {
         // A take on a lapsed semaphore makes it a lease again: its permits go, and the places
@@ -455,6 +458,56 @@ fn write_expressions(key: &LeaseKey, write: &Write, now_ms: Millis) -> (String, 
     // Not every update and condition mentions every name declared.
     let e = e.used_in(&[&update, &condition]);
     (update, condition, e)
+}
+
+/// `guard` as a condition expression on the lease item, at `now` (a placeholder): the only
+/// spelling of the domain's guards for DynamoDB, each `Guard::holds`.
+fn guard_condition(e: &mut Expr, guard: &Guard, now: &str) -> String {
+    let (holder, tok, exp, ver) = (
+        e.name("holder"),
+        e.name("tok"),
+        e.name("exp"),
+        e.name("ver"),
+    );
+    let vacant = free(e, now);
+    let is = |e: &mut Expr, name: &str, key: &str, value: u64| match value {
+        0 => format!("attribute_not_exists({name})"),
+        v => format!("{name} = {}", e.value(key, n(v))),
+    };
+    match guard {
+        Guard::Vacant => format!(
+            "{vacant} AND (attribute_not_exists({tok}) OR {tok} < {max})",
+            max = e.value("max", n(MAX_TOKEN)),
+        ),
+        Guard::VacantAt { last_token: 0 } => {
+            format!("{vacant} AND attribute_not_exists({tok})")
+        }
+        Guard::VacantAt { last_token } => {
+            format!(
+                "{vacant} AND {tok} = {t} AND {tok} < {max}",
+                t = e.value("last", n(last_token)),
+                max = e.value("max", n(MAX_TOKEN)),
+            )
+        }
+        Guard::HeldBy { holder: h, token } => format!(
+            "{holder} = {h} AND {tok} = {t} AND {exp} > {now}",
+            h = e.value("guardHolder", s(h)),
+            t = e.value("guardToken", n(token)),
+        ),
+        Guard::Version {
+            last_token,
+            version,
+            single_expiry,
+        } => format!(
+            "{} AND {} AND {}",
+            is(e, &tok, "last", *last_token),
+            is(e, &ver, "version", *version),
+            match single_expiry {
+                Some(x) => format!("{exp} = {}", e.value("singleExp", n(x))),
+                None => format!("attribute_not_exists({exp})"),
+            },
+        ),
+    }
 }
 
 /// The condition that the resource is free at `now` (a placeholder): no live permit of either

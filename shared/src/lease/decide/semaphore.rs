@@ -6,7 +6,7 @@
 
 use super::queue::{self, Asked};
 use super::{
-    Decision, Effect, Guard, Write, exhausted, expired, limit_mismatch, single, token_mismatch,
+    Decision, Effect, Write, exhausted, expired, limit_mismatch, token_mismatch, unchanged,
 };
 use crate::clock::Millis;
 use crate::lease::model::{
@@ -47,11 +47,7 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
     after.handed.sort_by_key(|h| std::cmp::Reverse(h.token));
     after.handed.truncate(MAX_HANDED);
     Write {
-        guard: Guard::Version {
-            last_token: state.last_token,
-            version: state.version,
-            single_expiry: single(state),
-        },
+        guard: unchanged(state),
         effect: Effect::Replace(after),
     }
 }
