@@ -31,8 +31,8 @@ enum Who {
     Other,
 }
 
-#[tokio::test]
-async fn every_lease_path_costs_what_the_design_says() {
+/// Two services on one store, as two Lambda containers are: `Mine` and `Other`.
+async fn two_processes() -> (LeaseService, LeaseService) {
     let s = test_store().await;
     let service = |seed: u8| {
         LeaseService::new(
@@ -40,7 +40,12 @@ async fn every_lease_path_costs_what_the_design_says() {
             Issuer::from_seed(&[seed; 32]),
         )
     };
-    let (mine, other) = (service(1), service(2));
+    (service(1), service(2))
+}
+
+#[tokio::test]
+async fn every_lease_path_costs_what_the_design_says() {
+    let (mine, other) = two_processes().await;
     let tenant = Tenant::for_key("acme", "t").unwrap();
     let now = now_ms();
     let run = |who: Who, body: serde_json::Value| {
@@ -240,14 +245,7 @@ async fn every_lease_path_costs_what_the_design_says() {
 /// the check confirms is recorded, and its retry is that answer, replayed.
 #[tokio::test]
 async fn a_foreseen_denial_on_a_stale_view_is_decided_again_on_the_store() {
-    let s = test_store().await;
-    let service = |seed: u8| {
-        LeaseService::new(
-            LeaseStore::new(s.client.clone(), &s.tables.leases, &s.tables.requests),
-            Issuer::from_seed(&[seed; 32]),
-        )
-    };
-    let (mine, other) = (service(1), service(2));
+    let (mine, other) = two_processes().await;
     let tenant = Tenant::for_key("acme", "t").unwrap();
     let now = now_ms();
     let call = |service: &LeaseService, body: serde_json::Value| {
