@@ -391,6 +391,45 @@ async fn forty_waiters_at_once_are_all_in_line_before_a_later_caller() {
     assert_eq!(positions, (1..=40).collect::<Vec<u64>>());
 }
 
+/// The same over MCP: rmcp runs a tool call in a task of its own, and the call still learns of
+/// the hang-up (found by the attack of 2026-12-03, round 5: a waiting `lease` tool call whose
+/// caller hung up went on waiting, and took the permit for the 600 s it asked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_caller_that_hangs_up_on_mcp_ends_its_wait_too() {
+    let (_dir, server) = serve();
+    let c = server.client(Some(ACME_KEY));
+    let held = c.data(acquire("t1", "hang-mcp", "owner")).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let mut arguments = waiting("hang-mcp", "first", 20);
+    arguments["ttlSeconds"] = json!(600);
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "lease", "arguments": arguments}});
+    let asked_at = support::history::now_ms();
+    let hung_up = impatient
+        .post(format!("{}/mcp", server.url))
+        .header("x-api-key", ACME_KEY)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(call.to_string())
+        .send()
+        .await;
+    assert!(hung_up.is_err(), "the client gave up");
+    c.data(release("hang-mcp", "owner", &held["fencingToken"]))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = c.data(get("t1", "hang-mcp")).await;
+    assert_eq!(got["holder"], "first", "{got}");
+    let expires = support::history::parse_iso(got["expiresAt"].as_str().unwrap()).unwrap();
+    assert!(
+        expires <= asked_at + 51_000,
+        "kept {} ms past the ask, not while its place lasts: {got}",
+        expires - asked_at
+    );
+}
+
 /// A lease handed to a waiter who went away is kept for it while its place lasts, not for the
 /// ttl it asked for (found by the attack of 2026-12-03: an hour, while others waited).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -7,4 +7,4 @@ pub mod lease;
 pub mod payments;
 mod waiting;
 
-pub use waiting::{HangUpWatch, HungUp, carrying_hang_up, watching_hang_up};
+pub use waiting::{HangUpWatch, HungUp, carrying_hang_up, this_hang_up, watching_hang_up};

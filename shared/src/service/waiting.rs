@@ -173,10 +173,15 @@ pub async fn watching_hang_up<F: Future>(watch: HangUpWatch, request: F) -> F::O
     HANG_UP.scope(watch, request).await
 }
 
-/// `request` with this task's hang-up watch, if it has one, for a task of its own (a spawned
-/// task does not inherit it).
+/// This task's hang-up watch, if it serves a request whose caller can be seen to hang up: for a
+/// task of its own (a spawned task does not inherit it), through [`watching_hang_up`].
+pub fn this_hang_up() -> Option<HangUpWatch> {
+    HANG_UP.try_with(Arc::clone).ok()
+}
+
+/// `request` with this task's hang-up watch, if it has one, for a task of its own.
 pub fn carrying_hang_up<F: Future>(request: F) -> impl Future<Output = F::Output> {
-    let watch = HANG_UP.try_with(Arc::clone).ok();
+    let watch = this_hang_up();
     async move {
         match watch {
             Some(watch) => HANG_UP.scope(watch, request).await,

@@ -185,7 +185,14 @@ impl ServerHandler for LeaseTools {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         // Boxed: a tool call's future is large (the paid path most), and rmcp polls it deep in
         // its own stack.
-        let (called, usage) = measured(Box::pin(self.call(&request.name, arguments, caller))).await;
+        let call = self.call(&request.name, arguments, caller);
+        let hang_up = parts.extensions.get::<super::HangUpOf>().cloned();
+        let (called, usage) = match hang_up {
+            Some(super::HangUpOf(watch)) => {
+                measured(Box::pin(crate::service::watching_hang_up(watch, call))).await
+            }
+            None => measured(Box::pin(call)).await,
+        };
         let mut outcome = Outcome {
             usage,
             ..Outcome::default()

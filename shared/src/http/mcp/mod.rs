@@ -42,9 +42,27 @@ pub fn router(state: AppState) -> Router {
     );
     Router::new()
         .route_service("/mcp", service)
+        .layer(middleware::from_fn(carry_hang_up))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             outcome::require_key,
         ))
         .layer(middleware::from_fn_with_state(state, guard::guard))
+}
+
+/// The request's hang-up watch, where its server has one ([`crate::service::watching_hang_up`]),
+/// carried in its extensions to the tool call: rmcp runs a call in a task of its own, which
+/// does not inherit it (found by the attack of 2026-12-03, round 5: a waiting `lease` tool call
+/// whose caller hung up went on waiting, and took the permit for its whole ttl).
+#[derive(Clone)]
+pub(crate) struct HangUpOf(pub(crate) crate::service::HangUpWatch);
+
+async fn carry_hang_up(
+    mut request: axum::extract::Request,
+    next: middleware::Next,
+) -> axum::response::Response {
+    if let Some(watch) = crate::service::this_hang_up() {
+        request.extensions_mut().insert(HangUpOf(watch));
+    }
+    next.run(request).await
 }
