@@ -32,6 +32,38 @@ async fn until_queued(c: &Client, resource: &str, holder: &str) -> u64 {
     panic!("{holder} never took a place in {resource}'s queue");
 }
 
+/// POST `body` to `url` with the API key (and `headers`), and hang up after `ms`.
+async fn hang_up_after(url: &str, headers: &[(&str, &str)], body: Value, ms: u64) {
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(ms))
+        .build()
+        .unwrap();
+    let mut request = impatient
+        .post(url)
+        .header("x-api-key", ACME_KEY)
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let hung_up = request.body(body.to_string()).send().await;
+    assert!(hung_up.is_err(), "the client gave up");
+}
+
+/// `holder`, who asked at `asked_at` with a 20 s wait and hung up, holds `resource` only while
+/// its place lasts (the wait's 20 s and 30 s more), not for the ttl it asked for: its wait
+/// ended at the hang-up (found by the attack of 2026-12-03, round 4: the waiters behind it
+/// waited an hour).
+async fn kept_only_while_its_place_lasts(c: &Client, resource: &str, holder: &str, asked_at: i64) {
+    let got = c.data(get("t1", resource)).await;
+    assert_eq!(got["holder"], holder, "{got}");
+    let expires = support::history::parse_iso(got["expiresAt"].as_str().unwrap()).unwrap();
+    assert!(
+        expires <= asked_at + 51_000,
+        "kept {} ms past the ask, not while its place lasts: {got}",
+        expires - asked_at
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn six_staggered_waiters_are_granted_in_arrival_order_and_nobody_jumps_them() {
     let (_dir, server) = serve();
@@ -287,21 +319,10 @@ async fn a_caller_that_hangs_up_keeps_its_place_and_nothing_is_granted_twice() {
     let c = server.client(Some(ACME_KEY));
     let held = c.data(acquire("t1", "hang", "owner")).await;
     // The first waiter hangs up after 300 ms of a 20 s wait.
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
     let mut body = waiting("hang", "first", 20);
     body["ttlSeconds"] = json!(3600);
     let asked_at = support::history::now_ms();
-    let hung_up = impatient
-        .post(&c.url)
-        .header("x-api-key", ACME_KEY)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await;
-    assert!(hung_up.is_err(), "the client gave up");
+    hang_up_after(&c.url, &[], body, 300).await;
     let second = tokio::spawn({
         let c = c.clone();
         async move { c.data(waiting("hang", "second", 3)).await }
@@ -314,17 +335,8 @@ async fn a_caller_that_hangs_up_keeps_its_place_and_nothing_is_granted_twice() {
     let second = second.await.unwrap();
     assert_eq!(second["granted"], false, "{second}");
     assert_eq!(second["holder"], "first");
-    // Its wait ended at the hang-up: the lease is kept for it while its place lasts (its wait's
-    // 20 s and 30 s more), not taken for the hour it asked for by a wait nobody hears (found by
-    // the attack of 2026-12-03, round 4: the waiters behind it waited an hour).
-    let got = c.data(get("t1", "hang")).await;
-    assert_eq!(got["holder"], "first", "{got}");
-    let expires = support::history::parse_iso(got["expiresAt"].as_str().unwrap()).unwrap();
-    assert!(
-        expires <= asked_at + 51_000,
-        "kept {} ms past the ask, not while its place lasts: {got}",
-        expires - asked_at
-    );
+    // Its wait ended at the hang-up: not taken for the hour it asked for by a wait nobody hears.
+    kept_only_while_its_place_lasts(&c, "hang", "first", asked_at).await;
     let first = c.data(waiting("hang", "first", 0)).await;
     assert_eq!(
         (first["granted"].clone(), first["fencingToken"].clone()),
@@ -399,35 +411,17 @@ async fn a_caller_that_hangs_up_on_mcp_ends_its_wait_too() {
     let (_dir, server) = serve();
     let c = server.client(Some(ACME_KEY));
     let held = c.data(acquire("t1", "hang-mcp", "owner")).await;
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(400))
-        .build()
-        .unwrap();
     let mut arguments = waiting("hang-mcp", "first", 20);
     arguments["ttlSeconds"] = json!(600);
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "lease", "arguments": arguments}});
     let asked_at = support::history::now_ms();
-    let hung_up = impatient
-        .post(format!("{}/mcp", server.url))
-        .header("x-api-key", ACME_KEY)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(call.to_string())
-        .send()
-        .await;
-    assert!(hung_up.is_err(), "the client gave up");
+    let accept = ("accept", "application/json, text/event-stream");
+    hang_up_after(&format!("{}/mcp", server.url), &[accept], call, 400).await;
     c.data(release("hang-mcp", "owner", &held["fencingToken"]))
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let got = c.data(get("t1", "hang-mcp")).await;
-    assert_eq!(got["holder"], "first", "{got}");
-    let expires = support::history::parse_iso(got["expiresAt"].as_str().unwrap()).unwrap();
-    assert!(
-        expires <= asked_at + 51_000,
-        "kept {} ms past the ask, not while its place lasts: {got}",
-        expires - asked_at
-    );
+    kept_only_while_its_place_lasts(&c, "hang-mcp", "first", asked_at).await;
 }
 
 /// A lease handed to a waiter who went away is kept for it while its place lasts, not for the
