@@ -169,27 +169,54 @@ pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
     }
 }
 
-/// The write to try first when the answer must be written with it (a requestId's record): one
-/// whose outcome is known before it commits ([`Write::outcome`]), planned on `view`, the last
-/// sight of the lease this process has (the empty lease when it has none). A wrong view costs a
-/// failed guard, never a wrong write or answer: the store confirms it. A renew or release needs
-/// no view (its guard pins holder and token); an acquire takes the write `decide` would make on
-/// the view. A denial is not planned as a write (see [`foreseen_denial`]).
-/// A semaphore's acquire is not planned either: its write replaces every permit, and is decided
-/// on a read.
-pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
+/// What `decide` would do on `view`, the last sight of the lease this process has (the empty
+/// lease when it has none), known before anything is sent: a write whose outcome is known
+/// before it commits ([`Write::outcome`]), or an acquire's denial. A wrong view costs a failed
+/// guard, never a wrong write or answer: the store confirms it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Foreseen {
+    /// A renew or release (its guard pins holder and token, so it needs no view), or the
+    /// single-permit write an acquire would make. A versioned write (a queue's, a semaphore's)
+    /// is decided on a read: it replaces every permit.
+    Write(Write),
+    /// An acquire's denial, with the guard that the lease is still as the view shows it:
+    /// committed together with the denial's record, the guard is the store's confirmation, so
+    /// the denial needs no read first (one round trip, not two). A view that is stale fails the
+    /// guard, and the acquire is decided on what the store hands back.
+    Denial {
+        unchanged: Guard,
+        witnesses: Vec<Witness>,
+    },
+}
+
+/// What `command` would do on `view` (see [`Foreseen`]), if that is known without a read.
+pub fn foresee(view: &LeaseState, command: &Command, now: Millis) -> Option<Foreseen> {
     match command {
-        Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
-        Command::Acquire { limit: 1, .. } => match decide(view, command, now) {
-            // A versioned write (a queue's) is decided on a read, as a semaphore's is.
-            Decision::Write(write) if !matches!(write.guard, Guard::Version { .. }) => Some(write),
-            Decision::Write(_) => None,
-            Decision::Deny(_) | Decision::Queue { .. } | Decision::Refuse { .. } => None,
+        Command::Renew { .. } | Command::Release { .. } => {
+            holder_write(command, now).map(Foreseen::Write)
+        }
+        Command::Acquire { limit, .. } => match decide(view, command, now) {
+            Decision::Write(write)
+                if *limit == 1 && !matches!(write.guard, Guard::Version { .. }) =>
+            {
+                Some(Foreseen::Write(write))
+            }
+            Decision::Deny(witnesses) => Some(Foreseen::Denial {
+                unchanged: unchanged(view),
+                witnesses,
+            }),
+            Decision::Write(_) | Decision::Queue { .. } | Decision::Refuse { .. } => None,
             Decision::Observe | Decision::Handed(_) => None,
         },
-        Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
-            None
-        }
+        Command::Get | Command::Check { .. } | Command::Revoke { .. } => None,
+    }
+}
+
+/// The write to try first (see [`Foreseen::Write`]), planned on `view`.
+pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
+    match foresee(view, command, now)? {
+        Foreseen::Write(write) => Some(write),
+        Foreseen::Denial { .. } => None,
     }
 }
 
@@ -200,21 +227,6 @@ pub fn unchanged(state: &LeaseState) -> Guard {
         last_token: state.last_token,
         version: state.version,
         single_expiry: single(state),
-    }
-}
-
-/// An acquire's denial that `decide` makes on this process's view, and the guard that the lease
-/// is still as the view shows it: committed together with the denial's record, the guard is the
-/// store's confirmation, so the denial needs no read first (one round trip, not two). A view
-/// that is stale fails the guard, and the acquire is decided on what the store hands back.
-pub fn foreseen_denial(
-    view: &LeaseState,
-    command: &Command,
-    now: Millis,
-) -> Option<(Guard, Vec<Witness>)> {
-    match (command, decide(view, command, now)) {
-        (Command::Acquire { .. }, Decision::Deny(witnesses)) => Some((unchanged(view), witnesses)),
-        _ => None,
     }
 }
 

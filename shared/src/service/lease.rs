@@ -19,7 +19,7 @@
 use super::cursor::{Cursors, Paged};
 use crate::clock::Millis;
 use crate::lease::decide::{
-    Decision, Write, decide, foreseen_denial, hand_on, optimistic, planned, settled,
+    Decision, Foreseen, Write, decide, foresee, hand_on, optimistic, planned, settled,
 };
 use crate::lease::request::MissingField;
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseRequest, LeaseState};
@@ -587,25 +587,25 @@ impl LeaseService {
         let now = signing.now;
         let fingerprint = request.fingerprint();
         let seen = self.views.get(key);
-        // A denial this process's view foresees: its record, with a check that the lease is as
-        // the view shows it, in one transaction (no read first).
-        let denial = seen.as_ref().and_then(|view| {
-            let (unchanged, witnesses) = foreseen_denial(view, command, now)?;
-            Some(Plan {
-                answer: LeaseAnswer::denied(request.op, view, caller(request), now, witnesses),
+        let known = seen.is_some();
+        let view = seen.unwrap_or_default();
+        let mut plan = match foresee(&view, command, now) {
+            // A denial this process's view foresees: its record, with a check that the lease
+            // is as the view shows it, in one transaction (no read first). Only on a view of
+            // the lease: the empty one stands for a lease never seen.
+            Some(Foreseen::Denial {
+                unchanged,
+                witnesses,
+            }) if known => Some(Plan {
+                answer: LeaseAnswer::denied(request.op, &view, caller(request), now, witnesses),
                 write: None,
                 shown: view.clone(),
                 queued: false,
                 signed_at: None,
                 on_store: false,
                 unchanged: Some(unchanged),
-            })
-        });
-        let view = seen.unwrap_or_default();
-        let mut plan = denial.or_else(|| {
-            let write = planned(&view, command, now)?;
-            let after = write.outcome()?;
-            Some(Plan {
+            }),
+            Some(Foreseen::Write(write)) => write.outcome().map(|after| Plan {
                 answer: LeaseAnswer::granted(request.op, &after, caller(request), now),
                 write: Some(write),
                 shown: after,
@@ -616,8 +616,9 @@ impl LeaseService {
                 // place was recorded is sent to the store's state instead.
                 on_store: false,
                 unchanged: None,
-            })
-        });
+            }),
+            _ => None,
+        };
         // Whether this request's place is recorded already (a waiting acquire's earlier round,
         // or the call it retries).
         let mut place_recorded = false;
