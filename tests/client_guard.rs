@@ -10,6 +10,25 @@ use support::proxy::{Mode, Proxy};
 use support::*;
 use tempfile::TempDir;
 
+/// `holder`'s guard on `resource`, waiting a second in 1 s calls, is refused (`Held`).
+async fn refused_after_a_wait_of_a_second(c: &Client, resource: &str, holder: &str) {
+    let late = c
+        .guard_waiting(
+            resource,
+            holder,
+            Duration::from_secs(5),
+            Duration::ZERO,
+            1,
+            Duration::from_secs(1),
+        )
+        .await;
+    assert!(
+        matches!(late, Err(Error::Held { .. })),
+        "{:?}",
+        late.map(|g| g.fencing_token())
+    );
+}
+
 fn client(server: &Server) -> Client {
     Client::with_api_key(&server.url, ACME_KEY, "guard-tests").unwrap()
 }
@@ -356,21 +375,7 @@ async fn waiting_guards_are_granted_in_arrival_order() {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    let late = c
-        .guard_waiting(
-            "queue",
-            "late",
-            Duration::from_secs(5),
-            Duration::ZERO,
-            1,
-            Duration::from_secs(1),
-        )
-        .await;
-    assert!(
-        matches!(late, Err(Error::Held { .. })),
-        "{:?}",
-        late.map(|g| g.fencing_token())
-    );
+    refused_after_a_wait_of_a_second(&c, "queue", "late").await;
     assert!(started.elapsed() >= Duration::from_secs(1));
 }
 
@@ -455,20 +460,6 @@ async fn waiting_guards_fall_back_to_asking_again_on_a_server_that_does_not_wait
         1,
         "told once, it does not send waitSeconds again"
     );
-    let late = c
-        .guard_waiting(
-            "old",
-            "later",
-            Duration::from_secs(5),
-            Duration::ZERO,
-            1,
-            Duration::from_secs(1),
-        )
-        .await;
-    assert!(
-        matches!(late, Err(Error::Held { .. })),
-        "{:?}",
-        late.map(|g| g.fencing_token())
-    );
+    refused_after_a_wait_of_a_second(&c, "old", "later").await;
     guard.release().await.unwrap();
 }
