@@ -1,7 +1,7 @@
 //! The embedded store without a socket: the SDK client's HTTP layer (pluggable by design) hands
 //! each DynamoDB request to dynoxide's engine in this process, and its answer back, as the wire
 //! would. The service still speaks to the store only through the real SDK client (the same
-//! requests, signing, retries, interceptors and error parsing as against AWS); what goes away is
+//! requests, interceptors and error parsing as against AWS; one attempt, see [`client`]); what goes away is
 //! a loopback TCP hop and two HTTP stacks per call, which measured as most of a local answer's
 //! time (BENCHMARKS.md).
 //!
@@ -9,7 +9,10 @@
 //! runtime's workers, which go on parsing, signing and answering meanwhile.
 
 use crate::embedded_store::Engine;
+use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
 use aws_sdk_dynamodb::config::http::{HttpRequest, HttpResponse};
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
 };
@@ -79,8 +82,21 @@ impl HttpClient for InProcess {
 pub fn client(engine: Engine) -> aws_sdk_dynamodb::Client {
     // The endpoint is never dialled: the HTTP client answers every request itself. No
     // credentials, so no SigV4: a signature nobody checks would only cost CPU.
+    //
+    // One attempt, one timer: the engine in this process has no transient failure that a retry
+    // would outlast (a failed fsync fails every later call), and the standard retry strategy's
+    // bookkeeping and a second timer per attempt were measurable per call (BENCHMARKS.md, issue
+    // #28). The whole call is still bounded, so a hung engine is a 502, never a hung request.
+    // No stalled-stream watch either: a body here is bytes in memory, never a stream.
     let config = leasekit_core::store::local_config("http://embedded.invalid")
         .allow_no_auth()
+        .retry_config(RetryConfig::disabled())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .operation_timeout(leasekit_core::store::client::CALL_TIMEOUT)
+                .build(),
+        )
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .http_client(InProcess::new(engine));
     aws_sdk_dynamodb::Client::from_conf(config.build())
 }

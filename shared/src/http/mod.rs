@@ -76,9 +76,22 @@ impl Routes {
     }
 }
 
-/// Everything a handler needs, built once per process.
+/// Everything a handler needs, built once per process and shared: axum hands each request its
+/// own clone of the state, which was a copy of every table name, URL and key (1.5% of the local
+/// server's CPU at 16 clients: BENCHMARKS.md, issue #28) and is now a reference count.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(std::sync::Arc<AppParts>);
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// What [`AppState`] shares.
+pub struct AppParts {
     /// Leases applied and signed; `None` where no route signs.
     leases: Option<LeaseService>,
     pub auth: Authenticator,
@@ -121,7 +134,7 @@ impl AppState {
         crate::schema::verify_input();
         let claims = ClaimStore::new(dynamodb.clone(), &tables.claims);
         let store = LeaseStore::new(dynamodb, &tables.leases, &tables.requests);
-        Self {
+        Self(std::sync::Arc::new(AppParts {
             leases: issuer.clone().map(|issuer| match on_lambda {
                 // Other instances write the same table: waiters read it again now and then.
                 true => LeaseService::new(store, issuer).polling(LAMBDA_WAIT_POLL),
@@ -134,7 +147,7 @@ impl AppState {
             loopback_hosts: !on_lambda,
             auth,
             issuer,
-        }
+        }))
     }
 
     /// The lease service. Only routes that sign are built with a state that lacks it

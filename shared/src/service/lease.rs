@@ -437,7 +437,22 @@ impl LeaseService {
             // (one read unit) instead of the blind take, a write that would fail (one write unit).
             let guess = round == 0;
             round += 1;
-            let turn = self.waits.turn(&key).await;
+            let turn = match command {
+                // A plain acquire of a single-permit lease races its rivals guarded, as writers
+                // in other processes do, and takes no turn: its write only takes a permit, or
+                // writes a hand-off that a lapse made, which the waiter's own timer is due at
+                // anyway, so no waiter misses a wake-up it needs. On one contended lease the
+                // turns had made every refusal wait for the one before it to reach the store
+                // (half the contended throughput: BENCHMARKS.md, issue #28). A semaphore's
+                // acquire, a version-guarded write, still takes turns: its rivals would lose
+                // the version race and back off.
+                Command::Acquire {
+                    limit: 1,
+                    wait_ms: 0,
+                    ..
+                } => None,
+                _ => Some(self.waits.turn(&key).await),
+            };
             let (answer, state) = self
                 .mutate(&key, record.as_ref(), &waiting, request, &signing, guess)
                 .await?;

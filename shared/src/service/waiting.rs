@@ -33,7 +33,8 @@ struct Resource {
     /// time, in the order they came (tokio's mutex is fair), instead of racing on its version:
     /// 40 waiters arriving together once took seconds of lost races to take their places, and
     /// took them out of their order of arrival (found by the attack of 2026-12-03). Writers in
-    /// other processes still race, guarded as ever.
+    /// other processes still race, guarded as ever, and so does a plain single-permit acquire
+    /// here (see `LeaseService::execute_paid`: its refusals share a group commit).
     turn: Arc<tokio::sync::Mutex<()>>,
 }
 
