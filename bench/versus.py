@@ -3,7 +3,8 @@
 Each system runs from a fresh data directory, on this machine, with the same load generator
 (bench/loadgen: one connection per client, acquire+release cycles back to back). Scenarios:
 1, 16 and 64 clients on distinct resources, 16 clients contending for one resource, and 16
-clients on one limit-4 semaphore (each system's nearest equivalent: see bench/loadgen/src/systems.rs;
+clients on one limit-4 semaphore, 64 on one lock or semaphore of limit 8 and 64, and 16
+waiting in line for one lock (leasekit's waitSeconds, etcd's lock recipe; Redis has none) (each system's nearest equivalent: see bench/loadgen/src/systems.rs;
 etcd has no semaphore, so N slot keys as its users build one; Redis the expirable-permit script).
 
 Configurations (durable ones first):
@@ -18,10 +19,12 @@ Configurations (durable ones first):
   to tell the embedded store's fsync from leasekit's own work.
 
 Reproduce: python3 bench/versus.py [--seconds 5] [--repeat 3] [--systems leasekit,etcd]
-[--scenarios "16 on a limit-4 semaphore"]
+[--scenarios "16 on a limit-4 semaphore,64 on a limit-8 semaphore,16 waiting in line"]
 It needs etcd and redis-server (`apt-get install etcd-server redis-server`), builds the release
-binaries, installs matplotlib into .venv-bench, and writes bench/results/versus.json, the
-markdown table it prints, and bench/results/versus-{throughput,p99}.png.
+binaries, installs matplotlib into .venv-bench, and writes bench/results/versus.json (a run
+of some systems or scenarios: versus-partial.json), the markdown table it prints,
+bench/results/versus-limits.png (the one-resource scenarios it ran) and, for a full run,
+bench/results/versus-{throughput,p99}.png (`bench/charts.py` draws them from any run's JSON).
 """
 
 import argparse
@@ -36,8 +39,12 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 RESULTS = os.path.join(ROOT, "bench", "results")
-# (clients, all on one resource, limit)
-SCENARIOS = [(1, False, 1), (16, False, 1), (64, False, 1), (16, True, 1), (16, True, 4)]
+# (clients, all on one resource, limit, waiting)
+SCENARIOS = [(1, False, 1, False), (16, False, 1, False), (64, False, 1, False),
+             (16, True, 1, False), (16, True, 4, False),
+             # How a semaphore's cost grows with its limit (issue #28), and waiting in line.
+             (64, True, 1, False), (64, True, 8, False), (64, True, 64, False),
+             (16, True, 1, True)]
 API_KEY = "bench-key-0123456789abcdef"
 
 
@@ -121,30 +128,38 @@ SYSTEMS = [
 ]
 
 
-def run_loadgen(system, url, clients, contended, limit, seconds, label):
+def run_loadgen(system, url, clients, contended, limit, wait, seconds, label):
     cmd = [os.path.join(ROOT, "target/release/loadgen"), "--system", system, "--url", url,
            "--clients", str(clients), "--seconds", str(seconds), "--label", label,
            "--api-key", API_KEY, "--limit", str(limit)]
     if contended:
         cmd.append("--contended")
+    if wait:
+        cmd.append("--wait")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
-def scenario_name(clients, contended, limit):
+def scenario_name(clients, contended, limit, wait=False):
+    if wait:
+        return f"{clients} waiting in line"
     if limit > 1:
         return f"{clients} on a limit-{limit} semaphore"
     return f"{clients} contending" if contended else f"{clients} distinct"
 
 
-def machine():
+def machine_cpu():
     cpu = "unknown"
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    return {"cores": os.cpu_count(), "cpu": cpu,
+    return {"cores": os.cpu_count(), "cpu": cpu}
+
+
+def machine():
+    return {**machine_cpu(),
             "etcd": subprocess.run(["etcd", "--version"], capture_output=True, text=True)
             .stdout.splitlines()[0],
             "redis": subprocess.run(["redis-server", "--version"], capture_output=True,
@@ -162,15 +177,20 @@ def table(results):
     return "\n".join(lines)
 
 
-def charts(results):
+def charts_python():
+    """The Python of .venv-bench, made with matplotlib on first use."""
     venv = os.path.join(ROOT, ".venv-bench")
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                         "-r", os.path.join(ROOT, "bench", "requirements.txt")], check=True)
-    subprocess.run([python, os.path.join(ROOT, "bench", "charts.py"),
-                    os.path.join(RESULTS, "versus.json"), RESULTS], check=True)
+    return python
+
+
+def charts(path, partial):
+    subprocess.run([charts_python(), os.path.join(ROOT, "bench", "charts.py"), path, RESULTS]
+                   + (["--limits"] if partial else []), check=True)
 
 
 def main():
@@ -197,13 +217,16 @@ def main():
         data = tempfile.mkdtemp(prefix="versus-", dir=os.path.join(ROOT, "target"))
         proc, url = start(data)
         try:
-            for i, (clients, contended, limit) in enumerate(SCENARIOS):
-                scenario = scenario_name(clients, contended, limit)
+            for i, (clients, contended, limit, wait) in enumerate(SCENARIOS):
+                scenario = scenario_name(clients, contended, limit, wait)
                 if args.scenarios is not None and scenario not in args.scenarios.split(","):
                     continue
+                if wait and system == "redis":
+                    continue  # no waiting lock: its nearest is the retry loop of "contending"
                 # This machine is a VM with neighbours: each point is the median of several runs
                 # (by throughput; its latencies are that run's), and every run's figure is kept.
-                runs = [run_loadgen(system, url, clients, contended, limit, args.seconds, f"s{i}r{k}")
+                runs = [run_loadgen(system, url, clients, contended, limit, wait, args.seconds,
+                                    f"s{i}r{k}")
                         for k in range(args.repeat)]
                 runs.sort(key=lambda run: run["granted_per_s"])
                 r = runs[len(runs) // 2]
@@ -230,8 +253,7 @@ def main():
         json.dump(report, f, indent=1)
     print()
     print(table(results))
-    if not partial:
-        charts(report)
+    charts(os.path.join(RESULTS, name), partial)
 
 
 if __name__ == "__main__":

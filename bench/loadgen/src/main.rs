@@ -41,6 +41,10 @@ struct Args {
     /// Holders of a resource at once: above 1, a semaphore (see `systems` for each system's).
     #[arg(long, default_value_t = 1)]
     limit: u32,
+    /// Acquires wait their turn instead of being refused (leasekit's waitSeconds, etcd's lock
+    /// recipe); every cycle is then granted, in order of arrival.
+    #[arg(long)]
+    wait: bool,
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
     /// Cycles in this first part of the run are not counted.
@@ -54,6 +58,11 @@ struct Args {
     /// Tells runs apart, so that a rerun against the same server starts on fresh resources.
     #[arg(long, default_value = "run")]
     label: String,
+    /// Instead of cycles: acquire this many resources (`LABEL-f0` ...), spread over the clients,
+    /// and keep them (they lapse after their ttl; their items stay): a store of that size for
+    /// bench/growth.py. Prints how long it took.
+    #[arg(long)]
+    fill: Option<u64>,
 }
 
 /// What one client measured.
@@ -106,6 +115,27 @@ async fn client(args: &Args, id: usize, start: Instant) -> Result<Tally, String>
     }
 }
 
+/// Acquire `LABEL-f{i}` for every `i` below `total` this client is dealt (every `clients`-th).
+async fn fill(args: &Args, id: usize, total: u64) -> Result<Tally, String> {
+    let holder = format!("filler-{id}");
+    let mut session = Session::connect(args, &holder, id).await?;
+    let mut tally = Tally::default();
+    let mut i = id as u64;
+    while i < total {
+        match session.acquire(&format!("{}-f{i}", args.label)).await {
+            Ok(granted) => tally.granted += u64::from(granted.is_some()),
+            Err(e) => {
+                tally.errors += 1;
+                if tally.errors == 1 {
+                    eprintln!("loadgen: filler {id}: {e}");
+                }
+            }
+        }
+        i += args.clients as u64;
+    }
+    Ok(tally)
+}
+
 fn percentile(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -119,7 +149,10 @@ async fn main() -> std::process::ExitCode {
     let args: &'static Args = Box::leak(Box::new(Args::parse()));
     let start = Instant::now();
     let tasks: Vec<_> = (0..args.clients)
-        .map(|id| tokio::spawn(client(args, id, start)))
+        .map(|id| match args.fill {
+            Some(total) => tokio::spawn(fill(args, id, total)),
+            None => tokio::spawn(client(args, id, start)),
+        })
         .collect();
     let mut all = Tally::default();
     for task in tasks {
@@ -138,6 +171,16 @@ async fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::FAILURE;
             }
         }
+    }
+    if let Some(total) = args.fill {
+        let report = serde_json::json!({
+            "filled": total,
+            "granted": all.granted,
+            "seconds": start.elapsed().as_secs_f64(),
+            "errors": all.errors,
+        });
+        println!("{report}");
+        return std::process::ExitCode::SUCCESS;
     }
     all.latencies_us.sort_unstable();
     let seconds = args.seconds;

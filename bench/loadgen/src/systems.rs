@@ -11,6 +11,9 @@
 //!
 //! With `--limit N` (a semaphore, N holders at once), each in its nearest equivalent:
 //! - leasekit: the same calls with `limit`; each permit has its own fencing token.
+//! - Waiting (`--wait`): leasekit's acquire with `waitSeconds`; etcd's lock recipe (`/v3/lock/lock`
+//!   under the client's lease, `/v3/lock/unlock`), the lock's revision as the token; Redis has
+//!   none.
 //! - etcd has no semaphore; its users keep N slot keys: an acquire tries the slots one
 //!   transaction each (create if absent, under the client's lease), from a slot of its own, until
 //!   one is taken or all N refused; the token is the revision, unique per grant.
@@ -49,12 +52,17 @@ pub enum Session {
         tenant: String,
         holder: String,
         limit: u32,
+        /// `--wait`: each acquire waits in the resource's queue (waitSeconds) until granted.
+        wait: bool,
     },
     Etcd {
         conn: http::Connection,
         lease: String,
         holder: String,
         slots: Slots,
+        /// `--wait`: etcd's lock recipe (its v3lock service: a key under the lock's prefix,
+        /// granted when every older key is gone, first come first served), and the key it holds.
+        wait: Option<String>,
     },
     Redis {
         conn: resp::Connection,
@@ -108,6 +116,7 @@ impl Session {
                 tenant: args.tenant.clone(),
                 holder,
                 limit: args.limit.max(1),
+                wait: args.wait,
             },
             System::Etcd => {
                 let mut conn = http::Connection::open(&args.url, Vec::new()).await?;
@@ -119,6 +128,11 @@ impl Session {
                     .unwrap_or_default()
                     .to_owned();
                 let limit = args.limit.max(1) as usize;
+                if args.wait && limit > 1 {
+                    return Err(
+                        "etcd's lock recipe has no semaphore: --wait takes --limit 1".into(),
+                    );
+                }
                 Self::Etcd {
                     conn,
                     lease,
@@ -128,7 +142,11 @@ impl Session {
                         first: id % limit,
                         held: 0,
                     },
+                    wait: args.wait.then(String::new),
                 }
+            }
+            System::Redis if args.wait => {
+                return Err("Redis has no waiting lock: its nearest is the retry loop".into());
             }
             System::Redis => {
                 let mut conn = resp::Connection::open(&args.url).await?;
@@ -164,9 +182,13 @@ impl Session {
                 tenant,
                 holder,
                 limit,
+                wait,
             } => {
-                let body = json!({"op": "acquire", "tenantId": tenant, "resource": resource,
+                let mut body = json!({"op": "acquire", "tenantId": tenant, "resource": resource,
                     "holder": holder, "ttlSeconds": TTL_SECONDS, "limit": limit});
+                if *wait {
+                    body["waitSeconds"] = json!(20);
+                }
                 let answer = leasekit(conn, &body).await?;
                 if field(&answer, "/data/granted")? == &json!(true) {
                     Ok(Some(int(field(&answer, "/data/fencingToken")?)?))
@@ -177,8 +199,27 @@ impl Session {
             Self::Etcd {
                 conn,
                 lease,
+                wait: Some(held),
+                ..
+            } => {
+                let name = BASE64.encode(format!("lock/{resource}"));
+                let body = json!({"name": name, "lease": lease});
+                let (status, answer) = conn.post("/v3/lock/lock", &body).await?;
+                if status != 200 {
+                    return Err(format!("etcd lock: {status} {answer}"));
+                }
+                *held = field(&answer, "/key")?
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                Ok(Some(int(field(&answer, "/header/revision")?)?))
+            }
+            Self::Etcd {
+                conn,
+                lease,
                 holder,
                 slots,
+                wait: None,
             } => {
                 for i in 0..slots.limit {
                     let slot = (slots.first + i) % slots.limit;
@@ -241,6 +282,14 @@ impl Session {
                 let body = json!({"op": "release", "tenantId": tenant, "resource": resource,
                     "holder": holder, "token": token});
                 field(&leasekit(conn, &body).await?, "/data/granted")? == &json!(true)
+            }
+            Self::Etcd {
+                conn,
+                wait: Some(held),
+                ..
+            } => {
+                let (status, _) = conn.post("/v3/lock/unlock", &json!({"key": held})).await?;
+                status == 200
             }
             Self::Etcd { conn, slots, .. } => {
                 let key = slots.key(resource, slots.held);
