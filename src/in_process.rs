@@ -5,8 +5,9 @@
 //! a loopback TCP hop and two HTTP stacks per call, which measured as most of a local answer's
 //! time (BENCHMARKS.md).
 //!
-//! The engine (`embedded_store`) runs the operations on a thread of its own, never on one of the
-//! runtime's workers, which go on parsing, signing and answering meanwhile.
+//! The engine (`embedded_store`) runs the operations on a thread of its own under load, so the
+//! runtime's workers go on parsing, signing and answering meanwhile; a lone call on a quiet store
+//! runs on its caller's worker, saving two thread wake-ups.
 
 use crate::embedded_store::Engine;
 use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;

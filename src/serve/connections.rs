@@ -8,6 +8,7 @@
 //! slot, and the connection that has waited longest without a request in flight is closed to
 //! make one: honest keep-alive callers are served, half-open ones go first.
 
+use crate::embedded_store::Serving;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -380,7 +381,9 @@ async fn connection(
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let (app, watch, hang_up) = (app.clone(), service_watch.clone(), hang_up.clone());
         watch.update(Phase::on_request);
+        let serving = Serving::start();
         async move {
+            let _serving = serving;
             let request =
                 request.map(|body| axum::body::Body::new(Deadline::new(body, limits.body)));
             let response = watching_hang_up(hang_up, app.oneshot(request)).await;
