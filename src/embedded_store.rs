@@ -481,21 +481,14 @@ mod tests {
         }
     }
 
-    /// An engine whose every call goes through its thread: the tests below hold its flush
-    /// closed from the test's own thread, which must not be the one flushing.
-    fn engine_with(gate: &Gate) -> Engine {
+    /// An engine on `gate`; `inline` lets a lone caller lead (see [`Engine::call`]). Without,
+    /// every call goes through the thread: the tests that hold its flush closed from the test's
+    /// own thread need that thread not to be the one flushing.
+    fn engine_with(gate: &Gate, inline: bool) -> Engine {
         Engine::start(
             Database::memory().unwrap(),
             Some(Box::new(gate.clone())),
-            false,
-        )
-    }
-
-    fn inline_engine_with(gate: &Gate) -> Engine {
-        Engine::start(
-            Database::memory().unwrap(),
-            Some(Box::new(gate.clone())),
-            true,
+            inline,
         )
     }
 
@@ -504,7 +497,7 @@ mod tests {
     async fn a_lone_call_on_a_quiet_store_runs_and_flushes_on_its_callers_thread() {
         let _serial = SERVING_TESTS.lock().await;
         let gate = Gate::default();
-        let engine = inline_engine_with(&gate);
+        let engine = engine_with(&gate, true);
         engine.call("CreateTable".into(), CREATE.into()).await;
         pause();
         let _request = Serving::start();
@@ -519,7 +512,7 @@ mod tests {
     async fn a_call_while_other_requests_are_served_goes_to_the_thread() {
         let _serial = SERVING_TESTS.lock().await;
         let gate = Gate::default();
-        let engine = inline_engine_with(&gate);
+        let engine = engine_with(&gate, true);
         engine.call("CreateTable".into(), CREATE.into()).await;
         let _this = Serving::start();
         let other = Serving::start();
@@ -540,7 +533,7 @@ mod tests {
     async fn calls_close_together_go_to_the_thread() {
         let _serial = SERVING_TESTS.lock().await;
         let gate = Gate::default();
-        let engine = inline_engine_with(&gate);
+        let engine = engine_with(&gate, true);
         engine.call("CreateTable".into(), CREATE.into()).await;
         for i in 0..16 {
             engine.call("GetItem".into(), get(i)).await;
@@ -556,7 +549,7 @@ mod tests {
     async fn a_call_behind_a_leading_caller_is_run_and_flushed_by_the_thread() {
         let _serial = SERVING_TESTS.lock().await;
         let gate = Gate::default();
-        let engine = inline_engine_with(&gate);
+        let engine = engine_with(&gate, true);
         engine.call("CreateTable".into(), CREATE.into()).await;
         pause();
         gate.state.lock().unwrap().closed = true;
@@ -602,34 +595,10 @@ mod tests {
         assert!(body.contains(r#""S":"2""#), "{body}");
     }
 
-    /// Callers arriving together are not run on their own threads: they share the thread's
-    /// groups and flushes, and every write lands.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn callers_arriving_together_share_the_threads_flushes() {
-        let gate = Gate::default();
-        let engine = inline_engine_with(&gate);
-        engine.call("CreateTable".into(), CREATE.into()).await;
-        let before = gate.state.lock().unwrap().flushes;
-        let writes: Vec<_> = (0..64)
-            .map(|i| {
-                let engine = engine.clone();
-                tokio::spawn(async move { engine.call("PutItem".into(), put(i)).await })
-            })
-            .collect();
-        for write in writes {
-            assert_eq!(write.await.unwrap().0, 200);
-        }
-        let flushes = gate.state.lock().unwrap().flushes - before;
-        assert!(
-            (1..32).contains(&flushes),
-            "{flushes} flushes for 64 writes"
-        );
-    }
-
     #[tokio::test]
     async fn a_write_is_answered_only_after_its_flush() {
         let gate = Gate::default();
-        let engine = engine_with(&gate);
+        let engine = engine_with(&gate, false);
         assert_eq!(
             engine.call("CreateTable".into(), CREATE.into()).await.0,
             200
@@ -648,7 +617,7 @@ mod tests {
     #[tokio::test]
     async fn reads_alone_are_not_flushed() {
         let gate = Gate::default();
-        let engine = engine_with(&gate);
+        let engine = engine_with(&gate, false);
         engine.call("CreateTable".into(), CREATE.into()).await;
         let before = gate.state.lock().unwrap().flushes;
         let (status, body) = engine.call("GetItem".into(), get(1)).await;
@@ -656,29 +625,34 @@ mod tests {
         assert_eq!(gate.state.lock().unwrap().flushes, before);
     }
 
-    #[tokio::test]
+    /// Callers arriving together share the thread's groups and flushes, and every write lands:
+    /// through the thread only, and with lone callers allowed to lead (they do not, arriving
+    /// together: a caller that leads, leads its own call only).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_share_flushes_and_all_land() {
-        let gate = Gate::default();
-        let engine = engine_with(&gate);
-        engine.call("CreateTable".into(), CREATE.into()).await;
-        let before = gate.state.lock().unwrap().flushes;
-        let writes: Vec<_> = (0..64)
-            .map(|i| {
-                let engine = engine.clone();
-                tokio::spawn(async move { engine.call("PutItem".into(), put(i)).await })
-            })
-            .collect();
-        for write in writes {
-            assert_eq!(write.await.unwrap().0, 200);
-        }
-        let flushes = gate.state.lock().unwrap().flushes - before;
-        assert!(
-            (1..32).contains(&flushes),
-            "{flushes} flushes for 64 writes"
-        );
-        for i in 0..64 {
-            let (_, body) = engine.call("GetItem".into(), get(i)).await;
-            assert!(body.contains(&format!(r#""S":"{i}""#)), "{i}: {body}");
+        for inline in [false, true] {
+            let gate = Gate::default();
+            let engine = engine_with(&gate, inline);
+            engine.call("CreateTable".into(), CREATE.into()).await;
+            let before = gate.state.lock().unwrap().flushes;
+            let writes: Vec<_> = (0..64)
+                .map(|i| {
+                    let engine = engine.clone();
+                    tokio::spawn(async move { engine.call("PutItem".into(), put(i)).await })
+                })
+                .collect();
+            for write in writes {
+                assert_eq!(write.await.unwrap().0, 200);
+            }
+            let flushes = gate.state.lock().unwrap().flushes - before;
+            assert!(
+                (1..32).contains(&flushes),
+                "{flushes} flushes for 64 writes (inline {inline})"
+            );
+            for i in 0..64 {
+                let (_, body) = engine.call("GetItem".into(), get(i)).await;
+                assert!(body.contains(&format!(r#""S":"{i}""#)), "{i}: {body}");
+            }
         }
     }
 
@@ -688,11 +662,7 @@ mod tests {
         let _serial = SERVING_TESTS.lock().await;
         for inline in [false, true] {
             let gate = Gate::default();
-            let engine = if inline {
-                inline_engine_with(&gate)
-            } else {
-                engine_with(&gate)
-            };
+            let engine = engine_with(&gate, inline);
             engine.call("CreateTable".into(), CREATE.into()).await;
             pause();
             gate.state.lock().unwrap().fail = true;
