@@ -209,7 +209,10 @@ def main():
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "-p", "leasekit", "-p", "loadgen"],
                        cwd=ROOT, check=True)
-    chosen = args.systems.split(",") if args.systems else None
+    # Names in the comma-separated list; a name may hold a comma itself ("leasekit (tmpfs, no
+    # fsync)"), so each system's whole name is looked for between commas.
+    chosen = ([name for name, *_ in SYSTEMS if f",{name}," in f",{args.systems},"]
+              if args.systems else None)
     results = []
     for name, system, start, durable in SYSTEMS:
         if chosen is not None and name not in chosen:
