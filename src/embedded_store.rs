@@ -254,10 +254,27 @@ impl Shared {
             }
         }
         let _hand_on = HandOn(self);
-        let answer = serve(&self.database, operation, body);
-        match self.flush_after(!is_read(operation)) {
-            Some(why) => internal_error(&why),
-            None => answer,
+        // One answer per call, always.
+        self.run_group([(operation, body)]).remove(0)
+    }
+
+    /// Run a group of calls as the leader: refuse them all if a flush has failed, else run each,
+    /// flush once if any wrote, and answer each (all with the failure if that flush failed).
+    fn run_group<'a>(&self, calls: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Answer> {
+        if let Some(why) = self.lock().failed.clone() {
+            return calls.into_iter().map(|_| internal_error(&why)).collect();
+        }
+        let mut wrote = false;
+        let answers: Vec<Answer> = calls
+            .into_iter()
+            .map(|(operation, body)| {
+                wrote |= !is_read(operation);
+                serve(&self.database, operation, body)
+            })
+            .collect();
+        match self.flush_after(wrote) {
+            Some(why) => answers.iter().map(|_| internal_error(&why)).collect(),
+            None => answers,
         }
     }
 
@@ -297,28 +314,14 @@ impl Shared {
                     state = self.work.wait(state).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            if let Some(why) = self.lock().failed.clone() {
-                for job in group {
-                    let _ = job.answer.send(internal_error(&why));
-                }
-                continue;
-            }
-            let wrote = group.iter().any(|job| !is_read(&job.operation));
-            let answers: Vec<(Job, Answer)> = group
-                .into_iter()
-                .map(|job| {
-                    let answer = serve(&self.database, &job.operation, &job.body);
-                    (job, answer)
-                })
-                .collect();
-            let failed = self.flush_after(wrote);
-            for (job, answer) in answers {
-                // A caller that went away (its request cancelled) no longer wants the answer;
-                // what the operation did stands either way, as on the wire.
-                let answer = match &failed {
-                    Some(why) => internal_error(why),
-                    None => answer,
-                };
+            let answers = self.run_group(
+                group
+                    .iter()
+                    .map(|j| (j.operation.as_str(), j.body.as_str())),
+            );
+            // A caller that went away (its request cancelled) no longer wants the answer; what
+            // the operation did stands either way, as on the wire.
+            for (job, answer) in group.into_iter().zip(answers) {
                 let _ = job.answer.send(answer);
             }
         }
