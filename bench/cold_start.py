@@ -8,6 +8,7 @@ nothing waits on IMDS. Size: the binary, and zipped as Lambda receives it.
 
 Reproduce: cargo build --release -p lease -p authorizer -p public -p claim -p claim-free -p mcp
            python3 bench/cold_start.py [--runs 20]
+       or, on what `sam build` made (./tests/run.sh leaves it): python3 bench/cold_start.py --sam-build .aws-sam/build-x86_64
 These are x86_64 figures from this machine; Lambda arm64 builds are produced with cargo-lambda.
 """
 
@@ -23,6 +24,9 @@ import time
 import zipfile
 
 FUNCTIONS = ["lease", "claim", "claim-free", "mcp", "public", "authorizer"]
+# Their logical ids in infra/template.yaml: `sam build` names its output folders after them.
+SAM_NAMES = {"lease": "LeaseFunction", "claim": "ClaimFunction", "claim-free": "ClaimFreeFunction",
+             "mcp": "McpFunction", "public": "PublicFunction", "authorizer": "AuthorizerFunction"}
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SEED = "11" * 32
 
@@ -79,6 +83,8 @@ def init_ms(binary, port):
         "AWS_LC_SYS_NO_JITTER_ENTROPY": "1",
         "LEASES_TABLE": "l", "REQUESTS_TABLE": "r", "KEYS_TABLE": "k", "PAYMENTS_TABLE": "p", "CLAIMS_TABLE": "c",
         "SIGNING_KEY_SECRET": "arn:aws:secretsmanager:us-east-1:123456789012:secret:k",
+        # Required since the docs and the MCP Host check name the deployment (infra/template.yaml).
+        "LEASEKIT_PUBLIC_URL": "https://leases.example.com",
     }
     start = time.perf_counter()
     process = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -100,13 +106,18 @@ def zipped(binary):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
-    runs = parser.parse_args().runs
+    parser.add_argument("--sam-build", metavar="DIR",
+                        help="time the bootstraps `sam build` made in DIR (e.g. .aws-sam/build-x86_64) "
+                             "instead of target/release")
+    args = parser.parse_args()
+    runs = args.runs
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     print(f"{'function':<12} {'init p50 ms':>12} {'init p90 ms':>12} {'binary MB':>10} {'zip MB':>8}   ({runs} runs each)")
     for name in FUNCTIONS:
-        binary = os.path.join(ROOT, "target", "release", name)
+        binary = (os.path.join(args.sam_build, SAM_NAMES[name], "bootstrap") if args.sam_build
+                  else os.path.join(ROOT, "target", "release", name))
         times = sorted(init_ms(binary, port) for _ in range(runs))
         p90 = times[min(len(times) - 1, int(len(times) * 0.9))]
         mb = os.path.getsize(binary) / 1e6
