@@ -128,7 +128,10 @@ pub fn changed(data_dir: &Path) -> io::Result<()> {
         _ => {
             let temporary = data_dir.join(format!("{FILE}.{}", hex::encode(bytes)));
             std::fs::write(&temporary, bytes)?;
-            std::fs::rename(&temporary, &path)
+            std::fs::rename(&temporary, &path).inspect_err(|_| {
+                // Nothing left behind (a directory in its place cannot be renamed over).
+                let _ = std::fs::remove_file(&temporary);
+            })
         }
     }
 }

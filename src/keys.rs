@@ -49,14 +49,16 @@ pub async fn run(command: KeysCommand) -> Result<()> {
                 bail!("a key with the same id exists already; run the command again");
             }
             drop(store);
-            announce(&args)?;
+            // The key is stored: shown before anything else can fail, or it would be stored and
+            // never seen (found by the attack of 2026-12-04: with keys.generation unwritable,
+            // create exited with an error and printed no key).
             println!("{}", key.expose());
             eprintln!(
                 "created {}key {} for account {account}; it is not shown again",
                 if admin { "admin " } else { "" },
                 key.id().as_str()
             );
-            Ok(())
+            announce(&args)
         }
         KeysCommand::Revoke {
             key_id,
@@ -87,10 +89,13 @@ fn announce(args: &StoreArgs) -> Result<()> {
     if args.dynamodb_endpoint.is_some() {
         return Ok(());
     }
-    crate::key_changes::changed(&args.data_dir).context(
-        "the change is made, but a server running on this data dir may not see it until it is \
-         restarted: cannot write its keys.generation file",
-    )
+    crate::key_changes::changed(&args.data_dir).with_context(|| {
+        format!(
+            "the change is made, but a server running on this data dir may not see it for up to \
+             {} s (as long as it remembers a key): cannot write its keys.generation file",
+            leasekit_core::auth::LOCAL_KEY_CACHE.as_secs()
+        )
+    })
 }
 
 /// Register `ACCOUNT:KEY` pairs given to `serve --api-key` (or, `admin`, `--admin-key`). An

@@ -393,6 +393,36 @@ async fn api_keys_are_required_and_checked() {
     assert!(scanned > 0);
 }
 
+/// A key created when the server cannot be told (keys.generation cannot be written: here a
+/// directory stands in its place) is still shown: it is stored and works, the command says what
+/// failed and exits non-zero, and no temporary file is left behind. (It used to print no key:
+/// the attack of 2026-12-04.)
+#[tokio::test]
+async fn a_key_is_shown_even_when_the_server_cannot_be_told() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("keys.generation")).unwrap();
+    let out = leasekit()
+        .args(["keys", "create", "--account", "initech", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("up to 60 s"), "{stderr}");
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(key.starts_with("lk_"), "no key shown: {key:?} ({stderr})");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("keys.generation."))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    std::fs::remove_dir(dir.path().join("keys.generation")).unwrap();
+    let server = Server::start(dir.path());
+    let c = server.client(Some(&key));
+    assert_eq!(c.data(acquire("t1", "r", "w")).await["granted"], true);
+}
+
 #[tokio::test]
 async fn tenants_and_accounts_never_see_each_other() {
     let (_dir, server) = serve();
