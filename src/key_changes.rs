@@ -62,8 +62,7 @@ impl KeysFile {
         if let Some(kept) = open.as_ref().filter(|kept| kept.inode == inode) {
             return Ok(kept.clone());
         }
-        let file = self::open(&self.path, false)?;
-        let found = file.metadata()?;
+        let (file, found) = self::open(&self.path, false)?;
         let opened = Arc::new(Opened {
             file,
             inode: (found.dev(), found.ino()),
@@ -75,16 +74,18 @@ impl KeysFile {
 
 /// Open the generation file as a plain file only: never through a symlink, and never waiting
 /// (a FIFO in its place would otherwise block the thread that opens it).
-fn open(path: &Path, write: bool) -> io::Result<File> {
+/// Its metadata comes with it, so that nobody asks the file for it again.
+fn open(path: &Path, write: bool) -> io::Result<(File, std::fs::Metadata)> {
     let file = OpenOptions::new()
         .read(!write)
         .write(write)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
         return Err(io::Error::other("keys.generation is not a plain file"));
     }
-    Ok(file)
+    Ok((file, metadata))
 }
 
 impl KeyChanges for KeysFile {
@@ -105,12 +106,10 @@ impl KeyChanges for KeysFile {
                 n => read += n,
             }
         }
-        if read != LEN {
-            return Err(io::Error::other("keys.generation is not 8 bytes"));
+        match bytes[..read].try_into() {
+            Ok(value) => Ok(u64::from_le_bytes(value)),
+            Err(_) => Err(io::Error::other("keys.generation is not 8 bytes")),
         }
-        let mut value = [0u8; LEN];
-        value.copy_from_slice(&bytes[..LEN]);
-        Ok(u64::from_le_bytes(value))
     }
 }
 
@@ -122,7 +121,7 @@ pub fn changed(data_dir: &Path) -> io::Result<()> {
     let path = data_dir.join(FILE);
     match open(&path, true) {
         // In place: no new block to allocate, so a full disk cannot stop it.
-        Ok(file) if file.metadata()?.len() == LEN as u64 => file.write_all_at(&bytes, 0),
+        Ok((file, found)) if found.len() == LEN as u64 => file.write_all_at(&bytes, 0),
         // None yet (or a wrong one): a new file under a temporary name, renamed over, so a
         // reader sees no file or a whole one.
         _ => {

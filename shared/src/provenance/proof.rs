@@ -15,9 +15,9 @@ pub const CRYPTOSUITE: &str = "eddsa-jcs-2022";
 pub const PURPOSE: &str = "assertionMethod";
 
 /// The longest proofValue: `z` + base58btc of a 64-byte Ed25519 signature, which is at most 88
-/// characters (58^88 > 2^512). Base58 decoding is quadratic in the length, so nothing longer is
-/// decoded.
-pub const MAX_PROOF_VALUE_LEN: usize = 1 + 88;
+/// characters (58^88 > 2^512), the buffer [`proof_value`] encodes into. Base58 decoding is
+/// quadratic in the length, so nothing longer is decoded.
+pub const MAX_PROOF_VALUE_LEN: usize = 1 + five8::BASE58_ENCODED_64_MAX_LEN;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProofError {
@@ -66,9 +66,9 @@ pub fn sign(
 /// clients (BENCHMARKS.md, issue #28). Decoding stays with bs58: it takes any input, and a
 /// verifier's speed is not the server's.
 fn proof_value(signature: &Signature) -> String {
-    let mut digits = [0u8; five8::BASE58_ENCODED_64_MAX_LEN];
+    let mut digits = [0u8; MAX_PROOF_VALUE_LEN - 1];
     let len = five8::encode_64(&signature.to_bytes(), &mut digits);
-    let mut value = String::with_capacity(1 + usize::from(len));
+    let mut value = String::with_capacity(MAX_PROOF_VALUE_LEN);
     value.push('z');
     // The base58 alphabet is ASCII.
     value.extend(digits[..usize::from(len)].iter().map(|&b| char::from(b)));
