@@ -8,7 +8,10 @@ nothing waits on IMDS. Size: the binary, and zipped as Lambda receives it.
 
 Reproduce: cargo build --release -p lease -p authorizer -p public -p claim -p claim-free -p mcp
            python3 bench/cold_start.py [--runs 20]
-       or, on what `sam build` made (./tests/run.sh leaves it): python3 bench/cold_start.py --sam-build .aws-sam/build-x86_64
+       or, on what `sam build` makes for x86_64 (./tests/run.sh builds arm64 only, and stages
+       debug builds in .aws-sam/build-x86_64 for sam local, so build it yourself first):
+           sam build --beta-features --parameter-overrides Architecture=x86_64 --build-dir .aws-sam/release-x86_64
+           python3 bench/cold_start.py --sam-build .aws-sam/release-x86_64
 These are x86_64 figures from this machine; Lambda arm64 builds are produced with cargo-lambda.
 """
 
@@ -107,7 +110,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--sam-build", metavar="DIR",
-                        help="time the bootstraps `sam build` made in DIR (e.g. .aws-sam/build-x86_64) "
+                        help="time the bootstraps `sam build` made in DIR (e.g. .aws-sam/release-x86_64) "
                              "instead of target/release")
     args = parser.parse_args()
     runs = args.runs

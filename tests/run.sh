@@ -1,97 +1,179 @@
 #!/usr/bin/env bash
-# Run every test: formatting and lints, the whole workspace against the embedded store (dynoxide),
-# then the store tests again against moto's DynamoDB, a second, independent implementation.
-# Installs what it needs (Python packages into .venv) and starts and stops moto itself.
+# Run every test: formatting, lints and the template; the whole workspace against the embedded
+# store (dynoxide); interop with official clients; the Python and TypeScript clients as installed
+# packages; schemathesis; fuzzing; the store tests again against moto's DynamoDB, a second,
+# independent implementation; `sam build` of the deployed template (arm64, release); and the
+# black-box suite through the Lambda functions under `sam local start-api`.
+#
+# Installs what it needs (Debian's chromium, Docker and debootstrap; Python tools into .venv and
+# .venv-sam; cargo-fuzz; the aarch64 target) and starts and stops moto and Docker itself.
+# Steps that do not need each other overlap: the installs start at once in the background, and
+# the two long optimized builds (the arm64 functions, the fuzz targets) run in the background at
+# the lowest CPU priority, so they take only the cores that the steps in front leave idle. Every
+# step's minutes are printed in a table at the end (README: "How long the tests take").
 # Usage: ./tests/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tests/steps.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+moto_pid=""
+passed=""
+on_exit() {
+  local dockerd_pid
+  steps_stop_jobs
+  if [ -n "$moto_pid" ]; then kill "$moto_pid" 2> /dev/null || true; fi
+  # The daemon the Docker job started, if it did (it outlives the job).
+  dockerd_pid=$(cat target/steps/dockerd.pid 2> /dev/null || true)
+  if [ -n "$dockerd_pid" ]; then kill "$dockerd_pid" 2> /dev/null || true; wait "$dockerd_pid" 2> /dev/null || true; fi
+  steps_table
+  if [ -n "$passed" ]; then printf '\n==> all tests passed\n'; fi
+}
+trap on_exit EXIT
+trap 'exit 143' TERM INT
 
-step "Python test tools (.venv)"
-if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt .venv/requirements.txt; then
-  rm -rf .venv
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
-  cp tests/requirements.txt .venv/requirements.txt
-fi
+# --- Installs, in the background.
+venv() { # DIR REQUIREMENTS: made again only when the requirements change
+  if [ ! -x "$1/bin/python" ] || ! cmp -s "$2" "$1/requirements.txt"; then
+    rm -rf "$1"
+    python3 -m venv "$1"
+    "$1/bin/pip" install --quiet --disable-pip-version-check -r "$2"
+    cp "$2" "$1/requirements.txt"
+  fi
+}
+debian_packages() {
+  # Chromium and its driver for the console's browser test; Docker and debootstrap for sam local.
+  if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null \
+    || ! command -v dockerd > /dev/null || ! command -v debootstrap > /dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker.io debootstrap > /dev/null
+  fi
+}
+job debian "Debian packages (chromium, docker.io, debootstrap)" debian_packages
+job venv "Python test tools (.venv)" venv .venv tests/requirements.txt
+job sam-tools "SAM tools (.venv-sam), the aarch64 target" bash -c 'source infra/local/venv.sh && rustup target add aarch64-unknown-linux-gnu'
 
-step "chromium and chromedriver (Debian's, for the console's browser test)"
-if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver > /dev/null
-fi
+step "cargo fetch" cargo fetch --locked
+step "cargo fmt --check" cargo fmt --all -- --check
 
-step "cfn-lint infra/template.yaml"
-.venv/bin/cfn-lint infra/template.yaml
+# --- The long optimized builds, in the background at the lowest priority.
+fuzz_build() {
+  command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked
+  # cargo-fuzz's instrumentation needs nightly features; RUSTC_BOOTSTRAP lets the stable toolchain
+  # (the only one these machines have) use them.
+  cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build --sanitizer none -O
+}
+sam_build() {
+  await sam-tools
+  tests/sam_build.sh
+}
+JOB_NICE=19 job sam-build "sam build (arm64, release: the deployed functions) and its checks" sam_build
+JOB_NICE=19 job fuzz-build "the fuzz targets' build (cargo-fuzz, -O)" fuzz_build
 
-step "cargo fmt --check"
-cargo fmt --all -- --check
+docker_up() {
+  await debian
+  if ! docker info > /dev/null 2>&1; then
+    tests/docker.sh start target/steps/dockerd.log > target/steps/dockerd.pid
+  fi
+  infra/local/base-image.sh
+}
+job docker "Docker and the base image" docker_up
 
-step "cargo clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+# --- In front: the debug build and everything that tests it.
+cfn_lint() {
+  await venv
+  .venv/bin/cfn-lint infra/template.yaml
+}
+step "cargo clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
+step "cfn-lint infra/template.yaml" cfn_lint
+# One build of every target (tests, the CLI, the functions for sam local) with one feature set.
+step "cargo build (debug, every target)" cargo build --workspace --all-targets
+step "cargo test (embedded dynoxide)" cargo test --workspace
 
-step "cargo test (embedded dynoxide)"
-cargo test --workspace
+interop() {
+  await debian
+  LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop tests/infra
+}
+step "interop (independent verifiers, official clients) and infra facts (pytest)" interop
 
-step "interop (independent verifiers, official clients) and infra facts (pytest)"
-LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q tests/interop tests/infra
+python_client() {
+  # Installed as a user would (`pip install './clients/python[x402]'`), afresh each run so that the
+  # tests see the source as it is now.
+  .venv/bin/pip install --quiet --disable-pip-version-check './clients/python[x402]'
+  .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
+  (cd clients/python && ../../.venv/bin/mypy --strict src tests)
+  LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+}
+step "Python client (clients/python): pip install, mypy --strict, tests against leasekit serve" python_client
 
-step "Python client (clients/python): pip install, mypy --strict, tests against leasekit serve"
-# Installed as a user would (`pip install './clients/python[x402]'`), afresh each run so that the tests
-# see the source as it is now.
-.venv/bin/pip install --quiet --disable-pip-version-check './clients/python[x402]'
-.venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
-(cd clients/python && ../../.venv/bin/mypy --strict src tests)
-LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+typescript_client() {
+  # Node.js 20 and npm come with the machine image; Debian's own nodejs is older than the client needs.
+  if ! command -v npm > /dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
+    echo "the TypeScript client's tests need Node.js 20+ and npm on PATH"
+    return 1
+  fi
+  LEASEKIT_BIN="$PWD/target/debug/leasekit" clients/typescript/test.sh
+}
+step "TypeScript client (clients/typescript): npm ci, tsc --strict, npm pack, its tests against leasekit serve" typescript_client
 
-step "TypeScript client (clients/typescript): npm ci, tsc --strict, npm pack, its tests against leasekit serve"
-# Node.js 20 and npm come with the machine image; Debian's own nodejs is older than the client needs.
-if ! command -v npm > /dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
-  echo "the TypeScript client's tests need Node.js 20+ and npm on PATH"; exit 1
-fi
-LEASEKIT_BIN="$PWD/target/debug/leasekit" clients/typescript/test.sh
+schemathesis() {
+  local dir serve_pid
+  dir=$(mktemp -d)
+  target/debug/leasekit serve --addr 127.0.0.1:0 --data-dir "$dir" --api-key "st:schemathesis-key-0123456789" \
+    > "$dir/url" 2> "$dir/log" &
+  serve_pid=$!
+  for _ in $(seq 1 100); do [ -s "$dir/url" ] && break; sleep 0.1; done
+  # /mcp is JSON-RPC (it needs an Accept header OpenAPI cannot require): the official MCP client
+  # tests it in tests/interop/test_mcp.py.
+  PYTHONPATH=tests SCHEMATHESIS_HOOKS=schemathesis_hooks \
+  .venv/bin/schemathesis --config-file tests/schemathesis.toml run "$(head -n 1 "$dir/url")/openapi.json" \
+    -H "X-API-KEY: schemathesis-key-0123456789" --max-examples "${SCHEMATHESIS_EXAMPLES:-30}" --exclude-path /mcp \
+    --seed "${SCHEMATHESIS_SEED:-264649241082827299713738318542912631888}" --no-color
+  kill "$serve_pid"
+}
+step "schemathesis against leasekit serve (bounded, fixed seed)" schemathesis
 
-step "schemathesis against leasekit serve (bounded, fixed seed)"
-st_dir=$(mktemp -d)
-target/debug/leasekit serve --addr 127.0.0.1:0 --data-dir "$st_dir" --api-key "st:schemathesis-key-0123456789" \
-  > "$st_dir/url" 2> "$st_dir/log" &
-serve_pid=$!
-for _ in $(seq 1 100); do [ -s "$st_dir/url" ] && break; sleep 0.1; done
-# /mcp is JSON-RPC (it needs an Accept header OpenAPI cannot require): the official MCP client
-# tests it in tests/interop/test_mcp.py.
-PYTHONPATH=tests SCHEMATHESIS_HOOKS=schemathesis_hooks \
-.venv/bin/schemathesis --config-file tests/schemathesis.toml run "$(head -n 1 "$st_dir/url")/openapi.json" \
-  -H "X-API-KEY: schemathesis-key-0123456789" --max-examples "${SCHEMATHESIS_EXAMPLES:-30}" --exclude-path /mcp \
-  --seed "${SCHEMATHESIS_SEED:-264649241082827299713738318542912631888}" --no-color
-kill "$serve_pid"
+moto() {
+  local port
+  port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  .venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &
+  moto_pid=$!
+  for _ in $(seq 1 100); do
+    if .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2> /dev/null; then break; fi
+    sleep 0.1
+  done
+  # --workspace on each command keeps the feature set of the build above, so nothing is rebuilt:
+  # the store tests are leasekit-core's (its unit tests and every file in shared/tests).
+  local core_tests=(--lib)
+  for file in shared/tests/*.rs; do core_tests+=(--test "$(basename "$file" .rs)"); done
+  export LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port"
+  cargo test --workspace "${core_tests[@]}"
+  cargo test --workspace --test http_api -- serves_on_another_dynamodb_endpoint
+  LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --workspace --test history -- random_concurrent_histories
+  unset LEASEKIT_TEST_DYNAMODB_ENDPOINT
+  kill "$moto_pid"
+  moto_pid=""
+}
+step "store tests against moto (single-threaded)" moto
 
-step "fuzz: request parsing, the x402 header, the SIWX header (${FUZZ_SECONDS:-10} s each)"
-# cargo-fuzz's instrumentation needs nightly features; RUSTC_BOOTSTRAP lets the stable toolchain
-# (the only one these machines have) use them. Longer runs: FUZZ_SECONDS=600 ./tests/run.sh
-command -v cargo-fuzz > /dev/null || cargo install cargo-fuzz --locked --quiet
-for target in lease_request x402_header siwx_header; do
-  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none -O "$target" "corpus/$target" \
-    -- -max_total_time="${FUZZ_SECONDS:-10}" 2>&1 | grep -E "^Done|panicked|ERROR|SUMMARY" || true)
-  # A crash leaves an artifact; fail the run on it.
-  if compgen -G "fuzz/artifacts/$target/*" > /dev/null; then echo "fuzz: $target crashed"; exit 1; fi
-done
+sam_local() {
+  await docker
+  await sam-tools
+  LEASEKIT_FUNCTIONS='target/debug/{binary}' tests/sam_local.sh
+}
+step "the deployed shape: sam local start-api on the debug functions, the black-box suite through it" sam_local
 
-step "store tests against moto (single-threaded)"
-port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-.venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &
-moto_pid=$!
-trap 'kill "$moto_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-  if .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; then break; fi
-  sleep 0.1
-done
-export LEASEKIT_TEST_DYNAMODB_ENDPOINT="http://127.0.0.1:$port"
-cargo test -p leasekit-core --tests
-cargo test --test http_api -- serves_on_another_dynamodb_endpoint
-LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --test history -- random_concurrent_histories
+fuzz_run() {
+  await fuzz-build
+  # Longer runs: FUZZ_SECONDS=600 ./tests/run.sh
+  local target
+  for target in lease_request x402_header siwx_header; do
+    (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none -O "$target" "corpus/$target" \
+      -- -max_total_time="${FUZZ_SECONDS:-10}" 2>&1 | grep -E "^Done|panicked|ERROR|SUMMARY" || true)
+    # A crash leaves an artifact; fail the run on it.
+    if compgen -G "fuzz/artifacts/$target/*" > /dev/null; then echo "fuzz: $target crashed"; return 1; fi
+  done
+}
+step "fuzz: request parsing, the x402 header, the SIWX header (${FUZZ_SECONDS:-10} s each)" fuzz_run
 
-step "the deployed shape: sam build (arm64, x86_64), sam local start-api, the black-box suite through it"
-tests/sam_local.sh
-
-step "all tests passed"
+step "sam build (arm64, the deployed default)" await sam-build
+passed=yes

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# The deployed shape, locally: the Lambda functions (built by `sam build`, x86_64) behind SAM's
-# emulation of API Gateway and the authorizer, every container on the host network, with
-# `leasekit local-aws` as their DynamoDB, Secrets Manager (the signing key) and x402 facilitator
-# (local settlements, no money), all on 127.0.0.1. Data (store and key) in $LEASEKIT_LAMBDA_DATA.
+# The deployed shape, locally: the Lambda functions behind SAM's emulation of API Gateway and the
+# authorizer, every container on the host network, with `leasekit local-aws` as their DynamoDB,
+# Secrets Manager (the signing key) and x402 facilitator (local settlements, no money), all on
+# 127.0.0.1. Data (store and key) in $LEASEKIT_LAMBDA_DATA.
+#
+# The functions are this machine's (x86_64) debug builds, laid out in .aws-sam/build-x86_64 by
+# infra/local/stage.py exactly as `sam build` lays out its release builds (the same template, one
+# `bootstrap` per function; tests/sam_build.sh checks that): a debug build takes a minute where
+# the release profile (fat LTO, opt-level 3) takes a quarter of an hour.
 #
 # Needs Docker (a running daemon), Python 3.11+ and a Rust toolchain. Installs SAM CLI, cargo-lambda
 # and zig into .venv-sam, builds the base image offline (infra/local/base-image.sh).
 #
 # Usage: infra/local/start.sh            then http://127.0.0.1:3000 (Ctrl-C stops everything)
-# Environment: PORT (3000), LEASEKIT_BIN (default: builds target/release/leasekit),
-#   LEASEKIT_LAMBDA_DATA (.leasekit-lambda), SAM_LOG (a file for SAM's output; default the terminal).
+# Environment: PORT (3000); LEASEKIT_FUNCTIONS, the functions' binaries with {binary} for each
+#   one's name (default: target/debug/{binary}, built here with `cargo build --workspace --bins`);
+#   LEASEKIT_BIN (default: target/debug/leasekit, built with them); LEASEKIT_LAMBDA_DATA
+#   (.leasekit-lambda); SAM_LOG (a file for SAM's output; default the terminal).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 port=${PORT:-3000}
@@ -20,14 +27,14 @@ source infra/local/venv.sh
 docker info > /dev/null 2>&1 || { echo "start.sh: Docker is not running (start the daemon first)" >&2; exit 1; }
 infra/local/base-image.sh
 
-if [ -z "${LEASEKIT_BIN:-}" ]; then
-  cargo build --release --quiet --bin leasekit
-  LEASEKIT_BIN=target/release/leasekit
+functions=${LEASEKIT_FUNCTIONS:-}
+if [ -z "$functions" ]; then
+  cargo build --quiet --workspace --bins
+  functions='target/debug/{binary}'
 fi
-# sam local runs the functions of this machine's processor.
-sam build --template-file infra/template.yaml --build-dir .aws-sam/build-x86_64 --beta-features \
-  --parameter-overrides Architecture=x86_64 > .aws-sam/build-x86_64.log 2>&1 \
-  || { cat .aws-sam/build-x86_64.log >&2; exit 1; }
+LEASEKIT_BIN=${LEASEKIT_BIN:-target/debug/leasekit}
+rm -rf .aws-sam/build-x86_64
+python infra/local/stage.py infra/template.yaml "$functions" .aws-sam/build-x86_64
 
 mkdir -p "$data"
 "$LEASEKIT_BIN" local-aws --addr 127.0.0.1:0 --data-dir "$data" > "$data/local-aws.url" &
