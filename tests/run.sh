@@ -16,15 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/steps.sh
 
-moto_pid=""
 passed=""
 on_exit() {
-  local dockerd_pid
-  steps_stop_jobs
-  if [ -n "$moto_pid" ]; then kill "$moto_pid" 2> /dev/null || true; fi
-  # The daemon the Docker job started, if it did (it outlives the job).
-  dockerd_pid=$(cat target/steps/dockerd.pid 2> /dev/null || true)
-  if [ -n "$dockerd_pid" ]; then kill "$dockerd_pid" 2> /dev/null || true; wait "$dockerd_pid" 2> /dev/null || true; fi
+  steps_stop
+  # The daemon the Docker job started, if it did.
+  if [ -s target/steps/dockerd.pid ]; then tests/docker.sh stop "$(cat target/steps/dockerd.pid)"; fi
   steps_table
   if [ -n "$passed" ]; then printf '\n==> all tests passed\n'; fi
 }
@@ -48,9 +44,15 @@ debian_packages() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker.io debootstrap > /dev/null
   fi
 }
-job debian "Debian packages (chromium, docker.io, debootstrap)" debian_packages
+# Left to finish if the run stops early: a dpkg cut off would break the next runs. A venv cut off
+# has no requirements.txt copied in, so the next run makes it again.
+JOB_KEEP=1 job debian "Debian packages (chromium, docker.io, debootstrap)" debian_packages
 job venv "Python test tools (.venv)" venv .venv tests/requirements.txt
-job sam-tools "SAM tools (.venv-sam), the aarch64 target" bash -c 'source infra/local/venv.sh && rustup target add aarch64-unknown-linux-gnu'
+sam_tools() {
+  source infra/local/venv.sh
+  rustup target add aarch64-unknown-linux-gnu
+}
+job sam-tools "SAM tools (.venv-sam), the aarch64 target" sam_tools
 
 step "cargo fetch" cargo fetch --locked
 step "cargo fmt --check" cargo fmt --all -- --check
@@ -136,7 +138,7 @@ moto() {
   local port
   port=$(.venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   .venv/bin/python tests/moto_server.py "$port" > target/moto.log 2>&1 &
-  moto_pid=$!
+  local moto_pid=$!
   for _ in $(seq 1 100); do
     if .venv/bin/python -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2> /dev/null; then break; fi
     sleep 0.1
@@ -149,9 +151,7 @@ moto() {
   cargo test --workspace "${core_tests[@]}"
   cargo test --workspace --test http_api -- serves_on_another_dynamodb_endpoint
   LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --workspace --test history -- random_concurrent_histories
-  unset LEASEKIT_TEST_DYNAMODB_ENDPOINT
   kill "$moto_pid"
-  moto_pid=""
 }
 step "store tests against moto (single-threaded)" moto
 

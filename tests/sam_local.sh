@@ -18,7 +18,7 @@ sam_pid=""
 cleanup() {
   # start.sh stops SAM, removes the containers SAM made (by id) and stops local-aws.
   if [ -n "$sam_pid" ]; then kill "$sam_pid" 2> /dev/null || true; wait "$sam_pid" 2> /dev/null || true; fi
-  if [ -n "$started_dockerd" ]; then kill "$started_dockerd" 2> /dev/null || true; wait "$started_dockerd" 2> /dev/null || true; fi
+  if [ -n "$started_dockerd" ]; then tests/docker.sh stop "$started_dockerd"; fi
 }
 trap cleanup EXIT
 

@@ -7,7 +7,10 @@
 # The functions are this machine's (x86_64) debug builds, laid out in .aws-sam/build-x86_64 by
 # infra/local/stage.py exactly as `sam build` lays out its release builds (the same template, one
 # `bootstrap` per function; tests/sam_build.sh checks that): a debug build takes a minute where
-# the release profile (fat LTO, opt-level 3) takes a quarter of an hour.
+# the release profile (fat LTO, opt-level 3) takes a quarter of an hour. They are linked against
+# this machine's glibc, and the base image is Debian 12's (2.36): on a machine with a newer glibc,
+# stage binaries that `cargo lambda build` made instead (zig links them for an older one):
+# LEASEKIT_FUNCTIONS='target/lambda/{binary}/bootstrap'.
 #
 # Needs Docker (a running daemon), Python 3.11+ and a Rust toolchain. Installs SAM CLI, cargo-lambda
 # and zig into .venv-sam, builds the base image offline (infra/local/base-image.sh).
@@ -31,6 +34,8 @@ functions=${LEASEKIT_FUNCTIONS:-}
 if [ -z "$functions" ]; then
   cargo build --quiet --workspace --bins
   functions='target/debug/{binary}'
+elif [ -z "${LEASEKIT_BIN:-}" ]; then
+  cargo build --quiet --bin leasekit
 fi
 LEASEKIT_BIN=${LEASEKIT_BIN:-target/debug/leasekit}
 rm -rf .aws-sam/build-x86_64
@@ -55,6 +60,7 @@ trap stop EXIT
 trap 'exit 143' TERM INT
 for _ in $(seq 1 100); do [ -s "$data/local-aws.url" ] && break; sleep 0.1; done
 aws_url=$(head -n 1 "$data/local-aws.url")
+[ -n "$aws_url" ] || { echo "start.sh: leasekit local-aws did not start ($LEASEKIT_BIN)" >&2; exit 1; }
 
 # SAM resolves a table's !Ref to its logical id locally: name the tables local-aws created.
 cat > "$data/env.json" <<JSON
