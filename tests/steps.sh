@@ -71,6 +71,7 @@ job() {
   set -m
   (
     exec {steps_lock}>&-
+    steps_where=background
     # The job's row and its status, as it ends. A TERM is an end with status 143, not the last
     # command's status.
     trap 'exit 143' TERM INT
@@ -103,7 +104,7 @@ await() {
   done
   [ -n "$status" ] || status=$(cat "$end")
   if [ $(($(steps_now) - start)) -gt 2000 ]; then
-    steps_row "(waiting for: ${steps_titles[$name]})" front "$start" $(($(steps_now) - start)) "$steps_seq"
+    steps_row "(waiting for: ${steps_titles[$name]})" "${steps_where:-front}" "$start" $(($(steps_now) - start)) "$steps_seq"
   fi
   if [ "$status" != 0 ]; then
     printf '\n==> %s failed (%s); the end of target/steps/%s.log:\n' "${steps_titles[$name]}" "$status" "$name"
