@@ -55,7 +55,7 @@ impl Fixture {
         };
         Ok(self
             .service
-            .execute_paid(&actor, &req(body), [0; 32], now, None)
+            .execute_as(&actor, &req(body), [0; 32], now, None)
             .await?
             .data)
     }

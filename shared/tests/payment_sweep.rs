@@ -14,7 +14,8 @@ use leasekit_core::service::payments::{Payments, Sale, Swept};
 use leasekit_core::store::claim_store::claim_pk;
 use leasekit_core::store::payment_store::Evidence;
 use leasekit_core::store::{
-    ClaimStore, LeaseKey, LeaseStore, PaymentLedger, RecordKey, StoredRecord,
+    ClaimStore, Commit, LeaseStore, Outcome, PaymentLedger, RecordKey, RecordPut, Rounds,
+    StoredRecord,
 };
 use leasekit_core::tenant::Tenant;
 use leasekit_core::x402::client::{address_of, pay};
@@ -88,11 +89,7 @@ impl World {
             paid_by: None,
             queued: false,
         };
-        let lease = LeaseKey::new(&self.tenant(), "r");
-        self.leases
-            .commit(&lease, None, &key, &record, true, now)
-            .await
-            .unwrap();
+        put_record(&self.leases, &key, record, now).await;
         key.as_str().to_owned()
     }
 
@@ -410,11 +407,7 @@ async fn a_same_millisecond_replay_is_not_taken_for_the_call_that_committed() {
         paid_by: Some(auth(31).mark()),
         queued: false,
     };
-    let lease = LeaseKey::new(&scope, "r");
-    w.leases
-        .commit(&lease, None, &key, &record, true, t)
-        .await
-        .unwrap();
+    put_record(&w.leases, &key, record, t).await;
     for nonce in [31, 32] {
         let evidence = Evidence::Record {
             pk: key.as_str().to_owned(),
@@ -499,4 +492,20 @@ async fn a_kept_answer_is_evidence_that_a_paid_read_answered() {
         (statuses[&41].as_str(), statuses[&42].as_str()),
         ("settled", "void")
     );
+}
+
+/// `record` put under `key` as a committed call leaves it (a request record alone).
+async fn put_record(leases: &LeaseStore, key: &RecordKey, record: StoredRecord, now: Millis) {
+    let commit = Commit::Together {
+        writes: Vec::new(),
+        unchanged: None,
+        audit: Vec::new(),
+        record: Some(RecordPut {
+            key: key.clone(),
+            record,
+            over_place: true,
+        }),
+    };
+    let outcome = Rounds::commit(leases, &commit, now).await.unwrap();
+    assert_eq!(outcome, Outcome::Committed(None));
 }

@@ -157,7 +157,7 @@ async fn carry_out(
 ) -> Result<SignedAnswer, ApiError> {
     let answer = state
         .leases()?
-        .execute_paid(actor, request, request_sha256, now, paid_by)
+        .execute_as(actor, request, request_sha256, now, paid_by)
         .await?;
     if !answer.data.replayed && answer.data.op.writes() {
         metrics::count(if answer.data.granted {

@@ -83,6 +83,179 @@ pub enum Decision {
     Handed(Handed),
 }
 
+/// An acquire's decision: what [`acquire`] answers. A retry handed its grant between calls is
+/// not one of them (see [`handed`]), so a set member, which has no call to hand a grant to,
+/// cannot be handed one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Acquired {
+    Write(Write),
+    Deny(Vec<Witness>),
+    Queue {
+        write: Option<Write>,
+        witnesses: Vec<Witness>,
+    },
+    Refuse {
+        write: Write,
+        witnesses: Vec<Witness>,
+    },
+}
+
+/// A renew's or a release's decision: what [`hold`] answers. Neither waits.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    Write(Write),
+    Deny(Vec<Witness>),
+    Refuse {
+        write: Write,
+        witnesses: Vec<Witness>,
+    },
+}
+
+/// A revoke's decision: what [`revoke`] answers. It ends permits or finds none; it never waits
+/// and never refuses for another reason.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Revocation {
+    End(Write),
+    Deny(Vec<Witness>),
+}
+
+/// A renew or a release, by the holder of a permit: what [`hold`] decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HolderOp<'a> {
+    Renew {
+        holder: &'a str,
+        token: u64,
+        ttl_ms: Millis,
+    },
+    Release {
+        holder: &'a str,
+        token: u64,
+    },
+}
+
+impl<'a> HolderOp<'a> {
+    /// The renew or release `command` is, if it is one.
+    pub fn of(command: &'a Command) -> Option<Self> {
+        match command {
+            Command::Renew {
+                holder,
+                token,
+                ttl_ms,
+            } => Some(HolderOp::Renew {
+                holder,
+                token: *token,
+                ttl_ms: *ttl_ms,
+            }),
+            Command::Release { holder, token } => Some(HolderOp::Release {
+                holder,
+                token: *token,
+            }),
+            Command::Acquire { .. }
+            | Command::Get
+            | Command::Check { .. }
+            | Command::Revoke { .. } => None,
+        }
+    }
+
+    fn holder(self) -> &'a str {
+        match self {
+            HolderOp::Renew { holder, .. } | HolderOp::Release { holder, .. } => holder,
+        }
+    }
+
+    fn token(self) -> u64 {
+        match self {
+            HolderOp::Renew { token, .. } | HolderOp::Release { token, .. } => token,
+        }
+    }
+}
+
+impl<'a> Asked<'a> {
+    /// The acquire `command` is, if it is one.
+    pub fn of(command: &'a Command) -> Option<Self> {
+        match command {
+            Command::Acquire {
+                holder,
+                ttl_ms,
+                limit,
+                wait_ms,
+                ticket,
+            } => Some(Asked {
+                holder,
+                ttl_ms: *ttl_ms,
+                limit: *limit,
+                wait_ms: *wait_ms,
+                ticket: ticket.as_ref(),
+            }),
+            Command::Renew { .. }
+            | Command::Release { .. }
+            | Command::Get
+            | Command::Check { .. }
+            | Command::Revoke { .. } => None,
+        }
+    }
+}
+
+/// A refusal, and the hand-off its read noticed, if the stored state needs one written.
+pub(super) struct Refusal {
+    write: Option<Write>,
+    witnesses: Vec<Witness>,
+}
+
+impl From<Refusal> for Acquired {
+    fn from(r: Refusal) -> Self {
+        match r.write {
+            Some(write) => Acquired::Refuse {
+                write,
+                witnesses: r.witnesses,
+            },
+            None => Acquired::Deny(r.witnesses),
+        }
+    }
+}
+
+impl From<Refusal> for Held {
+    fn from(r: Refusal) -> Self {
+        match r.write {
+            Some(write) => Held::Refuse {
+                write,
+                witnesses: r.witnesses,
+            },
+            None => Held::Deny(r.witnesses),
+        }
+    }
+}
+
+impl From<Acquired> for Decision {
+    fn from(d: Acquired) -> Self {
+        match d {
+            Acquired::Write(write) => Decision::Write(write),
+            Acquired::Deny(witnesses) => Decision::Deny(witnesses),
+            Acquired::Queue { write, witnesses } => Decision::Queue { write, witnesses },
+            Acquired::Refuse { write, witnesses } => Decision::Refuse { write, witnesses },
+        }
+    }
+}
+
+impl From<Held> for Decision {
+    fn from(d: Held) -> Self {
+        match d {
+            Held::Write(write) => Decision::Write(write),
+            Held::Deny(witnesses) => Decision::Deny(witnesses),
+            Held::Refuse { write, witnesses } => Decision::Refuse { write, witnesses },
+        }
+    }
+}
+
+impl From<Revocation> for Decision {
+    fn from(d: Revocation) -> Self {
+        match d {
+            Revocation::End(write) => Decision::Write(write),
+            Revocation::Deny(witnesses) => Decision::Deny(witnesses),
+        }
+    }
+}
+
 impl Guard {
     /// Whether the guard holds of `state` at `now`: the same predicate the store's condition
     /// expression evaluates inside DynamoDB.
@@ -156,17 +329,16 @@ impl Effect {
 /// item and `decide` on it says what to do instead. A semaphore's acquire has none: its write is
 /// guarded on the state it read.
 pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
-    match command {
-        Command::Acquire {
-            holder,
-            ttl_ms,
-            limit: 1,
-            ..
-        } => Some(take(Guard::Vacant, holder, now + ttl_ms)),
-        Command::Acquire { .. } => None,
-        Command::Renew { .. } | Command::Release { .. } => holder_write(command, now),
-        Command::Get | Command::Check { .. } | Command::Revoke { .. } => None,
+    match (Asked::of(command), HolderOp::of(command)) {
+        (Some(asked), _) => optimistic_acquire(&asked, now),
+        (None, Some(op)) => Some(holder_write(op, now)),
+        (None, None) => None,
     }
+}
+
+/// [`optimistic`] for an acquire: a single permit's take, guarded on a vacant lease.
+pub fn optimistic_acquire(asked: &Asked<'_>, now: Millis) -> Option<Write> {
+    (asked.limit == 1).then(|| take(Guard::Vacant, asked.holder, now + asked.ttl_ms))
 }
 
 /// What `decide` would do on `view`, the last sight of the lease this process has (the empty
@@ -191,24 +363,29 @@ pub enum Foreseen {
 
 /// What `command` would do on `view` (see [`Foreseen`]), if that is known without a read.
 pub fn foresee(view: &LeaseState, command: &Command, now: Millis) -> Option<Foreseen> {
-    match command {
-        Command::Renew { .. } | Command::Release { .. } => {
-            holder_write(command, now).map(Foreseen::Write)
+    match (Asked::of(command), HolderOp::of(command)) {
+        (Some(asked), _) => foresee_acquire(view, &asked, now),
+        (None, Some(op)) => Some(Foreseen::Write(holder_write(op, now))),
+        (None, None) => None,
+    }
+}
+
+/// [`foresee`] for an acquire.
+pub fn foresee_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Foreseen> {
+    if handed(view, asked, now).is_some() {
+        return None;
+    }
+    match acquire(view, asked, now) {
+        Acquired::Write(write)
+            if asked.limit == 1 && !matches!(write.guard, Guard::Version { .. }) =>
+        {
+            Some(Foreseen::Write(write))
         }
-        Command::Acquire { limit, .. } => match decide(view, command, now) {
-            Decision::Write(write)
-                if *limit == 1 && !matches!(write.guard, Guard::Version { .. }) =>
-            {
-                Some(Foreseen::Write(write))
-            }
-            Decision::Deny(witnesses) => Some(Foreseen::Denial {
-                unchanged: unchanged(view),
-                witnesses,
-            }),
-            Decision::Write(_) | Decision::Queue { .. } | Decision::Refuse { .. } => None,
-            Decision::Observe | Decision::Handed(_) => None,
-        },
-        Command::Get | Command::Check { .. } | Command::Revoke { .. } => None,
+        Acquired::Deny(witnesses) => Some(Foreseen::Denial {
+            unchanged: unchanged(view),
+            witnesses,
+        }),
+        Acquired::Write(_) | Acquired::Queue { .. } | Acquired::Refuse { .. } => None,
     }
 }
 
@@ -295,30 +472,18 @@ fn take(guard: Guard, holder: &str, expires_at: Millis) -> Write {
 
 /// The write of a renew or release by the live holder of a lease: the same whether decided on a
 /// read state or tried optimistically.
-fn holder_write(command: &Command, now: Millis) -> Option<Write> {
-    let held_by = |holder: &str, token: u64| Guard::HeldBy {
-        holder: holder.to_owned(),
-        token,
+pub fn holder_write(op: HolderOp<'_>, now: Millis) -> Write {
+    let guard = Guard::HeldBy {
+        holder: op.holder().to_owned(),
+        token: op.token(),
     };
-    match command {
-        Command::Renew {
-            holder,
-            token,
-            ttl_ms,
-        } => Some(Write {
-            guard: held_by(holder, *token),
-            effect: Effect::Extend {
-                expires_at: now + ttl_ms,
-            },
-        }),
-        Command::Release { holder, token } => Some(Write {
-            guard: held_by(holder, *token),
-            effect: Effect::Clear,
-        }),
-        Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
-            None
-        }
-    }
+    let effect = match op {
+        HolderOp::Renew { ttl_ms, .. } => Effect::Extend {
+            expires_at: now + ttl_ms,
+        },
+        HolderOp::Release { .. } => Effect::Clear,
+    };
+    Write { guard, effect }
 }
 
 /// The stored `state` as the next write will see it at `now`: lapsed permits gone, and the
@@ -329,33 +494,37 @@ pub fn settled(state: &LeaseState, now: Millis) -> LeaseState {
     queue::settle(state, now)
 }
 
-/// Decide `command` against the stored `state` at server time `now`.
+/// Decide `command` against the stored `state` at server time `now`: every rule, for every op.
+/// The service asks the function of the op's family instead ([`acquire`] after [`handed`],
+/// [`hold`], [`revoke`]), whose decision has only the outcomes that family can have.
 pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
-    let (holder, token) = match command {
-        Command::Get | Command::Check { .. } => return Decision::Observe,
-        Command::Acquire {
-            holder,
-            ttl_ms,
-            limit,
-            wait_ms,
-            ticket,
-        } => {
-            let asked = queue::Asked {
-                holder,
-                ttl_ms: *ttl_ms,
-                limit: *limit,
-                wait_ms: *wait_ms,
-                ticket: ticket.as_ref(),
-            };
-            return decide_acquire(state, &asked, now);
-        }
-        Command::Revoke { holder, token } => {
-            return semaphore::revoke(state, holder.as_deref(), *token, now);
-        }
-        Command::Renew { holder, token, .. } | Command::Release { holder, token } => {
-            (holder, *token)
-        }
-    };
+    if let Some(asked) = Asked::of(command) {
+        return match handed(state, &asked, now) {
+            Some(handed) => Decision::Handed(handed),
+            None => acquire(state, &asked, now).into(),
+        };
+    }
+    if let Some(op) = HolderOp::of(command) {
+        return hold(state, op, now).into();
+    }
+    match command {
+        Command::Revoke { holder, token } => revoke(state, holder.as_deref(), *token, now).into(),
+        _ => Decision::Observe,
+    }
+}
+
+/// The retry of a call that was handed a grant which has ended since: that grant, once
+/// (docs/adr/0008), before anything the resource says now. Only a call with a requestId has a
+/// ticket to be handed anything.
+pub fn handed(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Handed> {
+    asked
+        .ticket
+        .and_then(|t| state.handed_to(t, asked.holder, now))
+}
+
+/// A renew or a release on the stored `state`.
+pub fn hold(state: &LeaseState, op: HolderOp<'_>, now: Millis) -> Held {
+    let (holder, token) = (op.holder(), op.token());
     // Before any other reason: an operator ended this very permit. A refusal writes the
     // hand-off its read noticed, as an acquire's does (found by the attack of 2026-12-03,
     // round 3: a late renew or release left a lapsed permit unhanded).
@@ -372,24 +541,24 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
                 .actual(token),
             ],
             now,
-        );
+        )
+        .into();
     }
-    let mismatches = if state.is_versioned() {
-        semaphore::mismatches(state, holder, token, now)
+    // The caller's live permit, and its write; or why it has none.
+    let witnesses = if state.is_versioned() {
+        match semaphore::mismatches(state, holder, token, now) {
+            Ok(mine) => return Held::Write(semaphore::holder_write(state, op, mine, now)),
+            Err(witnesses) => witnesses,
+        }
     } else {
-        holder_mismatches(state, holder, token, now)
+        match holder_mismatches(state, holder, token, now) {
+            None => return Held::Write(holder_write(op, now)),
+            Some(witnesses) => witnesses,
+        }
     };
-    let Some(witnesses) = mismatches else {
-        let write = if state.is_versioned() {
-            semaphore::holder_write(state, command, now)
-        } else {
-            holder_write(command, now)
-        };
-        return write.map_or(Decision::Observe, Decision::Write);
-    };
-    let witnesses = match command {
+    let witnesses = match op {
         // Release reports every failure as NO_HOLD, with the reason in the detail.
-        Command::Release { .. } => vec![Witness::new(
+        HolderOp::Release { .. } => vec![Witness::new(
             "NO_HOLD",
             "/token",
             format!(
@@ -401,23 +570,27 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
                     .join("; ")
             ),
         )],
-        _ => witnesses,
+        HolderOp::Renew { .. } => witnesses,
     };
-    semaphore::refusal(state, witnesses, now)
+    semaphore::refusal(state, witnesses, now).into()
 }
 
-/// An acquire. A lease (limit 1, nobody waiting) is decided here, with writes that need no read;
-/// a semaphore, a resource with a queue, and a caller who would wait for a held lease, by the
-/// read-modify-write rules of [`semaphore`] and [`queue`].
-fn decide_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Millis) -> Decision {
-    // The retry of a call that was handed a grant which has ended since: that grant, once
-    // (docs/adr/0008), before anything the resource says now.
-    let handed = asked
-        .ticket
-        .and_then(|t| state.handed_to(t, asked.holder, now));
-    if let Some(handed) = handed {
-        return Decision::Handed(handed);
-    }
+/// A revoke (docs/adr/0008) on the stored `state`: `holder`'s live permit (the one with `token`,
+/// when given), or every live permit when neither is named.
+pub fn revoke(
+    state: &LeaseState,
+    holder: Option<&str>,
+    token: Option<u64>,
+    now: Millis,
+) -> Revocation {
+    semaphore::revoke(state, holder, token, now)
+}
+
+/// An acquire on the stored `state` (after [`handed`], for a call with a ticket). A lease (limit
+/// 1, nobody waiting) is decided here, with writes that need no read; a semaphore, a resource
+/// with a queue, and a caller who would wait for a held lease, by the read-modify-write rules of
+/// [`semaphore`] and [`queue`].
+pub fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
     // A versioned resource that nobody holds or waits for is taken as a lease is: one write,
     // which stores it as a lease again (not one whose hand-off must be remembered first).
     let versioned_in_use = state.is_versioned() && !state.is_free(now);
@@ -425,7 +598,7 @@ fn decide_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Millis) -> 
         return semaphore::acquire(state, asked, now);
     }
     match decide_lease_acquire(state, asked, now) {
-        Decision::Deny(_) if asked.wait_ms > 0 => semaphore::acquire(state, asked, now),
+        Acquired::Deny(_) if asked.wait_ms > 0 => semaphore::acquire(state, asked, now),
         lease => lease,
     }
 }
@@ -445,14 +618,14 @@ fn limit_mismatch(state: &LeaseState, limit: u32, now: Millis) -> Option<Witness
 }
 
 /// An acquire of a lease that nobody waits for.
-fn decide_lease_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Millis) -> Decision {
+fn decide_lease_acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
     if let Some(mismatch) = limit_mismatch(state, asked.limit, now) {
-        return Decision::Deny(vec![mismatch]);
+        return Acquired::Deny(vec![mismatch]);
     }
     let (holder, expires_at) = (asked.holder, now + asked.ttl_ms);
     match state.live(now) {
         // Re-acquire by the live holder: same token, expiry moves to now + ttl.
-        Some(l) if l.holder == holder => Decision::Write(Write {
+        Some(l) if l.holder == holder => Acquired::Write(Write {
             guard: Guard::HeldBy {
                 holder: holder.to_owned(),
                 token: l.token,
@@ -460,9 +633,9 @@ fn decide_lease_acquire(state: &LeaseState, asked: &queue::Asked<'_>, now: Milli
             effect: Effect::Extend { expires_at },
         }),
         // A lease (not versioned) keeps only the permit that is live here.
-        Some(_) => Decision::Deny(vec![semaphore::held(state, 1)]),
-        None if state.last_token >= MAX_TOKEN => Decision::Deny(vec![exhausted(state)]),
-        None => Decision::Write(take(
+        Some(_) => Acquired::Deny(vec![semaphore::held(state, 1)]),
+        None if state.last_token >= MAX_TOKEN => Acquired::Deny(vec![exhausted(state)]),
+        None => Acquired::Write(take(
             Guard::VacantAt {
                 last_token: state.last_token,
             },
@@ -538,6 +711,7 @@ fn token_mismatch(live: u64, token: u64) -> Witness {
 mod queue;
 mod semaphore;
 
+pub use queue::Asked;
 pub(crate) use semaphore::hand_on;
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ struct Resource {
     /// 40 waiters arriving together once took seconds of lost races to take their places, and
     /// took them out of their order of arrival (found by the attack of 2026-12-03). Writers in
     /// other processes still race, guarded as ever, and so does a plain single-permit acquire
-    /// here (see `LeaseService::execute_paid`: its refusals share a group commit).
+    /// here (see `LeaseService::execute_as`: its refusals share a group commit).
     turn: Arc<tokio::sync::Mutex<()>>,
 }
 

@@ -6,18 +6,16 @@
 use super::expr::Expr;
 pub(super) use super::lease_item::lease_from_item;
 use super::lease_item::{handed_list, permits_map, places_list, revoked_list};
-use super::usage::{add as add_usage, measured};
+use super::rounds::Outcome;
 use super::{
-    Cancelled, FirstAttempt, Item, StoreError, Written, get_s, guarded, n, read_item, req_n, req_s,
-    s, transaction,
+    FirstAttempt, Item, StoreError, Written, get_s, guarded, n, read_item, req_n, req_s, s,
 };
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactGetItem, TransactWriteItem, Update,
+    AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, Update,
 };
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
@@ -69,17 +67,6 @@ pub enum Applied {
     Committed(LeaseState),
     /// The guard did not hold; the state it was checked against.
     GuardFailed(LeaseState),
-}
-
-/// The outcome of committing an answer together with its record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Committed {
-    Yes,
-    /// The write's guard did not hold (or a concurrent transaction touched the lease): decide
-    /// again, on the lease as it was checked if it came back, else on a new read.
-    LeaseChanged(Option<LeaseState>),
-    /// A live record for this requestId exists already: answer from it.
-    RecordExists(StoredRecord),
 }
 
 #[derive(Clone)]
@@ -150,79 +137,20 @@ impl LeaseStore {
         })
     }
 
-    /// The lease and the live record for `record` (if any), read together in one consistent snapshot.
-    pub async fn read_with_record(
-        &self,
-        key: &LeaseKey,
-        record: &RecordKey,
-        now: Millis,
-    ) -> Result<(LeaseState, Option<StoredRecord>), StoreError> {
-        let get = |table: &str, pk: &str| {
-            Get::builder()
-                .table_name(table)
-                .key("pk", s(pk))
-                .build()
-                .map(|g| TransactGetItem::builder().get(g).build())
-                .map_err(StoreError::built)
-        };
-        let out = self
-            .client
-            .transact_get_items()
-            .transact_items(get(&self.leases, &key.0)?)
-            .transact_items(get(&self.requests, &record.0)?)
-            .send()
-            .await
-            .map_err(StoreError::sdk)?;
-        let responses = out.responses();
-        let item = |i: usize| responses.get(i).and_then(|r| r.item());
-        let lease = lease_from_item(item(0))?;
-        let record = item(1)
-            .map(record_from_item)
-            .transpose()?
-            .filter(|r| r.expires_at > now);
-        Ok((lease, record))
-    }
-
-    /// Commit `record` and, if given, `write`, atomically: both or neither. The record is written
-    /// only if no live record holds its key, or (`over_place`) a waiting call's place of the same
-    /// input does: only a write decided on the store's own state may answer a waiting call, as
-    /// only that state says what was handed to it meanwhile (docs/adr/0008).
-    pub async fn commit(
-        &self,
-        key: &LeaseKey,
-        write: Option<&Write>,
-        record_key: &RecordKey,
-        record: &StoredRecord,
-        over_place: bool,
-        now: Millis,
-    ) -> Result<Committed, StoreError> {
-        let put = self.record_put(record_key, record, over_place, now)?;
-        let Some(write) = write else {
-            return self.put_record_alone(put, record).await;
-        };
-        let update = self.update(key, write, now)?;
-        let beside = TransactWriteItem::builder().update(update).build();
-        self.commit_beside(beside, put, record).await
-    }
-
-    /// Commit `record` with a check that the lease is as `unchanged` pins it (the state a denial
-    /// was decided on, in this process's view), in one transaction: a denial with its record in
-    /// one round trip, confirmed by the store. A lease changed since: `LeaseChanged`, with the
-    /// lease as the check saw it.
-    pub async fn commit_unchanged(
+    /// The check that the lease of `key` is as `unchanged` pins it (the state a denial was decided
+    /// on, in this process's view), as one item of a transaction: a denial and its record in one
+    /// round trip, confirmed by the store.
+    pub(super) fn unchanged_check(
         &self,
         key: &LeaseKey,
         unchanged: &Guard,
-        record_key: &RecordKey,
-        record: &StoredRecord,
         now: Millis,
-    ) -> Result<Committed, StoreError> {
-        let put = self.record_put(record_key, record, false, now)?;
+    ) -> Result<ConditionCheck, StoreError> {
         let mut e = Expr::default();
         let now = e.value("now", n(now));
         let condition = guard_condition(&mut e, unchanged, &now);
         let e = e.used_in(&[&condition]);
-        let check = ConditionCheck::builder()
+        ConditionCheck::builder()
             .table_name(&self.leases)
             .key("pk", s(&key.0))
             .condition_expression(condition)
@@ -230,47 +158,7 @@ impl LeaseStore {
             .set_expression_attribute_values(e.values())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
-            .map_err(StoreError::built)?;
-        let beside = TransactWriteItem::builder().condition_check(check).build();
-        self.commit_beside(beside, put, record).await
-    }
-
-    /// The transaction of `beside` (the lease's write or check) and the record's `put`.
-    async fn commit_beside(
-        &self,
-        beside: TransactWriteItem,
-        put: Put,
-        record: &StoredRecord,
-    ) -> Result<Committed, StoreError> {
-        let send = self
-            .client
-            .transact_write_items()
-            .transact_items(beside)
-            .transact_items(TransactWriteItem::builder().put(put).build())
-            .send();
-        // Measured apart to learn whether the SDK retried (see `guarded`).
-        let (result, usage) = measured(Box::pin(send)).await;
-        add_usage(usage);
-        let reasons = match transaction(result)? {
-            Ok(_) => return Ok(Committed::Yes),
-            Err(reasons) => reasons,
-        };
-        // The record first: if it exists, its answer stands whatever the lease did since. If the
-        // SDK retried and it is this very record (its answer signed at this call's time, for
-        // this payment), the retry was cancelled by its own first attempt: committed. DynamoDB
-        // takes the retry's client token as the same request; an emulator may not.
-        if let Some(Cancelled::Condition(Some(item))) = reasons.get(1) {
-            return Ok(match record_from_item(item)? {
-                found if usage.unsure_retries() > 0 && found == *record => Committed::Yes,
-                found => Committed::RecordExists(found),
-            });
-        }
-        // The lease as its guard was checked, when it came back. No item: the lease does not
-        // exist, or an emulator omitted it; a conflict: it was being written. Read it again.
-        Ok(Committed::LeaseChanged(match reasons.first() {
-            Some(Cancelled::Condition(Some(item))) => Some(lease_from_item(Some(item))?),
-            _ => None,
-        }))
+            .map_err(StoreError::built)
     }
 
     /// `write` on `key` as one item of a transaction.
@@ -298,7 +186,7 @@ impl LeaseStore {
         &self,
         put: Put,
         record: &StoredRecord,
-    ) -> Result<Committed, StoreError> {
+    ) -> Result<Outcome, StoreError> {
         let send = self
             .client
             .put_item()
@@ -318,12 +206,10 @@ impl LeaseStore {
             })
         };
         Ok(match guarded(send, ours).await? {
-            Written::Now(_) | Written::Before(_) => Committed::Yes,
-            Written::Refused(Some(existing)) => {
-                Committed::RecordExists(record_from_item(&existing)?)
-            }
+            Written::Now(_) | Written::Before(_) => Outcome::Committed(None),
+            Written::Refused(Some(existing)) => Outcome::RecordExists(record_from_item(&existing)?),
             // An emulator that omits the old item: read it again.
-            Written::Refused(None) => Committed::LeaseChanged(None),
+            Written::Refused(None) => Outcome::Changed(None),
         })
     }
 

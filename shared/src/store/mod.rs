@@ -32,17 +32,17 @@ mod expr;
 pub mod key_store;
 pub mod lease_index;
 mod lease_item;
-pub mod lease_sets;
 pub mod lease_store;
 pub mod payment_store;
+pub mod rounds;
 pub mod tables;
 pub mod usage;
 
 pub use claim_store::ClaimStore;
 pub use key_store::KeyStore;
-pub use lease_sets::SetCommitted;
-pub use lease_store::{Applied, Committed, LeaseKey, LeaseStore, RecordKey, StoredRecord};
+pub use lease_store::{Applied, LeaseKey, LeaseStore, RecordKey, StoredRecord};
 pub use payment_store::PaymentLedger;
+pub use rounds::{Commit, Outcome, RecordPut, Rounds, Snapshot};
 pub use tables::{Tables, ensure_tables};
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;

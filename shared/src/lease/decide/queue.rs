@@ -11,7 +11,7 @@ use crate::witness::Witness;
 
 /// What an acquire asks for.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Asked<'a> {
+pub struct Asked<'a> {
     pub holder: &'a str,
     pub ttl_ms: i64,
     pub limit: u32,

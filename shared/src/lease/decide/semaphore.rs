@@ -6,13 +6,13 @@
 
 use super::queue::{self, Asked};
 use super::{
-    Decision, Effect, Write, exhausted, expired, limit_mismatch, token_mismatch, unchanged,
+    Acquired, Effect, HolderOp, Refusal, Revocation, Write, exhausted, expired, limit_mismatch,
+    token_mismatch, unchanged,
 };
 use crate::clock::Millis;
 use crate::lease::model::{
     Handed, LeaseState, MAX_HANDED, MAX_REVOKED, MAX_TOKEN, Permit, Revoked,
 };
-use crate::lease::request::Command;
 use crate::witness::Witness;
 use serde_json::json;
 
@@ -62,21 +62,21 @@ pub(crate) fn hand_on(state: &LeaseState, now: Millis) -> Option<Write> {
 }
 
 /// A refusal of a call on `state` for `witnesses`, writing the hand-off its read noticed.
-pub(super) fn refusal(state: &LeaseState, witnesses: Vec<Witness>, now: Millis) -> Decision {
-    match hand_on(state, now) {
-        Some(write) => Decision::Refuse { write, witnesses },
-        None => Decision::Deny(witnesses),
+pub(super) fn refusal(state: &LeaseState, witnesses: Vec<Witness>, now: Millis) -> Refusal {
+    Refusal {
+        write: hand_on(state, now),
+        witnesses,
     }
 }
 
 /// An acquire on a versioned resource, or one that waits: on the state settled first, so that
 /// earlier waiters are served before the caller.
-pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Decision {
+pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
     let settled = queue::settle(state, now);
     // A refusal whose read found a permit to hand on (a lapse nobody wrote yet) writes the
     // hand-off, so that its answer, its witness and the store agree on who holds the permit
     // (found by the attack of 2026-12-03: a LEASE_HELD citing a token no read could see).
-    let refuse = |witnesses: Vec<Witness>| refusal(state, witnesses, now);
+    let refuse = |witnesses: Vec<Witness>| Acquired::from(refusal(state, witnesses, now));
     if let Some(mismatch) = limit_mismatch(&settled, asked.limit, now) {
         return refuse(vec![mismatch]);
     }
@@ -92,7 +92,7 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
             mine.handoff = None;
         }
         after.limit = asked.limit;
-        return Decision::Write(replace(state, after, now));
+        return Acquired::Write(replace(state, after, now));
     }
     let ahead = queue::ahead(&settled, asked.holder, now);
     let full = settled.permits.len() >= asked.limit as usize;
@@ -102,7 +102,7 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
         after
             .permits
             .push(Permit::new(asked.holder, after.last_token, expires_at));
-        return Decision::Write(replace(state, after, now));
+        return Acquired::Write(replace(state, after, now));
     }
     let why = if ahead > 0 {
         queue::waiters_ahead(ahead)
@@ -120,7 +120,7 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Dec
     // Written when it takes or lengthens the place, or hands on a permit freed since the last
     // write; otherwise the stored state says it all already.
     let unchanged = queued.last_token == state.last_token && queued.waiters == state.waiters;
-    Decision::Queue {
+    Acquired::Queue {
         write: (!unchanged).then(|| replace(state, queued, now)),
         witnesses: vec![why],
     }
@@ -152,28 +152,31 @@ pub(super) fn held(settled: &LeaseState, limit: u32) -> Witness {
         .actual(actual)
 }
 
-/// Why `holder` with `token` does not hold a live permit (`None` when it does).
-pub(super) fn mismatches(
-    state: &LeaseState,
+/// `holder`'s live permit with `token`, or why it has none.
+pub(super) fn mismatches<'s>(
+    state: &'s LeaseState,
     holder: &str,
     token: u64,
     now: Millis,
-) -> Option<Vec<Witness>> {
+) -> Result<&'s Permit, Vec<Witness>> {
     if let Some(mine) = state.live_permit_of(holder, now) {
-        return (mine.token != token).then(|| vec![token_mismatch(mine.token, token)]);
+        return match mine.token == token {
+            true => Ok(mine),
+            false => Err(vec![token_mismatch(mine.token, token)]),
+        };
     }
     let lapsed = state
         .permits
         .iter()
         .find(|p| p.holder == holder && p.token == token);
     if let Some(lapsed) = lapsed {
-        return Some(vec![expired(lapsed)]);
+        return Err(vec![expired(lapsed)]);
     }
     let theirs = state
         .live_permits(now)
         .into_iter()
         .find(|p| p.token == token);
-    Some(vec![match theirs {
+    Err(vec![match theirs {
         Some(p) => Witness::new(
             "NOT_HOLDER",
             "/holder",
@@ -186,22 +189,23 @@ pub(super) fn mismatches(
     }])
 }
 
-/// The write of a renew or release by the holder of a live permit (see [`mismatches`]).
-pub(super) fn holder_write(state: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
-    let (holder, expires_at) = match command {
-        Command::Renew { holder, ttl_ms, .. } => (holder, Some(now + ttl_ms)),
-        Command::Release { holder, .. } => (holder, None),
-        Command::Acquire { .. } | Command::Get | Command::Check { .. } | Command::Revoke { .. } => {
-            return None;
-        }
-    };
-    let mine = state.live_permit_of(holder, now)?.clone();
+/// The write of a renew or release by the holder of `mine`, a live permit of `state` (see
+/// [`mismatches`]).
+pub(super) fn holder_write(
+    state: &LeaseState,
+    op: HolderOp<'_>,
+    mine: &Permit,
+    now: Millis,
+) -> Write {
     let mut after = state.clone();
-    after.permits.retain(|p| p.holder != *holder);
-    if let Some(expires_at) = expires_at {
-        after.permits.push(Permit { expires_at, ..mine });
+    after.permits.retain(|p| p.holder != mine.holder);
+    if let HolderOp::Renew { ttl_ms, .. } = op {
+        after.permits.push(Permit {
+            expires_at: now + ttl_ms,
+            ..mine.clone()
+        });
     }
-    Some(replace(state, after, now))
+    replace(state, after, now)
 }
 
 /// A revoke (docs/adr/0008): `holder`'s live permit (the one with `token`, when given), or
@@ -215,7 +219,7 @@ pub(super) fn revoke(
     holder: Option<&str>,
     token: Option<u64>,
     now: Millis,
-) -> Decision {
+) -> Revocation {
     // On the state as of now: a permit that a lapse freed for a waiter between its calls is
     // that waiter's, and a revoke of every permit ends it too (what a get shows).
     let settled = queue::settle(state, now);
@@ -230,7 +234,7 @@ pub(super) fn revoke(
             (Some(_), None) => "this holder has no live permit of this resource to revoke",
             (None, None) => "nobody holds a live permit of this resource to revoke",
         };
-        return Decision::Deny(vec![
+        return Revocation::Deny(vec![
             Witness::new("NO_HOLD", "/resource", detail).expected("a live permit"),
         ]);
     }
@@ -245,5 +249,5 @@ pub(super) fn revoke(
     // The latest, by token: the oldest revoked are the likeliest to have been told already.
     after.revoked.sort_by_key(|r| std::cmp::Reverse(r.token));
     after.revoked.truncate(MAX_REVOKED);
-    Decision::Write(replace(state, after, now))
+    Revocation::End(replace(state, after, now))
 }

@@ -3,23 +3,27 @@
 //! committed, settlement, recorded in the ledger whatever its outcome. What a crash or a timeout
 //! leaves open, [`Payments::sweep`] closes later from the ledger alone.
 
+mod settle;
+mod sweep;
+
+pub use settle::resettled;
+pub use sweep::Swept;
+
 use crate::clock::Millis;
 use crate::config::{ClaimPrices, FacilitatorConfig, PaymentConfig};
-use crate::payment::Status;
-use crate::payment::lifecycle::{self, Open, Resend, Verdict};
+use crate::payment::lifecycle::{self, Resend};
 use crate::provenance::jcs::sha256;
 use crate::store::StoreError;
 use crate::store::payment_store::{
     Accepted, AuthorizationKey, Consumed, Evidence, Final, FirstUse, Identified, IdentifierKey,
     PaymentLedger,
 };
-use crate::x402::check::{MIN_VALIDITY_SECONDS, Refusal, Verified, check_signed, check_window};
+use crate::x402::check::{Refusal, Verified, check_signed, check_window};
 use crate::x402::facilitator::{Facilitator, Remote, Unreachable};
 use crate::x402::payment_identifier;
 use crate::x402::settings::PaymentSettings;
 use crate::x402::types::{
-    PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, SettlementResponse,
-    X402_VERSION,
+    PaymentPayload, PaymentRequired, PaymentRequirements, ResourceInfo, X402_VERSION,
 };
 
 #[derive(Clone)]
@@ -119,13 +123,6 @@ impl Payments {
     /// How old an open payment must be before a sweep takes it up.
     pub fn sweep_grace(&self) -> std::time::Duration {
         self.sweep_grace
-    }
-
-    /// Close what a sweep at `now` is due to take up (older than [`Self::sweep_grace`]); see
-    /// [`Self::sweep`].
-    pub async fn sweep_due(&self, now: Millis, limit: i32) -> Result<Swept, StoreError> {
-        self.sweep(lifecycle::sweep_cutoff(now, self.sweep_grace), now, limit)
-            .await
     }
 
     /// Payments as `config` says, on the ledger in `tables`: the one way both the Lambda
@@ -289,179 +286,6 @@ impl Payments {
             tracing::error!(error = %e, "a paid answer was not kept for its payment identifier");
         }
     }
-
-    /// Settle an accepted payment after the work committed. Never fails the call: an unsuccessful
-    /// settlement is logged and left in the ledger as `settlement_failed` for reconciliation.
-    pub async fn settle(&self, paid: &Paid, now: Millis) -> SettlementResponse {
-        self.settle_recorded(
-            &paid.key,
-            &paid.verified.payload,
-            &paid.verified.requirements,
-            now,
-        )
-        .await
-    }
-
-    /// Close an accepted payment that is owed nothing (the call failed, or replayed an answer
-    /// that was paid for the first time).
-    pub async fn void(&self, paid: &Paid, reason: &str, now: Millis) {
-        self.close(&paid.key, &Final::Void { reason }, now).await;
-    }
-
-    async fn settle_recorded(
-        &self,
-        key: &AuthorizationKey,
-        payload: &PaymentPayload,
-        requirements: &PaymentRequirements,
-        now: Millis,
-    ) -> SettlementResponse {
-        match self.facilitator.settle(payload, requirements).await {
-            Ok(outcome) if outcome.success => {
-                crate::metrics::count("SettlementSucceeded");
-                let transaction = &outcome.transaction;
-                self.close(key, &Final::Settled { transaction }, now).await;
-                outcome
-            }
-            Ok(outcome) => {
-                crate::metrics::count("SettlementFailed");
-                let reason = outcome.error_reason.as_deref().unwrap_or("");
-                tracing::error!(reason, "settlement refused; recorded for reconciliation");
-                let transaction = &outcome.transaction;
-                self.close(
-                    key,
-                    &Final::Failed {
-                        transaction,
-                        reason,
-                    },
-                    now,
-                )
-                .await;
-                outcome
-            }
-            Err(e) => {
-                // No usable answer: left open, so the sweeper tries again while the
-                // authorization is valid (and records it as expired after that). Noted as
-                // answered, since the work is done: the sweeper must settle it, not void it for
-                // want of evidence (a read, or a claim that found the key held, leaves none).
-                crate::metrics::count("SettlementFailed");
-                tracing::error!(error = %e, "settlement not confirmed; the sweeper will retry");
-                if let Err(e) = self.ledger.mark_answered(key).await {
-                    tracing::error!(error = %e, "an answered payment was not noted as answered");
-                }
-                SettlementResponse {
-                    success: false,
-                    error_reason: Some(e.0),
-                    payer: Some(payload.payload.authorization.from.to_lowercase()),
-                    transaction: String::new(),
-                    network: requirements.network.clone(),
-                    amount: Some(requirements.amount.clone()),
-                }
-            }
-        }
-    }
-
-    /// Record `outcome` on the ledger item; a failure to record is logged (the sweeper will find
-    /// the item still open), a lost race is logged too (the first outcome stands).
-    async fn close(&self, key: &AuthorizationKey, outcome: &Final<'_>, now: Millis) {
-        match self.ledger.finish(key, outcome, now).await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                status = outcome.status().as_str(),
-                "payment outcome already recorded by another settler; the first one stands"
-            ),
-            Err(e) => tracing::error!(
-                error = %e,
-                status = outcome.status().as_str(),
-                "payment outcome not recorded; the sweeper will retry"
-            ),
-        }
-    }
-
-    /// Close every payment left `accepted` at or before `cutoff` (ms): settle the ones whose
-    /// answer committed while their authorization is still valid, void the ones whose answer
-    /// never committed, and record the ones it is too late for as `expired`. At most `limit`
-    /// items a call. Each outcome is recorded; failures are counted as metrics.
-    pub async fn sweep(
-        &self,
-        cutoff: Millis,
-        now: Millis,
-        limit: i32,
-    ) -> Result<Swept, StoreError> {
-        let mut swept = Swept::default();
-        for item in self.ledger.pending(cutoff, limit).await? {
-            // What the call left: its noted answer, the answer it committed, or the answer it
-            // kept for a resend (reads and held claims leave nothing else).
-            let committed = item.answered
-                || self.ledger.committed(&item.evidence, &item.key).await?
-                || self
-                    .ledger
-                    .answer_kept(&item.key, item.identifier.as_ref())
-                    .await?;
-            let settleable: Option<Settleable> = serde_json::from_str(&item.payment).ok();
-            let open = Open {
-                answered: item.answered,
-                committed,
-                valid_before: item.valid_before,
-                settleable: settleable.is_some(),
-            };
-            match (
-                lifecycle::sweep(&open, now, MIN_VALIDITY_SECONDS),
-                settleable,
-            ) {
-                (Verdict::Void(reason), _) => {
-                    self.close(&item.key, &Final::Void { reason }, now).await;
-                    swept.voided += 1;
-                }
-                (Verdict::Settle, Some(p)) => {
-                    let outcome = self
-                        .settle_recorded(&item.key, &p.payload, &p.requirements, now)
-                        .await;
-                    if outcome.success {
-                        swept.settled += 1;
-                    } else {
-                        swept.failed += 1;
-                    }
-                }
-                // Expired, or a payment kept in a form that no longer reads (never settleable).
-                _ => {
-                    crate::metrics::count("SettlementExpired");
-                    tracing::error!(
-                        "a committed paid answer was never settled and its authorization has lapsed"
-                    );
-                    self.close(&item.key, &Final::Expired, now).await;
-                    swept.expired += 1;
-                }
-            }
-        }
-        if swept != Swept::default() {
-            crate::metrics::count("SettlementSwept");
-            tracing::info!(?swept, "swept open payments");
-        }
-        Ok(swept)
-    }
-}
-
-/// What one sweep closed (`failed`: the facilitator refused, or did not answer and the payment
-/// stays open for the next sweep).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct Swept {
-    pub settled: u32,
-    pub failed: u32,
-    pub voided: u32,
-    pub expired: u32,
-}
-
-impl Swept {
-    pub fn total(&self) -> u32 {
-        self.settled + self.failed + self.voided + self.expired
-    }
-
-    pub fn add(&mut self, other: &Swept) {
-        self.settled += other.settled;
-        self.failed += other.failed;
-        self.voided += other.voided;
-        self.expired += other.expired;
-    }
 }
 
 /// A payment resent under its payment identifier, as [`lifecycle::resend`] decides.
@@ -486,18 +310,6 @@ fn fingerprint(sale: &Sale<'_>, payload: &PaymentPayload) -> String {
     bound.extend_from_slice(&sale.request_sha256);
     bound.extend_from_slice(&sha256(&payload));
     hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bound))
-}
-
-/// The settlement a retry's answer carries again: the first one's, as the ledger has it.
-pub fn resettled(paid: &Paid, first: &FirstUse) -> SettlementResponse {
-    SettlementResponse {
-        success: first.status == Status::Settled,
-        error_reason: (first.status != Status::Settled).then(|| "settlement refused".to_owned()),
-        payer: Some(paid.verified.payer.lower()),
-        transaction: first.transaction.clone().unwrap_or_default(),
-        network: paid.verified.requirements.network.clone(),
-        amount: Some(paid.verified.requirements.amount.clone()),
-    }
 }
 
 /// What /settle needs, kept in the ledger for the sweeper.

@@ -1,0 +1,86 @@
+//! An acquire of one resource, and its wait (docs/adr/0007): each round of a wait is one run of
+//! the round engine at its own time, then a sleep until the resource changes, a permit or place
+//! ahead lapses, the wait ends, or the caller hangs up.
+
+use super::mutation::{Mutation, Planned};
+use super::rounds::Ended;
+use super::{Call, LeaseError, LeaseService, SignedAnswer};
+use crate::clock::Millis;
+use crate::lease::decide::Asked;
+use crate::service::waiting::{hung_up, next_change};
+use crate::store::LeaseKey;
+
+impl LeaseService {
+    /// `asked` (its `wait_ms` the whole wait) on `resource`.
+    pub(super) async fn acquire(
+        &self,
+        call: &Call<'_>,
+        resource: &str,
+        asked: Asked<'_>,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let key = LeaseKey::new(call.actor.tenant, resource);
+        let now = call.signing.now;
+        let started = tokio::time::Instant::now();
+        let deadline = now + asked.wait_ms;
+        let mut round = 0;
+        // A caller who hangs up ends its wait: it takes no permit it can no longer learn of
+        // (it used to, for the whole ttl it asked, while the waiters behind it waited: the
+        // attack of 2026-12-03, round 4). Its place lasts as any wait's, 30 s past the wait's
+        // end; a permit freed meanwhile is kept for it until then, then goes on.
+        let mut hung_up = hung_up();
+        // A plain acquire of a single-permit lease races its rivals guarded, as writers in
+        // other processes do, and takes no turn: its write only takes a permit, or writes a
+        // hand-off that a lapse made, which the waiter's own timer is due at anyway, so no
+        // waiter misses a wake-up it needs. On one contended lease the turns had made every
+        // refusal wait for the one before it to reach the store (half the contended
+        // throughput: BENCHMARKS.md, issue #28). A semaphore's acquire, a version-guarded
+        // write, still takes turns: its rivals would lose the version race and back off.
+        let races = asked.limit == 1 && asked.wait_ms == 0;
+        loop {
+            let round_now = now + Millis::try_from(started.elapsed().as_millis()).unwrap_or(0);
+            let round_now = round_now.min(deadline);
+            let asked = Asked {
+                wait_ms: deadline - round_now,
+                ..asked
+            };
+            let turn = match races {
+                true => None,
+                false => Some(self.waits.turn(&key).await),
+            };
+            let mut planned = Planned {
+                key: [key.clone()],
+                record: call.record(),
+                fingerprint: call.request.fingerprint(),
+                mutation: Mutation::Acquire(asked),
+                op: call.request.op,
+                caller: call.caller(),
+                signing: call.signing.at(round_now),
+                issuer: &self.issuer,
+                // After the first round the caller knows the resource is held or queued: it
+                // reads (one read unit) instead of the blind take, a write that would fail (one
+                // write unit).
+                blind: round == 0,
+            };
+            round += 1;
+            let (answer, waits_on) = match self.engine(round_now).run(&mut planned).await? {
+                Ended::Done { decision, left } => planned.answer(decision, left)?,
+                Ended::Replay(record) => (self.replayed(&record, &planned.fingerprint)?, None),
+            };
+            // Armed before the turn is given up, so every later write of the resource in this
+            // process wakes it, and its own write does not.
+            let woken = self.waits.subscribe(&key);
+            drop(turn);
+            // Waiting on, as the decision says: a refusal answers the caller's place too, and
+            // is no wait (found by the attack of 2026-12-03, round 3: a LIMIT_MISMATCH waited
+            // out the whole wait, and then answered its own record's replay).
+            let Some(state) = waits_on.filter(|_| round_now < deadline) else {
+                return Ok(answer);
+            };
+            let next = next_change(&state, round_now, deadline);
+            tokio::select! {
+                () = woken.until(next - round_now) => {}
+                () = &mut hung_up => return Ok(answer),
+            }
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Applies a validated lease request for a tenant: the rules from `lease::decide`, the writes
+//! through the store, and idempotency for requests that carry a requestId (docs/adr/0009).
+//!
+//! Every op that writes runs on one engine ([`rounds`]): get the state (a guess from this
+//! process's view, the lease a failed guard handed back, or a read), plan on it, commit, and go
+//! round again when the lease changed under it. Each op family plans in a file of its own:
+//! [`acquire`] (one resource, and waiting), [`holder`] (renew and release), [`read`] (get and
+//! check), [`set`] (all or nothing), [`revoke`] (audited), [`page`] (list and audit).
+//!
+//! `now` is read once per request, before any store call, and every condition and answer uses it.
+//! If the request stalls, `now` is earlier than the real time: a lease judged lapsed then is lapsed
+//! now too, so a stale `now` can only deny or grant a shorter lease, never grant one still held.
+
+mod acquire;
+mod answers;
+#[cfg(test)]
+mod fake;
+mod holder;
+mod mutation;
+mod page;
+mod read;
+mod revoke;
+mod rounds;
+mod set;
+mod views;
+
+pub use crate::lease::REPLAY_WINDOW_MS;
+pub use answers::MAX_KEPT_ANSWER_BYTES;
+
+use super::cursor::Cursors;
+use super::waiting::Waits;
+use crate::clock::Millis;
+use crate::lease::decide::{Asked, HolderOp};
+use crate::lease::request::MissingField;
+use crate::lease::{Command, LeaseAnswer, LeaseRequest};
+use crate::provenance::Issuer;
+use crate::store::{LeaseStore, RecordKey, StoreError};
+use crate::tenant::Tenant;
+use answers::Signing;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use views::Views;
+
+/// The route every lease answer is signed for.
+pub const ROUTE: &str = "POST /api/v1/lease";
+
+/// Who carries out a request: its tenant, and who acts in it (a revoke's audit names them): an
+/// API key as `key:<key id>`, a paying wallet as its tenant.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub tenant: &'a Tenant,
+    pub id: &'a str,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("requestId was used before with different input")]
+    IdempotencyConflict,
+    #[error("{0} is required for this op")]
+    Missing(&'static str),
+    #[error("the lease kept changing; retry with the same requestId")]
+    Contention,
+    /// A list or audit cursor this service did not seal for this tenant and op.
+    #[error("cursor is not one this service gave this tenant for this op")]
+    BadCursor,
+    /// The answer is too large to keep for its requestId (in bytes): nothing was written.
+    #[error("an answer of {0} bytes is too large to keep for a requestId")]
+    TooLargeToKeep(usize),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Our own failure (an answer that would not serialize): the details are for the log.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<MissingField> for LeaseError {
+    fn from(m: MissingField) -> Self {
+        Self::Missing(m.0)
+    }
+}
+
+/// An answer as sent: `{"data": ..., "_provenance": ...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignedAnswer {
+    pub data: LeaseAnswer,
+    #[serde(rename = "_provenance")]
+    pub provenance: Value,
+}
+
+#[derive(Clone)]
+pub struct LeaseService {
+    store: LeaseStore,
+    issuer: Issuer,
+    cursors: Cursors,
+    views: Views,
+    waits: Waits,
+}
+
+/// One request as the op files see it: who asks, what, and how its answer is signed.
+struct Call<'a> {
+    actor: &'a Actor<'a>,
+    request: &'a LeaseRequest,
+    signing: Signing<'a>,
+}
+
+impl Call<'_> {
+    /// The key of this request's record, when it has a requestId.
+    fn record(&self) -> Option<RecordKey> {
+        let id = self.request.request_id.as_deref()?;
+        Some(RecordKey::new(self.actor.tenant, id))
+    }
+
+    /// The holder it speaks for: whose permit its answer shows first.
+    fn caller(&self) -> Option<&str> {
+        self.request.holder.as_deref()
+    }
+}
+
+impl LeaseService {
+    pub fn new(store: LeaseStore, issuer: Issuer) -> Self {
+        Self {
+            store,
+            cursors: Cursors::new(issuer.cursor_key()),
+            issuer,
+            views: Views::default(),
+            waits: Waits::default(),
+        }
+    }
+
+    /// Waiters also read the store every `interval` (jittered): for a process that is not the
+    /// only writer of its store (a Lambda function, or a server on a shared DynamoDB), whose
+    /// waiters cannot count on being woken by the write that frees their permit.
+    pub fn polling(mut self, interval: std::time::Duration) -> Self {
+        self.waits = self.waits.polling(interval);
+        self
+    }
+
+    /// Carry out `request` for `tenant` at server time `now`, and sign the answer.
+    /// `request_sha256` is the SHA-256 of the request body's canonical JSON (RFC 8785). The
+    /// caller acts as the tenant itself (what a revoke's audit entry names).
+    pub async fn execute(
+        &self,
+        tenant: &Tenant,
+        request: &LeaseRequest,
+        request_sha256: [u8; 32],
+        now: Millis,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let actor = Actor {
+            tenant,
+            id: tenant.as_str(),
+        };
+        self.execute_as(&actor, request, request_sha256, now, None)
+            .await
+    }
+
+    /// [`Self::execute`] for `actor`: `paid_by` (a payment authorization's mark, for a paid
+    /// call) is kept on the request record a mutation writes, so that the sweeper can tell this
+    /// call's committed answer from a replay of it made in the same millisecond under another
+    /// payment. Whether the actor may call an admin op is the edge's to decide, before this.
+    pub async fn execute_as(
+        &self,
+        actor: &Actor<'_>,
+        request: &LeaseRequest,
+        request_sha256: [u8; 32],
+        now: Millis,
+        paid_by: Option<&str>,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let call = Call {
+            actor,
+            request,
+            signing: Signing {
+                op: request.op.as_str(),
+                request_sha256,
+                now,
+                paid_by,
+                record_expires: now + REPLAY_WINDOW_MS,
+            },
+        };
+        if request.op.spec().pages {
+            return self.page(&call).await;
+        }
+        if request.is_set() {
+            return self.set(&call).await;
+        }
+        let ticket = request.ticket(call.signing.record_expires);
+        let command = request.command()?;
+        let resource = request
+            .resource
+            .as_deref()
+            .ok_or(LeaseError::Missing("resource"))?;
+        match &command {
+            Command::Acquire {
+                holder,
+                ttl_ms,
+                limit,
+                wait_ms,
+                ..
+            } => {
+                let asked = Asked {
+                    holder,
+                    ttl_ms: *ttl_ms,
+                    limit: *limit,
+                    wait_ms: *wait_ms,
+                    // Only a call with a requestId has a ticket: a place of its own, to which a
+                    // freed permit can be handed between its calls.
+                    ticket: ticket.as_ref(),
+                };
+                self.acquire(&call, resource, asked).await
+            }
+            Command::Renew {
+                holder,
+                token,
+                ttl_ms,
+            } => {
+                let op = HolderOp::Renew {
+                    holder,
+                    token: *token,
+                    ttl_ms: *ttl_ms,
+                };
+                self.hold(&call, resource, op).await
+            }
+            Command::Release { holder, token } => {
+                let op = HolderOp::Release {
+                    holder,
+                    token: *token,
+                };
+                self.hold(&call, resource, op).await
+            }
+            Command::Get => self.read(&call, resource, read::Asked::Get).await,
+            Command::Check { token, holder } => {
+                let asked = read::Asked::Check {
+                    token: *token,
+                    holder: holder.as_deref(),
+                };
+                self.read(&call, resource, asked).await
+            }
+            Command::Revoke { holder, token } => {
+                let revoked = revoke::Revoked {
+                    holder: holder.as_deref(),
+                    token: *token,
+                };
+                self.revoke(&call, resource, revoked).await
+            }
+        }
+    }
+
+    fn sign(&self, answer: LeaseAnswer, signing: &Signing<'_>) -> Result<SignedAnswer, LeaseError> {
+        answers::sign(&self.issuer, answer, signing)
+    }
+
+    /// The engine for one request's rounds, on this service's store at `now`.
+    fn engine(&self, now: Millis) -> rounds::Engine<'_, LeaseStore> {
+        rounds::Engine {
+            store: &self.store,
+            views: &self.views,
+            waits: &self.waits,
+            now,
+        }
+    }
+
+    /// What the engine ended with, as the answer: a decision the op turns into its answer, or
+    /// the record's answer replayed.
+    fn replayed(
+        &self,
+        record: &crate::store::StoredRecord,
+        fingerprint: &str,
+    ) -> Result<SignedAnswer, LeaseError> {
+        answers::replay(&self.issuer, record, fingerprint)
+    }
+}

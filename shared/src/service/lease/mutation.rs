@@ -1,0 +1,383 @@
+//! One resource's acquire, renew or release, planned for the round engine: with a requestId its
+//! answer commits with its record, guarded by the state it was decided on; without one it is a
+//! lone guarded write, answered on the lease the write left.
+//!
+//! The first round needs no read when the outcome is known before anything is sent: without a
+//! requestId, the write that succeeds in the common case (a free lease's take, the holder's
+//! renew or release, a re-acquire the view foresees); with one, a write whose outcome its guard
+//! pins, or an acquire's denial the view foresees, committed with a check that the lease is
+//! still as seen. Either is only a guess: a stale view fails its guard, and the lease that comes
+//! back is decided on.
+
+use super::answers::{Signing, record_of, sign};
+use super::rounds::{Given, Plan, Planner};
+use super::views::Views;
+use super::{LeaseError, SignedAnswer};
+use crate::lease::decide::{
+    Acquired, Asked, Foreseen, Held, HolderOp, acquire, foresee_acquire, handed, hold,
+    holder_write, optimistic_acquire,
+};
+use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
+use crate::provenance::Issuer;
+use crate::store::{Commit, LeaseKey, RecordKey, RecordPut};
+use crate::witness::Witness;
+
+/// The op: an acquire, or a renew or release by a permit's holder.
+#[derive(Clone, Copy)]
+pub(super) enum Mutation<'a> {
+    Acquire(Asked<'a>),
+    Hold(HolderOp<'a>),
+}
+
+/// What a mutation decided on one state: a single resource's decision, whichever op made it.
+enum Step {
+    Grant(Write),
+    Deny(Vec<Witness>),
+    /// Not yet: the caller waits, in the place the write (if any) takes or keeps.
+    Queue {
+        write: Option<Write>,
+        witnesses: Vec<Witness>,
+    },
+    /// Denied, with the hand-off the read noticed written all the same.
+    Refuse {
+        write: Write,
+        witnesses: Vec<Witness>,
+    },
+}
+
+impl From<Acquired> for Step {
+    fn from(d: Acquired) -> Self {
+        match d {
+            Acquired::Write(write) => Step::Grant(write),
+            Acquired::Deny(witnesses) => Step::Deny(witnesses),
+            Acquired::Queue { write, witnesses } => Step::Queue { write, witnesses },
+            Acquired::Refuse { write, witnesses } => Step::Refuse { write, witnesses },
+        }
+    }
+}
+
+impl From<Held> for Step {
+    fn from(d: Held) -> Self {
+        match d {
+            Held::Write(write) => Step::Grant(write),
+            Held::Deny(witnesses) => Step::Deny(witnesses),
+            Held::Refuse { write, witnesses } => Step::Refuse { write, witnesses },
+        }
+    }
+}
+
+impl<'a> Mutation<'a> {
+    /// The mutation `command` is, if it is one.
+    pub fn of(command: &'a Command) -> Option<Self> {
+        Asked::of(command)
+            .map(Mutation::Acquire)
+            .or_else(|| HolderOp::of(command).map(Mutation::Hold))
+    }
+
+    fn step(&self, state: &LeaseState, now: crate::clock::Millis) -> Step {
+        match self {
+            Mutation::Acquire(asked) => acquire(state, asked, now).into(),
+            Mutation::Hold(op) => hold(state, *op, now).into(),
+        }
+    }
+
+    /// The write to try with no read and no record (see the module's comment).
+    fn blind(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Write> {
+        match self {
+            Mutation::Acquire(asked) => match foresee_acquire(view, asked, now) {
+                // A re-acquire by the holder the view shows: its own write.
+                Some(Foreseen::Write(write)) if write.effect.keeps_token() => Some(write),
+                _ => optimistic_acquire(asked, now),
+            },
+            Mutation::Hold(op) => Some(holder_write(*op, now)),
+        }
+    }
+
+    /// What is known on `view` before anything is sent, for a call with a record.
+    fn foreseen(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Foreseen> {
+        match self {
+            Mutation::Acquire(asked) => foresee_acquire(view, asked, now),
+            Mutation::Hold(op) => Some(Foreseen::Write(holder_write(*op, now))),
+        }
+    }
+}
+
+/// How a mutation answers once its plan commits.
+pub(super) struct Reply {
+    answer: Answer,
+    /// The lease the answer shows, unless a lone write's commit tells the one it left.
+    shown: LeaseState,
+    /// Whether the caller waits on, if its answer shows it a place.
+    waits: bool,
+}
+
+enum Answer {
+    /// Signed before the commit, which keeps it in the record.
+    Signed(Box<SignedAnswer>),
+    Granted,
+    Denied(Vec<Witness>),
+}
+
+/// A mutation's rounds: its planner.
+pub(super) struct Planned<'a> {
+    pub key: [LeaseKey; 1],
+    pub record: Option<RecordKey>,
+    pub fingerprint: String,
+    pub mutation: Mutation<'a>,
+    pub op: Op,
+    pub caller: Option<&'a str>,
+    pub signing: Signing<'a>,
+    pub issuer: &'a Issuer,
+    /// Whether to try a blind write first, without a record (a waiter's later rounds know the
+    /// resource is held, and read instead: a read unit, where the failing write costs a write
+    /// unit).
+    pub blind: bool,
+}
+
+impl Planned<'_> {
+    /// The answer, and the lease the caller waits on when it waits in the queue: on `left`, the
+    /// lease the commit left when the store told it.
+    pub fn answer(
+        &self,
+        reply: Reply,
+        left: Option<LeaseState>,
+    ) -> Result<(SignedAnswer, Option<LeaseState>), LeaseError> {
+        let state = left.unwrap_or(reply.shown);
+        let now = self.signing.now;
+        let answer = match reply.answer {
+            Answer::Signed(answer) => *answer,
+            Answer::Granted => sign(
+                self.issuer,
+                LeaseAnswer::granted(self.op, &state, self.caller, now),
+                &self.signing,
+            )?,
+            Answer::Denied(witnesses) => sign(
+                self.issuer,
+                LeaseAnswer::denied(self.op, &state, self.caller, now, witnesses),
+                &self.signing,
+            )?,
+        };
+        let waits = reply.waits && self.has_place(&state);
+        Ok((answer, waits.then_some(state)))
+    }
+
+    fn has_place(&self, state: &LeaseState) -> bool {
+        self.caller
+            .is_some_and(|h| state.queue_position(h, self.signing.now).is_some())
+    }
+
+    fn lone(&self, write: Write, state: &LeaseState, answer: Answer, waits: bool) -> Plan<Reply> {
+        let after = write.effect.apply(state);
+        Plan {
+            leaves: vec![(self.key[0].clone(), after.clone())],
+            commit: Some(Commit::Lone {
+                key: self.key[0].clone(),
+                write,
+            }),
+            decision: Reply {
+                answer,
+                shown: after,
+                waits,
+            },
+            guessed: false,
+        }
+    }
+
+    /// The answer and its record, committed together with its write and check, if any.
+    fn with_record(
+        &self,
+        record: &RecordKey,
+        this: Recorded,
+        signing: Signing<'_>,
+        guessed: bool,
+    ) -> Result<Plan<Reply>, LeaseError> {
+        let signed = sign(self.issuer, this.answer, &signing)?;
+        let kept = record_of(
+            &self.fingerprint,
+            (!this.place).then_some(&signed),
+            &signing,
+        )?;
+        let key = &self.key[0];
+        Ok(Plan {
+            leaves: this
+                .write
+                .as_ref()
+                .map(|_| (key.clone(), this.shown.clone()))
+                .into_iter()
+                .collect(),
+            commit: Some(Commit::Together {
+                writes: this.write.map(|w| (key.clone(), w)).into_iter().collect(),
+                unchanged: this.unchanged.map(|guard| (key.clone(), guard)),
+                audit: Vec::new(),
+                // Only an answer decided on the store's state may replace this input's place:
+                // that state says what was handed to it.
+                record: Some(RecordPut {
+                    key: record.clone(),
+                    record: kept,
+                    over_place: !guessed,
+                }),
+            }),
+            decision: Reply {
+                answer: Answer::Signed(Box::new(signed)),
+                shown: this.shown,
+                waits: this.place,
+            },
+            guessed,
+        })
+    }
+}
+
+/// What a call with a record commits beside its record.
+struct Recorded {
+    write: Option<Write>,
+    /// The check that the lease is as the answer was decided on, for a denial with no read.
+    unchanged: Option<Guard>,
+    /// The lease the answer shows: the one the write leaves.
+    shown: LeaseState,
+    answer: LeaseAnswer,
+    /// A waiting call's place: its record keeps no answer, and a retry resumes it.
+    place: bool,
+}
+
+impl Planner for Planned<'_> {
+    type Decision = Reply;
+
+    fn keys(&self) -> &[LeaseKey] {
+        &self.key
+    }
+
+    fn record(&self) -> Option<&RecordKey> {
+        self.record.as_ref()
+    }
+
+    fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn guess(&mut self, views: &Views) -> Result<Option<Plan<Reply>>, LeaseError> {
+        let now = self.signing.now;
+        let seen = views.get(&self.key[0]);
+        let Some(record) = &self.record else {
+            let view = seen.unwrap_or_default();
+            let write = self.mutation.blind(&view, now).filter(|_| self.blind);
+            return Ok(write.map(|write| Plan {
+                guessed: true,
+                ..self.lone(write, &view, Answer::Granted, false)
+            }));
+        };
+        // Only on a view of the lease can a denial be foreseen: the empty one stands for a
+        // lease never seen.
+        let known = seen.is_some();
+        let view = seen.unwrap_or_default();
+        match self.mutation.foreseen(&view, now) {
+            Some(Foreseen::Denial {
+                unchanged,
+                witnesses,
+            }) if known => {
+                let this = Recorded {
+                    write: None,
+                    unchanged: Some(unchanged),
+                    answer: LeaseAnswer::denied(self.op, &view, self.caller, now, witnesses),
+                    shown: view,
+                    place: false,
+                };
+                self.with_record(record, this, self.signing, true).map(Some)
+            }
+            // A write whose outcome its guard pins: the answer is known before it commits.
+            Some(Foreseen::Write(write)) => match write.outcome() {
+                Some(after) => {
+                    let this = Recorded {
+                        write: Some(write),
+                        unchanged: None,
+                        answer: LeaseAnswer::granted(self.op, &after, self.caller, now),
+                        shown: after,
+                        place: false,
+                    };
+                    self.with_record(record, this, self.signing, true).map(Some)
+                }
+                None => Ok(None),
+            },
+            Some(Foreseen::Denial { .. }) | None => Ok(None),
+        }
+    }
+
+    fn plan(&mut self, given: Given<'_>) -> Result<Plan<Reply>, LeaseError> {
+        let state = &given.leases[0];
+        let now = self.signing.now;
+        let Some(record) = &self.record else {
+            return Ok(match self.mutation.step(state, now) {
+                Step::Grant(write) => self.lone(write, state, Answer::Granted, false),
+                Step::Queue {
+                    write: Some(write),
+                    witnesses,
+                } => self.lone(write, state, Answer::Denied(witnesses), true),
+                Step::Refuse { write, witnesses } => {
+                    self.lone(write, state, Answer::Denied(witnesses), false)
+                }
+                Step::Queue {
+                    write: None,
+                    witnesses,
+                } => answer_now(state, Answer::Denied(witnesses), true),
+                Step::Deny(witnesses) => answer_now(state, Answer::Denied(witnesses), false),
+            });
+        };
+        // The retry of a waiting call that was handed a grant since: that grant, replayed as of
+        // when it was handed, and kept for the call's later retries.
+        if let Mutation::Acquire(asked) = &self.mutation
+            && let Some(handed) = handed(state, asked, now)
+        {
+            let this = Recorded {
+                write: None,
+                unchanged: None,
+                answer: LeaseAnswer::handed(self.op, &handed),
+                shown: state.clone(),
+                place: false,
+            };
+            return self.with_record(record, this, self.signing.at(handed.handoff.at), false);
+        }
+        let (write, waits, witnesses) = match self.mutation.step(state, now) {
+            Step::Grant(write) => (Some(write), false, None),
+            Step::Deny(witnesses) => (None, false, Some(witnesses)),
+            Step::Queue { write, witnesses } => (write, true, Some(witnesses)),
+            Step::Refuse { write, witnesses } => (Some(write), false, Some(witnesses)),
+        };
+        let shown = write
+            .as_ref()
+            .map_or_else(|| state.clone(), |w| w.effect.apply(state));
+        let place = waits && self.has_place(&shown);
+        let answer = match witnesses {
+            None => LeaseAnswer::granted(self.op, &shown, self.caller, now),
+            Some(witnesses) => LeaseAnswer::denied(self.op, &shown, self.caller, now, witnesses),
+        };
+        // The place is committed with a record of the request (no answer in it), so that the
+        // requestId is this input's from now on: another input under it is a conflict, and a
+        // retry resumes the place. The grant replaces it. A place already recorded, with nothing
+        // to write, is answered at once.
+        if place && write.is_none() && given.place_recorded {
+            let answer = sign(self.issuer, answer, &self.signing)?;
+            return Ok(answer_now(&shown, Answer::Signed(Box::new(answer)), true));
+        }
+        let this = Recorded {
+            write,
+            unchanged: None,
+            shown,
+            answer,
+            place,
+        };
+        self.with_record(record, this, self.signing, false)
+    }
+}
+
+/// A plan with nothing to commit: the answer now, on `state`.
+fn answer_now(state: &LeaseState, answer: Answer, waits: bool) -> Plan<Reply> {
+    Plan {
+        commit: None,
+        leaves: Vec::new(),
+        decision: Reply {
+            answer,
+            shown: state.clone(),
+            waits,
+        },
+        guessed: false,
+    }
+}

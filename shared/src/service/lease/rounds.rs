@@ -1,0 +1,201 @@
+//! The one retry loop of the lease service (docs/adr/0009): get the state, plan on it, commit,
+//! and go round again while the lease changes under the plan.
+//!
+//! The state of a round is, first, the op's guess (planned on this process's view, no read);
+//! then the lease a failed guard handed back; and only when none came back, a read. A read that
+//! finds the request's record ends the rounds with it (a replay), unless the record is this very
+//! input's waiting place, which the op resumes. The engine knows no op: each is a [`Planner`].
+
+use super::LeaseError;
+use super::answers::is_place_of;
+use super::views::Views;
+use crate::clock::Millis;
+use crate::lease::LeaseState;
+use crate::service::waiting::Waits;
+use crate::store::{Commit, LeaseKey, Outcome, RecordKey, Rounds, StoredRecord};
+
+/// Rounds before giving up on a lease that keeps changing under us. Every lost round means
+/// another writer committed in between: on a semaphore, where every permit's write goes through
+/// the one version, that is many clients at once, so lost rounds back off (see [`back_off`]) and
+/// there are enough of them for some 60 writers arriving together.
+pub(super) const MAX_ROUNDS: usize = 64;
+
+/// What an op is asked on a state the store showed.
+pub(super) struct Given<'a> {
+    /// The leases of the planner's keys, in its order.
+    pub leases: &'a [LeaseState],
+    /// Whether this input's waiting place holds the requestId already (an earlier round of a
+    /// wait, or the call this one retries): resumed, not replayed.
+    pub place_recorded: bool,
+}
+
+/// One round's plan: what to commit, and what the op answers if it commits.
+pub(super) struct Plan<D> {
+    /// Nothing to commit: the decision is the answer now.
+    pub commit: Option<Commit>,
+    /// The leases the commit writes, each with the state it leaves: remembered in the views,
+    /// and their waiters woken, once committed.
+    pub leaves: Vec<(LeaseKey, LeaseState)>,
+    pub decision: D,
+    /// Planned on this process's view, not on the store's state: such a plan that meets this
+    /// input's waiting place is decided again on a read (the view does not show what was handed
+    /// to the place), and its losing costs no pause.
+    pub guessed: bool,
+}
+
+/// An op, as the engine runs it.
+pub(super) trait Planner {
+    /// What the op decides: its answer, once committed.
+    type Decision;
+
+    /// The leases it reads and writes; the first is the one a failed guard hands back.
+    fn keys(&self) -> &[LeaseKey];
+
+    /// The request's record, when it has a requestId.
+    fn record(&self) -> Option<&RecordKey>;
+
+    /// The request's input, as its record names it.
+    fn fingerprint(&self) -> &str;
+
+    /// The first round's plan without a read, when this process's `views` make one worth trying.
+    fn guess(&mut self, views: &Views) -> Result<Option<Plan<Self::Decision>>, LeaseError>;
+
+    /// The plan on the store's state.
+    fn plan(&mut self, given: Given<'_>) -> Result<Plan<Self::Decision>, LeaseError>;
+}
+
+/// How the rounds ended.
+#[derive(Debug)]
+pub(super) enum Ended<D> {
+    /// The plan committed (or had nothing to commit). `left` is the lease a lone write left, as
+    /// the store told it (a write whose outcome its plan could not know, such as a blind take's
+    /// token).
+    Done {
+        decision: D,
+        left: Option<LeaseState>,
+    },
+    /// The requestId's live record: its answer is the request's.
+    Replay(StoredRecord),
+}
+
+/// The engine for one request: the store, this process's views and waiters, and the request's
+/// `now`.
+pub(super) struct Engine<'a, S> {
+    pub store: &'a S,
+    pub views: &'a Views,
+    pub waits: &'a Waits,
+    pub now: Millis,
+}
+
+impl<S: Rounds + Sync> Engine<'_, S> {
+    /// Run `planner` until a plan commits, a record answers, or [`MAX_ROUNDS`] are lost.
+    pub async fn run<P: Planner>(&self, planner: &mut P) -> Result<Ended<P::Decision>, LeaseError> {
+        let mut guess = planner.guess(self.views)?;
+        // The lease a failed guard handed back: the next round's state, with no read.
+        let mut handed_back: Option<LeaseState> = None;
+        let mut place_recorded = false;
+        // Commits lost that were planned on the store's own state: a sign of rivals.
+        let mut lost = 0;
+        for _ in 0..MAX_ROUNDS {
+            back_off(lost).await;
+            let plan = match (guess.take(), handed_back.take()) {
+                (Some(plan), _) => plan,
+                (None, Some(current)) => planner.plan(Given {
+                    leases: std::slice::from_ref(&current),
+                    place_recorded,
+                })?,
+                (None, None) => {
+                    let snapshot = self
+                        .store
+                        .read(planner.keys(), planner.record(), self.now)
+                        .await?;
+                    if let Some(record) = snapshot.record {
+                        if !is_place_of(&record, planner.fingerprint()) {
+                            return Ok(Ended::Replay(record));
+                        }
+                        place_recorded = true;
+                    }
+                    for (key, state) in planner.keys().iter().zip(&snapshot.leases) {
+                        self.views.put(key, state);
+                    }
+                    planner.plan(Given {
+                        leases: &snapshot.leases,
+                        place_recorded,
+                    })?
+                }
+            };
+            let Some(commit) = &plan.commit else {
+                return Ok(Ended::Done {
+                    decision: plan.decision,
+                    left: None,
+                });
+            };
+            if !plan.guessed {
+                lost += 1;
+            }
+            match self.store.commit(commit, self.now).await? {
+                Outcome::Committed(left) => {
+                    let lone = match (&left, commit) {
+                        (Some(after), Commit::Lone { key, .. }) => Some((key, after)),
+                        _ => None,
+                    };
+                    match lone {
+                        Some((key, after)) => self.committed(key, after),
+                        None => {
+                            for (key, after) in &plan.leaves {
+                                self.committed(key, after);
+                            }
+                        }
+                    }
+                    return Ok(Ended::Done {
+                        decision: plan.decision,
+                        left,
+                    });
+                }
+                // This input's place, met by a plan made on the view: decided again on the
+                // store's state, which says what was handed to it.
+                Outcome::RecordExists(record)
+                    if plan.guessed && is_place_of(&record, planner.fingerprint()) => {}
+                Outcome::RecordExists(record) => return Ok(Ended::Replay(record)),
+                // The lease as its guard saw it: the next round plans on it, with no read. Only
+                // for one lease: a set's other members may have changed too.
+                Outcome::Changed(Some(current)) if planner.keys().len() == 1 => {
+                    self.views.put(&planner.keys()[0], &current);
+                    handed_back = Some(current);
+                }
+                Outcome::Changed(_) => {}
+            }
+        }
+        Err(LeaseError::Contention)
+    }
+
+    /// A write of `key` committed, leaving `after`: remembered, and this process's waiters for it
+    /// woken.
+    fn committed(&self, key: &LeaseKey, after: &LeaseState) {
+        self.views.put(key, after);
+        self.waits.wake(key);
+    }
+}
+
+/// Before a round, after `lost` commits planned on the store's state were lost: nothing before
+/// the first loss (a guess that missed is no sign of rivals), then a random pause of up to 1, 2,
+/// 4 ... 32 ms, so that writers who collided spread out instead of colliding again. Without it,
+/// 30 clients acquiring one semaphore at once ran out of rounds (found by the attack of
+/// 2026-12-02).
+async fn back_off(lost: usize) {
+    if lost == 0 {
+        return;
+    }
+    let ceiling_ms = 1u64 << (lost - 1).min(5);
+    let mut random = [0u8; 2];
+    // Without randomness, the full pause: still spreads writers that took different rounds.
+    let fraction = match getrandom::fill(&mut random) {
+        Ok(()) => u64::from(u16::from_le_bytes(random)),
+        Err(_) => u64::from(u16::MAX),
+    };
+    let micros = ceiling_ms * 1000 * fraction / u64::from(u16::MAX);
+    tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,370 @@
+//! A set (docs/adr/0006): every member read in one snapshot, decided, and either every write
+//! committed in one transaction or the set refused whole, from that snapshot. No moment exists at
+//! which part of a set is held because of the request. A set never waits, and no member is ever
+//! handed a grant: its members decide as a call with no ticket does.
+
+use super::answers::{MAX_KEPT_ANSWER_BYTES, record_of};
+use super::mutation::Mutation;
+use super::rounds::{Ended, Given, Plan, Planner};
+use super::views::Views;
+use super::{Call, LeaseError, LeaseService, SignedAnswer};
+use crate::clock::Millis;
+use crate::lease::decide::{Acquired, Held, acquire, hand_on, hold};
+use crate::lease::{LeaseAnswer, LeaseState, Write};
+use crate::store::{Commit, LeaseKey, RecordKey, RecordPut};
+use crate::witness::Witness;
+
+/// What a set decided on one snapshot: the pure fold of its members' decisions.
+#[derive(Debug, PartialEq)]
+pub(super) struct Folded {
+    /// Every member granted: the set is.
+    pub granted: bool,
+    /// The writes to commit, by member: every member's when granted; when refused, only the
+    /// hand-offs its read noticed, so that the permits its witnesses cite are the store's (as a
+    /// single resource's refusal writes them).
+    pub writes: Vec<(usize, Write)>,
+    /// Why it was refused: each blocking member's witnesses, pointed at the member
+    /// (`/<field>/<index>`).
+    pub witnesses: Vec<Witness>,
+    /// Each member as the writes leave it.
+    pub after: Vec<LeaseState>,
+}
+
+/// One member's decision: its write, or why it is refused. A member whose holder has a place in
+/// the resource's queue is refused like any other (its place left as it is): a set does not
+/// wait.
+fn member(mutation: &Mutation<'_>, state: &LeaseState, now: Millis) -> Result<Write, Vec<Witness>> {
+    match mutation {
+        Mutation::Acquire(asked) => match acquire(state, asked, now) {
+            Acquired::Write(write) => Ok(write),
+            Acquired::Deny(witnesses)
+            | Acquired::Queue { witnesses, .. }
+            | Acquired::Refuse { witnesses, .. } => Err(witnesses),
+        },
+        Mutation::Hold(op) => match hold(state, *op, now) {
+            Held::Write(write) => Ok(write),
+            Held::Deny(witnesses) | Held::Refuse { witnesses, .. } => Err(witnesses),
+        },
+    }
+}
+
+/// The set `members` (each with its resource's stored state) at `now`: all or nothing.
+/// `field` names the request's field the members came in, for the witnesses' paths.
+pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Millis) -> Folded {
+    let mut writes = Vec::new();
+    let mut witnesses = Vec::new();
+    for (i, (mutation, state)) in members.iter().enumerate() {
+        match member(mutation, state, now) {
+            Ok(write) => writes.push((i, write)),
+            Err(denied) => witnesses.extend(denied.into_iter().map(|mut w| {
+                w.path = format!("/{field}/{i}");
+                w
+            })),
+        }
+    }
+    let granted = witnesses.is_empty();
+    if !granted {
+        writes = members
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, state))| Some((i, hand_on(state, now)?)))
+            .collect();
+    }
+    let after = members
+        .iter()
+        .enumerate()
+        .map(
+            |(i, (_, state))| match writes.iter().find(|(at, _)| *at == i) {
+                Some((_, write)) => write.effect.apply(state),
+                None => (*state).clone(),
+            },
+        )
+        .collect();
+    Folded {
+        granted,
+        writes,
+        witnesses,
+        after,
+    }
+}
+
+/// A set's rounds: its planner. It reads before it writes (a snapshot of every member).
+struct SetPlanner<'a> {
+    keys: Vec<LeaseKey>,
+    resources: Vec<String>,
+    mutations: Vec<Mutation<'a>>,
+    field: &'static str,
+    holder: &'a str,
+    record: Option<RecordKey>,
+    fingerprint: String,
+    call: &'a Call<'a>,
+    service: &'a LeaseService,
+}
+
+impl Planner for SetPlanner<'_> {
+    type Decision = SignedAnswer;
+
+    fn keys(&self) -> &[LeaseKey] {
+        &self.keys
+    }
+
+    fn record(&self) -> Option<&RecordKey> {
+        self.record.as_ref()
+    }
+
+    fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn guess(&mut self, _: &Views) -> Result<Option<Plan<SignedAnswer>>, LeaseError> {
+        Ok(None)
+    }
+
+    fn plan(&mut self, given: Given<'_>) -> Result<Plan<SignedAnswer>, LeaseError> {
+        let signing = &self.call.signing;
+        let now = signing.now;
+        let members: Vec<_> = self.mutations.iter().copied().zip(given.leases).collect();
+        let folded = fold(&members, self.field, now);
+        let shown: Vec<(&str, &LeaseState)> = self
+            .resources
+            .iter()
+            .map(String::as_str)
+            .zip(&folded.after)
+            .collect();
+        let op = self.call.request.op;
+        let answer = LeaseAnswer::for_set(
+            op,
+            folded.granted,
+            &shown,
+            self.holder,
+            now,
+            folded.witnesses,
+        );
+        let answer = self.service.sign(answer, signing)?;
+        let record = match &self.record {
+            Some(key) => {
+                let kept = record_of(&self.fingerprint, Some(&answer), signing)?;
+                // A DynamoDB item holds at most 400 KB. A set's answer lists every member's
+                // permits and can outgrow that (50 wide semaphores with long holder names);
+                // such a write could never commit with its record, and a 502 would send the
+                // caller round for ever (found by the attack of 2026-12-02). Refused before
+                // anything is written.
+                if kept.answer.len() > MAX_KEPT_ANSWER_BYTES {
+                    return Err(LeaseError::TooLargeToKeep(kept.answer.len()));
+                }
+                Some(RecordPut {
+                    key: key.clone(),
+                    record: kept,
+                    over_place: true,
+                })
+            }
+            None => None,
+        };
+        let leaves = folded
+            .writes
+            .iter()
+            .map(|(i, _)| (self.keys[*i].clone(), folded.after[*i].clone()))
+            .collect();
+        let writes = folded
+            .writes
+            .into_iter()
+            .map(|(i, write)| (self.keys[i].clone(), write))
+            .collect();
+        Ok(Plan {
+            commit: Some(Commit::Together {
+                writes,
+                unchanged: None,
+                audit: Vec::new(),
+                record,
+            }),
+            leaves,
+            decision: answer,
+            guessed: false,
+        })
+    }
+}
+
+impl LeaseService {
+    pub(super) async fn set(&self, call: &Call<'_>) -> Result<SignedAnswer, LeaseError> {
+        let request = call.request;
+        let members = request.members()?;
+        let holder = call.caller().ok_or(LeaseError::Missing("holder"))?;
+        let mut mutations = Vec::with_capacity(members.len());
+        for (_, command) in &members {
+            // The request's shape check refuses a set of any other op first.
+            mutations.push(Mutation::of(command).ok_or(LeaseError::Missing("resource"))?);
+        }
+        let keys: Vec<LeaseKey> = members
+            .iter()
+            .map(|(resource, _)| LeaseKey::new(call.actor.tenant, resource))
+            .collect();
+        // Each resource's turn, in key order (so that two sets cannot wait on each other), held
+        // for the whole set: its writes wake waiters as a single resource's do.
+        let mut ordered: Vec<&LeaseKey> = keys.iter().collect();
+        ordered.sort();
+        let mut turns = Vec::with_capacity(ordered.len());
+        for key in ordered {
+            turns.push(self.waits.turn(key).await);
+        }
+        let mut planner = SetPlanner {
+            keys: keys.clone(),
+            resources: members.iter().map(|(r, _)| r.clone()).collect(),
+            mutations,
+            // Where a blocking member's witnesses point: the field that named it.
+            field: if request.leases.is_some() {
+                "leases"
+            } else {
+                "resources"
+            },
+            holder,
+            record: call.record(),
+            fingerprint: request.fingerprint(),
+            call,
+            service: self,
+        };
+        match self.engine(call.signing.now).run(&mut planner).await? {
+            Ended::Done { decision, .. } => Ok(decision),
+            Ended::Replay(record) => self.replayed(&record, &planner.fingerprint),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::decide::{Asked, HolderOp};
+    use crate::lease::{Effect, Guard};
+
+    const NOW: Millis = 1_000_000;
+
+    fn take(holder: &str) -> Mutation<'_> {
+        Mutation::Acquire(Asked {
+            holder,
+            ttl_ms: 10_000,
+            limit: 1,
+            wait_ms: 0,
+            ticket: None,
+        })
+    }
+
+    fn held(holder: &str, token: u64) -> LeaseState {
+        LeaseState::granted(token, holder, NOW + 5_000)
+    }
+
+    #[test]
+    fn every_member_free_grants_every_write() {
+        let (a, b) = (LeaseState::vacant(3), LeaseState::default());
+        let folded = fold(&[(take("me"), &a), (take("me"), &b)], "resources", NOW);
+        assert!(folded.granted);
+        assert!(folded.witnesses.is_empty());
+        assert_eq!(folded.writes.len(), 2);
+        assert_eq!(folded.after[0].live(NOW).map(|p| p.token), Some(4));
+        assert_eq!(folded.after[1].live(NOW).map(|p| p.token), Some(1));
+        assert!(matches!(
+            folded.writes[0].1.guard,
+            Guard::VacantAt { last_token: 3 }
+        ));
+    }
+
+    #[test]
+    fn one_member_held_refuses_the_whole_set_and_writes_nothing_of_it() {
+        let (free, taken) = (LeaseState::vacant(0), held("other", 7));
+        let folded = fold(
+            &[(take("me"), &free), (take("me"), &taken)],
+            "resources",
+            NOW,
+        );
+        assert!(!folded.granted);
+        assert!(folded.writes.is_empty(), "{:?}", folded.writes);
+        // Each member as it stands: the free one is not taken.
+        assert_eq!(folded.after, vec![free.clone(), taken.clone()]);
+        let paths: Vec<&str> = folded.witnesses.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["/resources/1"]);
+        assert_eq!(folded.witnesses[0].rule_id, "LEASE_HELD");
+    }
+
+    #[test]
+    fn every_blocking_member_is_named_at_its_index() {
+        let taken = held("other", 2);
+        let folded = fold(
+            &[
+                (take("me"), &taken),
+                (take("me"), &LeaseState::default()),
+                (take("me"), &taken),
+            ],
+            "resources",
+            NOW,
+        );
+        let paths: Vec<&str> = folded.witnesses.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["/resources/0", "/resources/2"]);
+    }
+
+    #[test]
+    fn a_renew_of_a_set_extends_each_and_names_a_stale_token_by_its_lease() {
+        let (a, b) = (held("me", 1), held("me", 4));
+        let renew = |token| {
+            Mutation::Hold(HolderOp::Renew {
+                holder: "me",
+                token,
+                ttl_ms: 60_000,
+            })
+        };
+        let ok = fold(&[(renew(1), &a), (renew(4), &b)], "leases", NOW);
+        assert!(ok.granted);
+        for (after, token) in ok.after.iter().zip([1, 4]) {
+            let permit = after.live(NOW).expect("still held");
+            assert_eq!((permit.token, permit.expires_at), (token, NOW + 60_000));
+        }
+        assert!(ok.writes.iter().all(|(_, w)| w.effect
+            == Effect::Extend {
+                expires_at: NOW + 60_000
+            }));
+        let stale = fold(&[(renew(1), &a), (renew(3), &b)], "leases", NOW);
+        assert!(!stale.granted);
+        assert_eq!(stale.witnesses[0].path, "/leases/1");
+        assert_eq!(stale.after, vec![a, b]);
+    }
+
+    #[test]
+    fn a_refused_set_still_writes_the_hand_off_its_read_noticed() {
+        // A semaphore whose one permit lapsed with a waiter behind it: the refusal of the set
+        // (its other member is held) writes that hand-off, and only that.
+        let mut queued = LeaseState::default();
+        let first = Asked {
+            holder: "a",
+            ttl_ms: 3_000,
+            limit: 1,
+            wait_ms: 10_000,
+            ticket: None,
+        };
+        let Acquired::Write(write) = acquire(&queued, &first, NOW - 5_000) else {
+            panic!("a free lease is taken");
+        };
+        queued = write.effect.apply(&queued);
+        let waiter = Asked {
+            holder: "b",
+            wait_ms: 20_000,
+            ..first
+        };
+        if let Acquired::Queue {
+            write: Some(write), ..
+        } = acquire(&queued, &waiter, NOW - 4_000)
+        {
+            queued = write.effect.apply(&queued);
+        } else {
+            panic!("b waits behind a");
+        }
+        // Now a's permit has lapsed: b's turn, which nobody wrote yet.
+        let taken = held("other", 9);
+        let folded = fold(
+            &[(take("me"), &queued), (take("me"), &taken)],
+            "resources",
+            NOW,
+        );
+        assert!(!folded.granted);
+        assert_eq!(folded.writes.len(), 1, "{:?}", folded.writes);
+        assert_eq!(folded.writes[0].0, 0);
+        assert_eq!(folded.after[0].live(NOW).map(|p| p.holder), Some("b"));
+        assert_eq!(folded.after[1], taken);
+    }
+}

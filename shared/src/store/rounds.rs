@@ -1,0 +1,231 @@
+//! What the lease service's round engine asks of the store: two calls, each with its contract
+//! (docs/adr/0009). [`LeaseStore`] is the one implementation that talks to a database; the
+//! engine's unit tests script a fake of these two calls.
+//!
+//! On DynamoDB a call is exactly one request: a read of one lease is a consistent `GetItem`, of
+//! more (or with a record) one `TransactGetItems`; a lone write is one conditional `UpdateItem`,
+//! a record alone one conditional `PutItem`, anything else one `TransactWriteItems`.
+//! `shared/tests/usage.rs` pins each path's round trips and units.
+
+use super::lease_store::{lease_from_item, record_from_item};
+use super::usage::{add as add_usage, measured};
+use super::{
+    Applied, Cancelled, LeaseKey, LeaseStore, RecordKey, StoreError, StoredRecord, s, transaction,
+};
+use crate::clock::Millis;
+use crate::lease::answer::AuditEntry;
+use crate::lease::{Guard, LeaseState, Write};
+use crate::tenant::Tenant;
+use aws_sdk_dynamodb::types::{Get, TransactGetItem, TransactWriteItem};
+use std::future::Future;
+
+/// The leases asked for, in the order asked, and the live record, if one was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub leases: Vec<LeaseState>,
+    pub record: Option<StoredRecord>,
+}
+
+/// A request record to put: its key, what it keeps, and whether it may replace a waiting call's
+/// place of the same input (only an answer decided on the store's own state may: that state says
+/// what was handed to the call meanwhile, docs/adr/0008).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordPut {
+    pub key: RecordKey,
+    pub record: StoredRecord,
+    pub over_place: bool,
+}
+
+/// What one round commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Commit {
+    /// One guarded write, alone: it comes back with the lease it left, or the lease its guard
+    /// was checked against.
+    Lone { key: LeaseKey, write: Write },
+    /// All of it or none of it: the writes, a check that a lease is unchanged (a denial the store
+    /// confirms), audit entries (a revoke's), and the record.
+    Together {
+        writes: Vec<(LeaseKey, Write)>,
+        unchanged: Option<(LeaseKey, Guard)>,
+        audit: Vec<(Tenant, AuditEntry)>,
+        record: Option<RecordPut>,
+    },
+}
+
+/// How a commit ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// All of it committed; with the lease a lone write left.
+    Committed(Option<LeaseState>),
+    /// A guard or the check did not hold, or another writer was in the transaction: nothing was
+    /// written. With the first lease written (or checked) as its guard saw it, when the store
+    /// handed it back; else a read tells.
+    Changed(Option<LeaseState>),
+    /// A live record holds the requestId already: nothing was written, and the answer is its.
+    RecordExists(StoredRecord),
+}
+
+/// The store as the round engine uses it.
+pub trait Rounds {
+    /// The leases of `keys` (a lease never written is the empty lease), and the live record of
+    /// `record` when asked (one whose replay window has passed at `now` is none), in one
+    /// consistent snapshot: strongly consistent, all as of one moment.
+    fn read(
+        &self,
+        keys: &[LeaseKey],
+        record: Option<&RecordKey>,
+        now: Millis,
+    ) -> impl Future<Output = Result<Snapshot, StoreError>> + Send;
+
+    /// `commit`, with every guard judged at `now`: all of it or nothing (see [`Outcome`]). A
+    /// retry the store client made after a lost answer is recognised: an attempt refused by its
+    /// own first attempt's write is `Committed`, never `Changed` or `RecordExists`. An outcome
+    /// that cannot be known (the first attempt may have committed and been overtaken) is an
+    /// error, never a guess.
+    fn commit(
+        &self,
+        commit: &Commit,
+        now: Millis,
+    ) -> impl Future<Output = Result<Outcome, StoreError>> + Send;
+}
+
+impl Rounds for LeaseStore {
+    async fn read(
+        &self,
+        keys: &[LeaseKey],
+        record: Option<&RecordKey>,
+        now: Millis,
+    ) -> Result<Snapshot, StoreError> {
+        if let ([key], None) = (keys, record) {
+            return Ok(Snapshot {
+                leases: vec![self.get(key).await?],
+                record: None,
+            });
+        }
+        let get = |table: &str, pk: &str| {
+            Get::builder()
+                .table_name(table)
+                .key("pk", s(pk))
+                .build()
+                .map(|g| TransactGetItem::builder().get(g).build())
+                .map_err(StoreError::built)
+        };
+        // TransactGetItems takes at most 100 items; a set has at most 50.
+        let mut items = Vec::with_capacity(keys.len() + 1);
+        for key in keys {
+            items.push(get(&self.leases, &key.0)?);
+        }
+        if let Some(record) = record {
+            items.push(get(&self.requests, &record.0)?);
+        }
+        let out = self
+            .client
+            .transact_get_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        let responses = out.responses();
+        let item = |i: usize| responses.get(i).and_then(|r| r.item());
+        let leases = (0..keys.len())
+            .map(|i| lease_from_item(item(i)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let record = match record {
+            Some(_) => item(keys.len())
+                .map(record_from_item)
+                .transpose()?
+                .filter(|r| r.expires_at > now),
+            None => None,
+        };
+        Ok(Snapshot { leases, record })
+    }
+
+    async fn commit(&self, commit: &Commit, now: Millis) -> Result<Outcome, StoreError> {
+        match commit {
+            Commit::Lone { key, write } => Ok(match self.apply(key, write, now).await? {
+                Applied::Committed(after) => Outcome::Committed(Some(after)),
+                Applied::GuardFailed(old) => Outcome::Changed(Some(old)),
+            }),
+            Commit::Together {
+                writes,
+                unchanged,
+                audit,
+                record,
+            } => {
+                self.together(writes, unchanged.as_ref(), audit, record.as_ref(), now)
+                    .await
+            }
+        }
+    }
+}
+
+impl LeaseStore {
+    /// A [`Commit::Together`]: one `TransactWriteItems` (the record alone: one conditional
+    /// `PutItem`; nothing at all: nothing sent).
+    async fn together(
+        &self,
+        writes: &[(LeaseKey, Write)],
+        unchanged: Option<&(LeaseKey, Guard)>,
+        audit: &[(Tenant, AuditEntry)],
+        record: Option<&RecordPut>,
+        now: Millis,
+    ) -> Result<Outcome, StoreError> {
+        let put = record
+            .map(|r| self.record_put(&r.key, &r.record, r.over_place, now))
+            .transpose()?;
+        let mut items = Vec::with_capacity(writes.len() + audit.len() + 2);
+        for (key, write) in writes {
+            let update = self.update(key, write, now)?;
+            items.push(TransactWriteItem::builder().update(update).build());
+        }
+        if let Some((key, guard)) = unchanged {
+            let check = self.unchanged_check(key, guard, now)?;
+            items.push(TransactWriteItem::builder().condition_check(check).build());
+        }
+        for (tenant, entry) in audit {
+            let put = self.audit_put(tenant, entry, now)?;
+            items.push(TransactWriteItem::builder().put(put).build());
+        }
+        let record_at = items.len();
+        match (put, record) {
+            (Some(put), Some(record)) if record_at == 0 => {
+                return self.put_record_alone(put, &record.record).await;
+            }
+            (None, _) if record_at == 0 => return Ok(Outcome::Committed(None)),
+            (Some(put), _) => items.push(TransactWriteItem::builder().put(put).build()),
+            (None, _) => {}
+        }
+        let send = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send();
+        // Measured apart to learn whether the SDK retried (see `guarded`).
+        let (result, usage) = measured(Box::pin(send)).await;
+        add_usage(usage);
+        let reasons = match transaction(result)? {
+            Ok(_) => return Ok(Outcome::Committed(None)),
+            Err(reasons) => reasons,
+        };
+        // The record first: if it exists, its answer stands whatever the leases did since. If the
+        // SDK retried and it is this very record (its answer signed at this call's time, for this
+        // payment), the retry was cancelled by its own first attempt: committed. DynamoDB takes
+        // the retry's client token as the same request; an emulator may not.
+        if let (Some(record), Some(Cancelled::Condition(Some(item)))) =
+            (record, reasons.get(record_at))
+        {
+            return Ok(match record_from_item(item)? {
+                found if usage.unsure_retries() > 0 && found == record.record => {
+                    Outcome::Committed(None)
+                }
+                found => Outcome::RecordExists(found),
+            });
+        }
+        // The first lease as its guard was checked, when it came back. No item: the lease does
+        // not exist, or an emulator omitted it; a conflict: it was being written. Read it again.
+        Ok(Outcome::Changed(match reasons.first() {
+            Some(Cancelled::Condition(Some(item))) => Some(lease_from_item(Some(item))?),
+            _ => None,
+        }))
+    }
+}
