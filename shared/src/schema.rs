@@ -61,42 +61,9 @@ pub fn lease_input() -> &'static Schema {
     &LEASE_INPUT
 }
 
-/// The MCP tools that carry lease ops, each with the ops it takes: a tool's annotations (read
-/// only, destructive) can then be true of every call it takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseTool {
-    /// acquire, renew, release, get, check: no op that ends another's permit.
-    Lease,
-    /// get, check.
-    Read,
-    /// list.
-    List,
-    /// audit.
-    Audit,
-    /// revoke: destructive.
-    Revoke,
-}
-
-impl LeaseTool {
-    pub const ALL: [LeaseTool; 5] = [
-        LeaseTool::Lease,
-        LeaseTool::Read,
-        LeaseTool::List,
-        LeaseTool::Audit,
-        LeaseTool::Revoke,
-    ];
-
-    /// The ops it takes.
-    pub fn ops(self) -> &'static [Op] {
-        match self {
-            LeaseTool::Lease => &[Op::Acquire, Op::Renew, Op::Release, Op::Get, Op::Check],
-            LeaseTool::Read => &[Op::Get, Op::Check],
-            LeaseTool::List => &[Op::List],
-            LeaseTool::Audit => &[Op::Audit],
-            LeaseTool::Revoke => &[Op::Revoke],
-        }
-    }
-}
+/// The MCP tools that carry lease ops: which ops each offers is the ops table's
+/// ([`crate::lease::ops::Spec::tools`]).
+pub use crate::lease::ops::Tool as LeaseTool;
 
 /// The lease request schema narrowed to `tool`'s ops: the fields none of them takes are not in
 /// it, so a call that sends one is refused (a read tool is never quietly asked to write).
@@ -104,12 +71,9 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
     use crate::lease::ops::Field;
     let mut schema: Value =
         serde_json::from_str(LEASE_INPUT_JSON).expect("embedded schema is JSON");
-    let ops = tool.ops();
+    let ops: Vec<Op> = tool.ops().collect();
     let specs: Vec<&crate::lease::ops::Spec> = ops.iter().map(|op| op.spec()).collect();
     let any = |takes: &dyn Fn(&crate::lease::ops::Spec) -> bool| specs.iter().any(|s| takes(s));
-    let sets = ops
-        .iter()
-        .any(|op| matches!(op, Op::Acquire | Op::Renew | Op::Release));
     let (title, description) = match tool {
         LeaseTool::Lease => ("Lease request (acquire, renew, release, get, check)", None),
         LeaseTool::Read => (
@@ -153,10 +117,10 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
         ("reason", any(&|s| s.reason != Field::Unused)),
         ("cursor", any(&|s| s.pages)),
         ("pageSize", any(&|s| s.pages)),
-        ("prefix", ops.contains(&Op::List)),
+        ("prefix", any(&|s| s.prefix != Field::Unused)),
         ("requestId", any(&|s| s.writes)),
-        ("resources", sets),
-        ("leases", sets),
+        ("resources", any(&|s| s.set == Some("resources"))),
+        ("leases", any(&|s| s.set == Some("leases"))),
     ];
     if let Some(properties) = schema["properties"].as_object_mut() {
         for (field, keep) in kept {

@@ -65,7 +65,7 @@ fn states() -> Vec<Option<LeaseState>> {
         states.push(Some(queued(semaphore(1, version, &expiries), place)));
     }
     // Hand-offs (docs/adr/0008): a place with a ticket; a permit handed to a waiting call, live
-    // and lapsed (nothing else live: a blind take must not pass it by); a lease that remembers
+    // and lapsed (nothing else live: an unseen take must not pass it by); a lease that remembers
     // a hand-off that ended.
     states.push(Some(LeaseState {
         waiters: vec![Place {

@@ -191,6 +191,155 @@ fn no_module_uses_one_that_uses_it_back() {
     assert!(cycles.is_empty(), "{cycles:#?}");
 }
 
+/// A file's module path under `src/` (`store/lease_store.rs` is `store::lease_store`; a folder's
+/// `mod.rs` is the folder's module), and the child modules its parent declares under
+/// `#[cfg(test)]` (test-only, left out of the sibling graph).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path.last().is_some_and(|l| l == "mod") {
+        path.pop();
+    }
+    path
+}
+
+/// The modules `code` (of the module at `at`) names, as absolute paths: `crate::a::b`,
+/// `super::a`, `super::super::a`, and `use super::{a, b::c}` groups. Only their first segments
+/// past the prefix matter for siblings, so a group's inner paths are cut at their first.
+fn named_paths(code: &str, at: &[String]) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let segment = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    // Every start of a path: `crate::` or one or more `super::`.
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let rest = &code[i..];
+        let word_start = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        let (base, after) = if word_start && rest.starts_with("crate::") {
+            (Vec::new(), &rest["crate::".len()..])
+        } else if word_start && rest.starts_with("super::") {
+            let mut base = at.to_vec();
+            let mut after = rest;
+            while let Some(next) = after.strip_prefix("super::") {
+                base.pop();
+                after = next;
+            }
+            (base, after)
+        } else {
+            i += rest.chars().next().map_or(1, char::len_utf8);
+            continue;
+        };
+        let firsts: Vec<String> = match after.strip_prefix('{') {
+            Some(group) => {
+                let end = group.find('}').unwrap_or(group.len());
+                group[..end].split(',').map(segment).collect()
+            }
+            None => {
+                // The whole path, segment by segment.
+                let path: String = after
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                    .collect();
+                let mut full = base.clone();
+                full.extend(path.split("::").filter(|s| !s.is_empty()).map(String::from));
+                paths.push(full);
+                i = code.len() - after.len();
+                continue;
+            }
+        };
+        for first in firsts.into_iter().filter(|f| !f.is_empty()) {
+            let mut full = base.clone();
+            full.push(first);
+            paths.push(full);
+        }
+        i = code.len() - after.len();
+    }
+    paths
+}
+
+/// Modules declared test-only (`#[cfg(test)]` then `mod name;`) by the file `file`.
+fn test_only_children(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .filter_map(|w| {
+            w[1].strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(String::from)
+        })
+        .collect()
+}
+
+/// For every folder module, the graph of its child modules: `a -> b` when code in `a` (or
+/// below it) names `b` (or something below it).
+fn sibling_graphs() -> BTreeMap<Vec<String>, Graph> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = walk(&src);
+    let mut test_only: BTreeSet<Vec<String>> = BTreeSet::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let at = module_path(&src, file);
+        for child in test_only_children(&text) {
+            let mut path = at.clone();
+            path.push(child);
+            test_only.insert(path);
+        }
+    }
+    let is_test = |path: &[String]| (1..=path.len()).any(|n| test_only.contains(&path[..n]));
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .map(|f| module_path(&src, f))
+        .filter(|p| !is_test(p))
+        .collect();
+    let mut graphs: BTreeMap<Vec<String>, Graph> = BTreeMap::new();
+    for file in &files {
+        let at = module_path(&src, file);
+        if is_test(&at) || at.is_empty() {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for named in named_paths(&code, &at) {
+            // The first segment where the two paths part: siblings under their common parent.
+            let k = at.iter().zip(&named).take_while(|(a, b)| a == b).count();
+            if k >= at.len() || k >= named.len() {
+                continue;
+            }
+            let (from, to) = (&at[..=k], &named[..=k]);
+            if modules.contains(from) && modules.contains(to) && !is_test(to) {
+                graphs
+                    .entry(at[..k].to_vec())
+                    .or_default()
+                    .entry(at[k].clone())
+                    .or_default()
+                    .insert(named[k].clone());
+            }
+        }
+    }
+    graphs
+}
+
+#[test]
+fn no_sibling_modules_use_each_other() {
+    let mut cycles = Vec::new();
+    for (parent, graph) in sibling_graphs() {
+        for module in graph.keys() {
+            if let Some(cycle) = cycle_through(&graph, module) {
+                cycles.push(format!("in {}: {}", parent.join("::"), cycle.join(" -> ")));
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "{cycles:#?}");
+}
+
 /// The reader itself: each way of naming a module is seen, so the checks above can fail.
 #[test]
 fn the_reader_sees_every_way_of_naming_a_module() {
@@ -207,6 +356,23 @@ fn the_reader_sees_every_way_of_naming_a_module() {
     graph.entry("b".into()).or_default().insert("c".into());
     assert_eq!(cycle_through(&graph, "a"), None);
     graph.entry("c".into()).or_default().insert("a".into());
+    // Relative paths, as siblings name each other.
+    let at: Vec<String> = ["store", "lease_index"].map(String::from).into();
+    let named = named_paths(
+        "use super::lease_store::{free};\nuse super::{Item, expr::Expr};\nlet x = super::super::clock::now();\nuse crate::lease::ops::Op;",
+        &at,
+    );
+    let firsts: Vec<String> = named.iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        firsts,
+        [
+            "store::lease_store",
+            "store::Item",
+            "store::expr",
+            "clock::now",
+            "lease::ops::Op"
+        ]
+    );
     assert_eq!(
         cycle_through(&graph, "a"),
         Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])

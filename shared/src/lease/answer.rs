@@ -1,7 +1,7 @@
 //! The `data` of a lease answer, shaped as `shared/schemas/lease-answer.json`.
 
 use super::model::LeaseState;
-use super::request::Op;
+use super::ops::Op;
 use crate::clock::{Millis, iso8601};
 use crate::witness::Witness;
 use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! stored lease) and an [`Effect`] (what to change). The store turns the guard into a DynamoDB
 //! condition expression, so a write commits only if the state it was decided on still stands.
 //! Invariant, tested below over every small state: whenever `decide` returns a write, its guard
-//! holds on the state it was decided from, and the guard of [`optimistic`] holds on a state exactly
+//! holds on the state it was decided from, and the guard of [`guess_unseen`] holds on a state exactly
 //! when `decide` grants that state the same effect. That is what lets the common path skip the read.
 
 use super::model::{Handed, LeaseState, MAX_TOKEN};
@@ -328,16 +328,16 @@ impl Effect {
 /// free resource, renew or release by the holder). If its guard fails, the store returns the old
 /// item and `decide` on it says what to do instead. A semaphore's acquire has none: its write is
 /// guarded on the state it read.
-pub fn optimistic(command: &Command, now: Millis) -> Option<Write> {
+pub fn guess_unseen(command: &Command, now: Millis) -> Option<Write> {
     match (Asked::of(command), HolderOp::of(command)) {
-        (Some(asked), _) => optimistic_acquire(&asked, now),
+        (Some(asked), _) => guess_unseen_acquire(&asked, now),
         (None, Some(op)) => Some(holder_write(op, now)),
         (None, None) => None,
     }
 }
 
-/// [`optimistic`] for an acquire: a single permit's take, guarded on a vacant lease.
-pub fn optimistic_acquire(asked: &Asked<'_>, now: Millis) -> Option<Write> {
+/// [`guess_unseen`] for an acquire: a single permit's take, guarded on a vacant lease.
+pub fn guess_unseen_acquire(asked: &Asked<'_>, now: Millis) -> Option<Write> {
     (asked.limit == 1).then(|| take(Guard::Vacant, asked.holder, now + asked.ttl_ms))
 }
 
@@ -346,7 +346,7 @@ pub fn optimistic_acquire(asked: &Asked<'_>, now: Millis) -> Option<Write> {
 /// before it commits ([`Write::outcome`]), or an acquire's denial. A wrong view costs a failed
 /// guard, never a wrong write or answer: the store confirms it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Foreseen {
+pub enum Guess {
     /// A renew or release (its guard pins holder and token, so it needs no view), or the
     /// single-permit write an acquire would make. A versioned write (a queue's, a semaphore's)
     /// is decided on a read: it replaces every permit.
@@ -361,17 +361,17 @@ pub enum Foreseen {
     },
 }
 
-/// What `command` would do on `view` (see [`Foreseen`]), if that is known without a read.
-pub fn foresee(view: &LeaseState, command: &Command, now: Millis) -> Option<Foreseen> {
+/// What `command` would do on `view` (see [`Guess`]), if that is known without a read.
+pub fn guess(view: &LeaseState, command: &Command, now: Millis) -> Option<Guess> {
     match (Asked::of(command), HolderOp::of(command)) {
-        (Some(asked), _) => foresee_acquire(view, &asked, now),
-        (None, Some(op)) => Some(Foreseen::Write(holder_write(op, now))),
+        (Some(asked), _) => guess_acquire(view, &asked, now),
+        (None, Some(op)) => Some(Guess::Write(holder_write(op, now))),
         (None, None) => None,
     }
 }
 
-/// [`foresee`] for an acquire.
-pub fn foresee_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Foreseen> {
+/// [`guess`] for an acquire.
+pub fn guess_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Guess> {
     if handed(view, asked, now).is_some() {
         return None;
     }
@@ -379,9 +379,9 @@ pub fn foresee_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Opt
         Acquired::Write(write)
             if asked.limit == 1 && !matches!(write.guard, Guard::Version { .. }) =>
         {
-            Some(Foreseen::Write(write))
+            Some(Guess::Write(write))
         }
-        Acquired::Deny(witnesses) => Some(Foreseen::Denial {
+        Acquired::Deny(witnesses) => Some(Guess::Denial {
             unchanged: unchanged(view),
             witnesses,
         }),
@@ -389,11 +389,11 @@ pub fn foresee_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Opt
     }
 }
 
-/// The write to try first (see [`Foreseen::Write`]), planned on `view`.
-pub fn planned(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
-    match foresee(view, command, now)? {
-        Foreseen::Write(write) => Some(write),
-        Foreseen::Denial { .. } => None,
+/// The write to try first (see [`Guess::Write`]), planned on `view`.
+pub fn guessed_write(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
+    match guess(view, command, now)? {
+        Guess::Write(write) => Some(write),
+        Guess::Denial { .. } => None,
     }
 }
 
@@ -471,7 +471,7 @@ fn take(guard: Guard, holder: &str, expires_at: Millis) -> Write {
 }
 
 /// The write of a renew or release by the live holder of a lease: the same whether decided on a
-/// read state or tried optimistically.
+/// read state or guessed unseen.
 pub fn holder_write(op: HolderOp<'_>, now: Millis) -> Write {
     let guard = Guard::HeldBy {
         holder: op.holder().to_owned(),
@@ -490,8 +490,8 @@ pub fn holder_write(op: HolderOp<'_>, now: Millis) -> Write {
 /// permits they freed handed to the earliest live places. What a read answers, so that `get`,
 /// `check` and `list` say what the next acquire finds (before, they said nobody held a permit
 /// that was kept for a waiter between its calls: the attack of 2026-12-03, round 4).
-pub fn settled(state: &LeaseState, now: Millis) -> LeaseState {
-    queue::settle(state, now)
+pub fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
+    queue::as_of(state, now)
 }
 
 /// Decide `command` against the stored `state` at server time `now`: every rule, for every op.

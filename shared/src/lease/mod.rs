@@ -11,11 +11,13 @@ pub mod decide;
 pub mod model;
 pub mod ops;
 pub mod request;
+pub mod rules;
 
 pub use answer::LeaseAnswer;
-pub use decide::{Decision, Effect, Guard, Write, decide, settled};
+pub use decide::{Decision, Effect, Guard, Write, as_of, decide};
 pub use model::{LeaseState, MAX_TOKEN};
-pub use request::{Command, LeaseRequest, Op};
+pub use ops::Op;
+pub use request::{Command, LeaseRequest};
 
 /// How long a requestId's answer is replayed (ms).
 pub const REPLAY_WINDOW_MS: crate::clock::Millis = 24 * 3600 * 1000;

@@ -201,7 +201,7 @@ impl LeaseState {
     }
 
     /// Whether a take needs no read at `now`: no live permit, no live place, and no permit
-    /// handed to a waiting call that has not taken it (the guard of a blind take).
+    /// handed to a waiting call that has not taken it (the guard of an unseen take).
     pub fn is_free(&self, now: Millis) -> bool {
         self.live(now).is_none() && self.live_waiters(now).next().is_none() && !self.awaits_taking()
     }

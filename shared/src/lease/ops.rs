@@ -3,7 +3,35 @@
 //! `shared/schemas/lease-input.json` says the same for callers; the test below holds the two
 //! together.
 
-use super::request::Op;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    Acquire,
+    Renew,
+    Release,
+    Get,
+    Check,
+    List,
+    Revoke,
+    Audit,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Renew => "renew",
+            Op::Release => "release",
+            Op::Get => "get",
+            Op::Check => "check",
+            Op::List => "list",
+            Op::Revoke => "revoke",
+            Op::Audit => "audit",
+        }
+    }
+}
 
 /// Whether an op takes a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +68,63 @@ pub struct Spec {
     /// Only an admin may call it: an API key with the admin role, or a paying wallet in its
     /// own tenant (docs/adr/0008). Anyone else: 403 `FORBIDDEN`, before anything is read.
     pub admin: bool,
+    /// The field a set of resources comes in for it (docs/adr/0006): `resources` (names) or
+    /// `leases` (names with tokens); `None`: it takes one resource only.
+    pub set: Option<&'static str>,
+    /// `prefix`: only the resources whose names start with it.
+    pub prefix: Field,
+    /// It refuses every field it does not take (`NOT_TAKEN`), where the first ops ignore them.
+    pub strict: bool,
+    /// The MCP tools that offer it.
+    pub tools: &'static [Tool],
+}
+
+/// The MCP tools that carry lease ops: a tool's annotations (read only, destructive) are then
+/// true of every op it offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// acquire, renew, release, get, check: no op that ends another's permit.
+    Lease,
+    /// get, check.
+    Read,
+    List,
+    /// admin only.
+    Audit,
+    /// destructive, admin only.
+    Revoke,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 5] = [
+        Tool::Lease,
+        Tool::Read,
+        Tool::List,
+        Tool::Audit,
+        Tool::Revoke,
+    ];
+
+    /// Its name in the MCP catalogue.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Lease => "lease",
+            Tool::Read => "lease_read",
+            Tool::List => "lease_list",
+            Tool::Audit => "lease_audit",
+            Tool::Revoke => "lease_revoke",
+        }
+    }
+
+    /// The tool named `name`, if one is.
+    pub fn named(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The ops it offers, in the table's order.
+    pub fn ops(self) -> impl Iterator<Item = Op> {
+        OPS.iter()
+            .filter(move |s| s.tools.contains(&self))
+            .map(|s| s.op)
+    }
 }
 
 /// Every op, in the order the schema lists them.
@@ -56,6 +141,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: false,
         admin: false,
+        set: Some("resources"),
+        prefix: Field::Unused,
+        strict: false,
+        tools: &[Tool::Lease],
     },
     Spec {
         op: Op::Renew,
@@ -69,6 +158,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: false,
         admin: false,
+        set: Some("leases"),
+        prefix: Field::Unused,
+        strict: false,
+        tools: &[Tool::Lease],
     },
     Spec {
         op: Op::Release,
@@ -82,6 +175,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: false,
         admin: false,
+        set: Some("leases"),
+        prefix: Field::Unused,
+        strict: false,
+        tools: &[Tool::Lease],
     },
     Spec {
         op: Op::Get,
@@ -96,6 +193,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: false,
         admin: false,
+        set: None,
+        prefix: Field::Unused,
+        strict: false,
+        tools: &[Tool::Lease, Tool::Read],
     },
     Spec {
         op: Op::Check,
@@ -109,6 +210,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: false,
         admin: false,
+        set: None,
+        prefix: Field::Unused,
+        strict: false,
+        tools: &[Tool::Lease, Tool::Read],
     },
     Spec {
         op: Op::List,
@@ -122,6 +227,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: true,
         admin: false,
+        set: None,
+        prefix: Field::Optional,
+        strict: true,
+        tools: &[Tool::List],
     },
     Spec {
         op: Op::Revoke,
@@ -137,6 +246,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Required,
         pages: false,
         admin: true,
+        set: None,
+        prefix: Field::Unused,
+        strict: true,
+        tools: &[Tool::Revoke],
     },
     Spec {
         op: Op::Audit,
@@ -151,6 +264,10 @@ pub const OPS: [Spec; 8] = [
         reason: Field::Unused,
         pages: true,
         admin: true,
+        set: None,
+        prefix: Field::Unused,
+        strict: true,
+        tools: &[Tool::Audit],
     },
 ];
 
@@ -190,8 +307,8 @@ mod tests {
     }
 
     /// The published schema requires exactly what the table says each op requires, and takes
-    /// the rest, and names exactly the table's ops; the new ops (list, revoke, audit) refuse
-    /// every field the table says they do not take.
+    /// the rest, and names exactly the table's ops; the strict ops refuse every field the table
+    /// says they do not take.
     #[test]
     fn the_input_schema_agrees_with_the_table() {
         let schema: Value = serde_json::from_str(crate::schema::LEASE_INPUT_JSON).unwrap();
@@ -219,7 +336,7 @@ mod tests {
                     Field::Unused
                 },
             ];
-            let new_op = matches!(spec.op, Op::List | Op::Revoke | Op::Audit);
+            let strict = spec.strict;
             let mut full = json!({"op": spec.op.as_str()});
             for ((name, value), field) in samples.iter().zip(fields) {
                 if field != Field::Unused {
@@ -231,7 +348,7 @@ mod tests {
                 let mut changed = full.clone();
                 if field == Field::Unused {
                     changed[*name] = value.clone();
-                    if new_op {
+                    if strict {
                         assert!(!valid(&changed), "{} takes no {name}", spec.op.as_str());
                     }
                     continue;
@@ -243,6 +360,41 @@ mod tests {
                     "{} without {name}",
                     spec.op.as_str()
                 );
+            }
+        }
+    }
+
+    /// The bounds the rules keep are the ones the schema publishes: a wait of at most
+    /// `MAX_WAIT_MS`, a limit of at most `MAX_LIMIT`, a token below `MAX_TOKEN`.
+    #[test]
+    fn the_input_schemas_bounds_are_the_rules_bounds() {
+        use crate::lease::model::{MAX_LIMIT, MAX_TOKEN, MAX_WAIT_MS};
+        let schema: Value = serde_json::from_str(crate::schema::LEASE_INPUT_JSON).unwrap();
+        let field = |name: &str| &schema["properties"][name];
+        let wait_s = field("waitSeconds")["maximum"].as_i64().unwrap();
+        assert_eq!(wait_s * 1000, MAX_WAIT_MS);
+        assert_eq!(field("limit")["maximum"], json!(MAX_LIMIT));
+        let token = &field("leases")["items"]["properties"]["token"];
+        assert_eq!(token["maximum"], json!(MAX_TOKEN));
+        assert_eq!(
+            field("token")["maximum"].as_u64().unwrap_or(MAX_TOKEN),
+            MAX_TOKEN
+        );
+    }
+
+    /// The sets the table says each op takes are the fields its MCP tools publish, and every op
+    /// is offered by some tool.
+    #[test]
+    fn every_op_has_a_tool_and_its_sets_fields() {
+        for spec in &OPS {
+            assert!(!spec.tools.is_empty(), "{} has no tool", spec.op.as_str());
+            for tool in spec.tools {
+                assert!(tool.ops().any(|op| op == spec.op));
+                assert_eq!(Tool::named(tool.name()), Some(*tool));
+                let (schema, _) = crate::schema::lease_tool(*tool);
+                if let Some(field) = spec.set {
+                    assert!(schema["properties"].get(field).is_some(), "{field}");
+                }
             }
         }
     }

@@ -1,5 +1,7 @@
 //! A lease request after validation: the typed input the rules work on.
 
+use super::ops::Field;
+pub use super::ops::Op;
 use crate::lease::model::Ticket;
 use crate::witness::Witness;
 use serde::{Deserialize, Serialize};
@@ -10,34 +12,6 @@ pub const INPUT_SCHEMA_VERSION: &str = "lease-input/1";
 
 /// Default lease length when `ttlSeconds` is omitted.
 pub const DEFAULT_TTL_SECONDS: u32 = 30;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    Acquire,
-    Renew,
-    Release,
-    Get,
-    Check,
-    List,
-    Revoke,
-    Audit,
-}
-
-impl Op {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Op::Acquire => "acquire",
-            Op::Renew => "renew",
-            Op::Release => "release",
-            Op::Get => "get",
-            Op::Check => "check",
-            Op::List => "list",
-            Op::Revoke => "revoke",
-            Op::Audit => "audit",
-        }
-    }
-}
 
 /// The default page of `list` and `audit`.
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -211,11 +185,11 @@ impl LeaseRequest {
                 "send resource or a set, not both",
             ));
         }
-        let fits = match self.op {
-            Op::Acquire => set_field == "/resources",
-            Op::Renew | Op::Release => set_field == "/leases",
-            Op::Get | Op::Check | Op::List | Op::Revoke | Op::Audit => false,
-        };
+        let fits = self
+            .op
+            .spec()
+            .set
+            .is_some_and(|field| set_field.strip_prefix('/') == Some(field));
         if !fits {
             errors.push(Witness::new(
                 "SET_OP",
@@ -257,15 +231,13 @@ impl LeaseRequest {
     }
 
     /// The fields this op does not take, where sending one is refused rather than ignored: any
-    /// field on list, revoke and audit (a revoke's stray token must not look like a fence), and
-    /// the fields only those take on any other op. The seed's ops keep ignoring the seed's own
-    /// fields they do not use, as they always have.
+    /// field on a strict op ([`super::ops::Spec::strict`]: a revoke's stray token must not look
+    /// like a fence), and the fields only strict ops take on any other op. The other ops ignore
+    /// the fields of theirs they do not use, as they always have.
     fn not_taken(&self) -> Vec<Witness> {
-        use super::ops::Field;
         let spec = self.op.spec();
-        let new_op = matches!(self.op, Op::List | Op::Revoke | Op::Audit);
         let takes = |field: Field| field != Field::Unused;
-        // (field, sent, the op takes it, a field of the new ops only)
+        // (field, sent, the op takes it, a field only strict ops take)
         let fields = [
             (
                 "resource",
@@ -286,17 +258,19 @@ impl LeaseRequest {
             (
                 "requestId",
                 self.request_id.is_some(),
-                spec.writes || !new_op,
+                spec.writes || !spec.strict,
                 false,
             ),
             ("reason", self.reason.is_some(), takes(spec.reason), true),
             ("cursor", self.cursor.is_some(), spec.pages, true),
             ("pageSize", self.page_size.is_some(), spec.pages, true),
-            ("prefix", self.prefix.is_some(), self.op == Op::List, true),
+            ("prefix", self.prefix.is_some(), takes(spec.prefix), true),
         ];
         fields
             .into_iter()
-            .filter(|(_, sent, taken, only_new)| *sent && !*taken && (new_op || *only_new))
+            .filter(|(_, sent, taken, strict_only)| {
+                *sent && !*taken && (spec.strict || *strict_only)
+            })
             .map(|(field, ..)| {
                 Witness::new(
                     "NOT_TAKEN",

@@ -19,21 +19,18 @@
 //! list is advisory; `get` and `check` are authoritative.
 
 use super::expr::Expr;
-use super::lease_store::{Clauses, free, lease_from_item};
+pub use super::lease_item::SHARDS;
+use super::lease_item::conditions::listed_and_free;
+use super::lease_item::{lease_from_item, shard_of};
 use super::{Item, LeaseKey, LeaseStore, StoreError, n, req_s, s};
 use crate::clock::Millis;
-use crate::lease::{Effect, LeaseState};
+use crate::lease::LeaseState;
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
-use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 /// The index's name.
 pub const LISTED_INDEX: &str = "by-tenant";
-
-/// Index partitions per tenant: each takes some 1,000 writes a second, so a tenant's grants and
-/// releases together may reach about 16,000 a second before its index throttles them.
-pub const SHARDS: u8 = 16;
 
 /// Free resources one page tidies out of the index at most.
 const TIDY_PER_PAGE: usize = 25;
@@ -44,43 +41,6 @@ const BATCH_GET_MAX: usize = 100;
 /// Rounds of a page at most (each reads the shards once more past what it found free): bounds
 /// a page over many lapsed entries not yet tidied.
 const MAX_PAGE_ROUNDS: usize = 8;
-
-/// The index partition of `resource` of `tenant`: `<tenant>#<0..f>`.
-fn shard_key(tenant: &str, resource: &str) -> String {
-    shard_of(tenant, Sha256::digest(resource.as_bytes())[0] % SHARDS)
-}
-
-fn shard_of(tenant: &str, shard: u8) -> String {
-    format!("{tenant}#{shard:x}")
-}
-
-/// Set or remove the index entry of `key` in an update whose effect is `effect` (at `now`):
-/// set when it leaves a live permit or place, removed when it leaves the resource free, and
-/// left alone by a renew (the entry is there since its take).
-pub(super) fn index_entry(
-    update: &mut Clauses,
-    e: &mut Expr,
-    key: &LeaseKey,
-    effect: &Effect,
-    now: Millis,
-) {
-    let listed = match effect {
-        Effect::Extend { .. } => return,
-        Effect::Take { expires_at, .. } => *expires_at > now,
-        Effect::Clear => false,
-        Effect::Replace(after) => {
-            after.live(now).is_some() || after.live_waiters(now).next().is_some()
-        }
-    };
-    let (lt, lr) = (e.name("lt"), e.name("lr"));
-    match (listed, key.0.split_once('|')) {
-        (true, Some((tenant, resource))) => {
-            update.set(&lt, e.value("lt", s(shard_key(tenant, resource))));
-            update.set(&lr, e.value("lr", s(resource)));
-        }
-        _ => update.remove(&[&lt, &lr]),
-    }
-}
 
 /// A page of [`LeaseStore::list`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -289,7 +249,7 @@ impl LeaseStore {
         let mut e = Expr::default();
         let (lt, lr) = (e.name("lt"), e.name("lr"));
         let now = e.value("now", n(now));
-        let condition = format!("attribute_exists({lt}) AND {}", free(&mut e, &now));
+        let condition = listed_and_free(&mut e, &now);
         let update = format!("REMOVE {lt}, {lr}");
         let tidied = self
             .client
@@ -311,6 +271,7 @@ impl LeaseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::lease_item::shard_key;
 
     #[test]
     fn a_tenants_resources_spread_over_every_shard() {

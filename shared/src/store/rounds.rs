@@ -10,13 +10,16 @@
 use super::lease_store::{lease_from_item, record_from_item};
 use super::usage::{add as add_usage, measured};
 use super::{
-    Applied, Cancelled, LeaseKey, LeaseStore, RecordKey, StoreError, StoredRecord, s, transaction,
+    Applied, Cancelled, FirstAttempt, Item, LeaseKey, LeaseStore, RecordKey, StoreError,
+    StoredRecord, Written, guarded, s, transaction,
 };
 use crate::clock::Millis;
 use crate::lease::answer::AuditEntry;
 use crate::lease::{Guard, LeaseState, Write};
 use crate::tenant::Tenant;
-use aws_sdk_dynamodb::types::{Get, TransactGetItem, TransactWriteItem};
+use aws_sdk_dynamodb::types::{
+    Get, Put, ReturnValuesOnConditionCheckFailure, TransactGetItem, TransactWriteItem,
+};
 use std::future::Future;
 
 /// The leases asked for, in the order asked, and the live record, if one was asked for.
@@ -160,6 +163,38 @@ impl Rounds for LeaseStore {
 }
 
 impl LeaseStore {
+    /// The record's conditional put, alone (an answer with no write).
+    async fn put_record_alone(
+        &self,
+        put: Put,
+        record: &StoredRecord,
+    ) -> Result<Outcome, StoreError> {
+        let send = self
+            .client
+            .put_item()
+            .table_name(put.table_name())
+            .set_item(Some(put.item().clone()))
+            .set_condition_expression(put.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(put.expression_attribute_names().cloned())
+            .set_expression_attribute_values(put.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        // A retry refused by this very record: the first attempt put it, and this answer is
+        // the first, not a replay.
+        let ours = |old: Option<&Item>| {
+            Ok(match old.map(record_from_item).transpose()? {
+                Some(found) if found == *record => FirstAttempt::Committed,
+                _ => FirstAttempt::NotCommitted,
+            })
+        };
+        Ok(match guarded(send, ours).await? {
+            Written::Now(_) | Written::Before(_) => Outcome::Committed(None),
+            Written::Refused(Some(existing)) => Outcome::RecordExists(record_from_item(&existing)?),
+            // An emulator that omits the old item: read it again.
+            Written::Refused(None) => Outcome::Changed(None),
+        })
+    }
+
     /// A [`Commit::Together`]: one `TransactWriteItems` (the record alone: one conditional
     /// `PutItem`; nothing at all: nothing sent).
     async fn together(

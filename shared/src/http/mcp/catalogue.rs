@@ -23,7 +23,7 @@ pub(super) static TOOLS: std::sync::LazyLock<Vec<Tool>> = std::sync::LazyLock::n
 fn tools() -> Vec<Tool> {
     vec![
         Tool::new(
-            "lease",
+            LeaseTool::Lease.name(),
             "Leases with fencing tokens: op acquire, renew, release, get or check a named resource for 1-3600 s. \
              Every new acquisition returns a strictly larger fencingToken; pass it to the store you write to. \
              limit (1-64) lets up to that many holders in at once, a token each. \
@@ -43,7 +43,7 @@ fn tools() -> Vec<Tool> {
                 .open_world(false),
         ),
         Tool::new(
-            "lease_read",
+            LeaseTool::Read.name(),
             "Read a lease without changing it: op get shows the resource's live permits (holders, fencingTokens, expiry); \
              op check answers whether a fencing token (of a holder, if given) is still a live permit's: current true or false. \
              tenantId is required with an API key. The answer is signed (_provenance).",
@@ -60,7 +60,7 @@ fn tools() -> Vec<Tool> {
                 .open_world(false),
         ),
         Tool::new(
-            "lease_list",
+            LeaseTool::List.name(),
             "List your tenant's resources that have a live permit or a waiter, by name: each with its limit, holders \
              (fencingToken, expiresAt) and waiters. prefix filters by name; pageSize 1-100 (default 50); send nextCursor \
              back as cursor for the next page (null: the end). Advisory (an index, about 2 s behind): use lease_read to decide. \
@@ -76,7 +76,7 @@ fn tools() -> Vec<Tool> {
                 .open_world(false),
         ),
         Tool::new(
-            "lease_audit",
+            LeaseTool::Audit.name(),
             "The revoke audit of your tenant, newest first (kept 90 days): each entry's time, actor (key:<id> or the wallet), \
              resource, the permits it ended and the reason. resource filters; cursor and pageSize page. \
              Only for API keys with the admin role and paying wallets (others: 403 FORBIDDEN). The answer is signed (_provenance).",
@@ -91,7 +91,7 @@ fn tools() -> Vec<Tool> {
                 .open_world(false),
         ),
         Tool::new(
-            "lease_revoke",
+            LeaseTool::Revoke.name(),
             "Force-release: end a holder's permit of a resource (holder), or every permit of it, at once, with a reason \
              (1-200 characters) kept in the audit. Waiters are served as after a release; the revoked holder's next renew \
              or release fails with REVOKED. Only for API keys with the admin role and paying wallets in their own tenant \

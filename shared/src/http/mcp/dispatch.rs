@@ -93,14 +93,7 @@ impl LeaseTools {
         match name {
             // Each lease tool takes only its ops' input: a read-only tool can change nothing, and
             // only the destructive one revokes.
-            "lease" | "lease_read" | "lease_list" | "lease_audit" | "lease_revoke" => {
-                let tool = match name {
-                    "lease" => LeaseTool::Lease,
-                    "lease_read" => LeaseTool::Read,
-                    "lease_list" => LeaseTool::List,
-                    "lease_audit" => LeaseTool::Audit,
-                    _ => LeaseTool::Revoke,
-                };
+            _ if let Some(tool) = LeaseTool::named(name) => {
                 let schema = lease_tool(tool).1;
                 let (request, request_sha256) = lease::validated(arguments, schema)?;
                 let replied = match caller {

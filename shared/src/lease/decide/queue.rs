@@ -1,6 +1,6 @@
 //! The queue of waiters (docs/adr/0007): first come, first served. A freed permit goes to the
 //! earliest live place in the write that frees it, and while anyone waits nobody is granted
-//! ahead of them. Every write of a versioned resource settles it first ([`settle`]), so that
+//! ahead of them. Every write of a versioned resource brings it up to now first ([`as_of`]), so that
 //! the permits a release, or a lapse noticed by the next writer, freed are handed on at once.
 
 use crate::clock::Millis;
@@ -28,7 +28,7 @@ pub struct Asked<'a> {
 /// permit is kept for it until its place's 30 s run out, and no longer (a caller who went away
 /// does not hold it for the hour it asked for: found by the attack of 2026-12-03). A permit
 /// handed to a place with a ticket carries it until that call takes the permit (docs/adr/0008).
-pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
+pub(crate) fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
     let mut after = state.clone();
     after.permits.retain(|p| now < p.expires_at);
     after.waiters.retain(|w| now < w.until);
@@ -62,27 +62,27 @@ pub(crate) fn settle(state: &LeaseState, now: Millis) -> LeaseState {
 
 /// Whether the caller waits in the queue: it asked to, or it has a place already (calling again
 /// keeps it, whatever the wait asked for this time).
-pub(super) fn waits(settled: &LeaseState, asked: &Asked<'_>, now: Millis) -> bool {
-    asked.wait_ms > 0 || settled.queue_position(asked.holder, now).is_some()
+pub(super) fn waits(current: &LeaseState, asked: &Asked<'_>, now: Millis) -> bool {
+    asked.wait_ms > 0 || current.queue_position(asked.holder, now).is_some()
 }
 
 /// The live places ahead of the caller's (all of them if it has none).
-pub(super) fn ahead(settled: &LeaseState, holder: &str, now: Millis) -> usize {
-    settled
+pub(super) fn ahead(current: &LeaseState, holder: &str, now: Millis) -> usize {
+    current
         .live_waiters(now)
         .take_while(|w| w.holder != holder)
         .count()
 }
 
-/// The caller's place taken or kept in `settled`: lasting until its wait ends and
+/// The caller's place taken or kept in `current`: lasting until its wait ends and
 /// [`PLACE_KEPT_MS`] after, never shortened, and naming the call with a requestId that kept it
 /// last (a retry of the same call keeps its ticket as it is). `None` when the queue is full and it has none.
 pub(super) fn keep_place(
-    settled: &LeaseState,
+    current: &LeaseState,
     asked: &Asked<'_>,
     now: Millis,
 ) -> Option<LeaseState> {
-    let mut after = settled.clone();
+    let mut after = current.clone();
     let until = now + asked.wait_ms + PLACE_KEPT_MS;
     let full = after.waiters.len() >= MAX_WAITERS;
     match after.waiters.iter_mut().find(|w| w.holder == asked.holder) {

@@ -1,7 +1,7 @@
 //! The rules of a versioned resource: a semaphore (`limit` > 1: up to `limit` permits, one per
 //! holder, each with its own token from the one counter) or any resource with a queue. Every
 //! write replaces the whole state, guarded on the version it was read at ([`Guard::Version`]),
-//! and settles it first ([`queue::settle`]): lapsed permits and places are dropped, and free
+//! and brings it up to now first ([`queue::as_of`]): lapsed permits and places are dropped, and free
 //! permits go to the earliest waiters.
 
 use super::queue::{self, Asked};
@@ -16,15 +16,15 @@ use crate::lease::model::{
 use crate::witness::Witness;
 use serde_json::json;
 
-/// The write that makes the stored `state` into `after`, settled at `now`, at the next version.
+/// The write that makes the stored `state` into `after`, as of `now`, at the next version.
 /// A permit handed to a waiting call that ends in it, before the call took it, is remembered
 /// (docs/adr/0008).
 fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
-    let mut after = queue::settle(&after, now);
+    let mut after = queue::as_of(&after, now);
     after.version = state.version + 1;
     // The permits handed to waiting calls before this write: those stored, and those a lapse
     // hands on in it (a revoke may end one of these at once).
-    let before = queue::settle(state, now);
+    let before = queue::as_of(state, now);
     let handed_before = state
         .permits
         .iter()
@@ -56,9 +56,9 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
 /// yet) to its earliest waiters, if there are any to hand on: what a refusal writes, so that
 /// what it cites is what the store holds.
 pub(crate) fn hand_on(state: &LeaseState, now: Millis) -> Option<Write> {
-    let settled = queue::settle(state, now);
-    (state.is_versioned() && settled.last_token != state.last_token)
-        .then(|| replace(state, settled, now))
+    let current = queue::as_of(state, now);
+    (state.is_versioned() && current.last_token != state.last_token)
+        .then(|| replace(state, current, now))
 }
 
 /// A refusal of a call on `state` for `witnesses`, writing the hand-off its read noticed.
@@ -69,18 +69,18 @@ pub(super) fn refusal(state: &LeaseState, witnesses: Vec<Witness>, now: Millis) 
     }
 }
 
-/// An acquire on a versioned resource, or one that waits: on the state settled first, so that
+/// An acquire on a versioned resource, or one that waits: on the state as of now first, so that
 /// earlier waiters are served before the caller.
 pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
-    let settled = queue::settle(state, now);
+    let current = queue::as_of(state, now);
     // A refusal whose read found a permit to hand on (a lapse nobody wrote yet) writes the
     // hand-off, so that its answer, its witness and the store agree on who holds the permit
     // (found by the attack of 2026-12-03: a LEASE_HELD citing a token no read could see).
     let refuse = |witnesses: Vec<Witness>| Acquired::from(refusal(state, witnesses, now));
-    if let Some(mismatch) = limit_mismatch(&settled, asked.limit, now) {
+    if let Some(mismatch) = limit_mismatch(&current, asked.limit, now) {
         return refuse(vec![mismatch]);
     }
-    let mut after = settled.clone();
+    let mut after = current.clone();
     after.waiters.retain(|w| w.holder != asked.holder);
     let expires_at = now + asked.ttl_ms;
     // Acquire again by a holder with a live permit (one handed to it from the queue, too): the
@@ -94,9 +94,9 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acq
         after.limit = asked.limit;
         return Acquired::Write(replace(state, after, now));
     }
-    let ahead = queue::ahead(&settled, asked.holder, now);
-    let full = settled.permits.len() >= asked.limit as usize;
-    if ahead == 0 && !full && settled.last_token < MAX_TOKEN {
+    let ahead = queue::ahead(&current, asked.holder, now);
+    let full = current.permits.len() >= asked.limit as usize;
+    if ahead == 0 && !full && current.last_token < MAX_TOKEN {
         after.last_token += 1;
         after.limit = asked.limit;
         after
@@ -107,14 +107,14 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acq
     let why = if ahead > 0 {
         queue::waiters_ahead(ahead)
     } else if full {
-        held(&settled, asked.limit)
+        held(&current, asked.limit)
     } else {
         return refuse(vec![exhausted(state)]);
     };
-    if !queue::waits(&settled, asked, now) {
+    if !queue::waits(&current, asked, now) {
         return refuse(vec![why]);
     }
-    let Some(queued) = queue::keep_place(&settled, asked, now) else {
+    let Some(queued) = queue::keep_place(&current, asked, now) else {
         return refuse(vec![why, queue::queue_full()]);
     };
     // Written when it takes or lengthens the place, or hands on a permit freed since the last
@@ -126,9 +126,9 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acq
     }
 }
 
-/// Every permit of `settled` (all of them live) is held, under `limit`.
-pub(super) fn held(settled: &LeaseState, limit: u32) -> Witness {
-    let held: Vec<_> = settled
+/// Every permit of `current` (all of them live) is held, under `limit`.
+pub(super) fn held(current: &LeaseState, limit: u32) -> Witness {
+    let held: Vec<_> = current
         .permits
         .iter()
         .map(|p| json!({"holder": p.holder, "fencingToken": p.token}))
@@ -211,7 +211,7 @@ pub(super) fn holder_write(
 /// A revoke (docs/adr/0008): `holder`'s live permit (the one with `token`, when given), or
 /// every live permit when neither is named, ends now, and is remembered so that its holder
 /// learns `REVOKED`. The write is a replace of
-/// the whole resource, settled, so that the permits it frees go to the earliest waiters in it,
+/// the whole resource as of now, so that the permits it frees go to the earliest waiters in it,
 /// as after a release; the counter stays, so later tokens are larger than every one before.
 /// Nothing live to end: denied with `NO_HOLD`, nothing written.
 pub(super) fn revoke(
@@ -222,8 +222,8 @@ pub(super) fn revoke(
 ) -> Revocation {
     // On the state as of now: a permit that a lapse freed for a waiter between its calls is
     // that waiter's, and a revoke of every permit ends it too (what a get shows).
-    let settled = queue::settle(state, now);
-    let ended: Vec<&Permit> = settled
+    let current = queue::as_of(state, now);
+    let ended: Vec<&Permit> = current
         .live_permits(now)
         .into_iter()
         .filter(|p| holder.is_none_or(|h| h == p.holder) && token.is_none_or(|t| t == p.token))
@@ -238,7 +238,7 @@ pub(super) fn revoke(
             Witness::new("NO_HOLD", "/resource", detail).expected("a live permit"),
         ]);
     }
-    let mut after = settled.clone();
+    let mut after = current.clone();
     after
         .permits
         .retain(|p| !ended.iter().any(|e| e.token == p.token));

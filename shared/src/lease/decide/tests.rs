@@ -255,7 +255,19 @@ fn all_commands() -> Vec<Command> {
                 holder: Some(holder.into()),
             });
         }
+        // An operator's revoke of this holder's permit, with and without the fence of a token.
+        for token in [None, Some(1), Some(3)] {
+            out.push(Command::Revoke {
+                holder: Some(holder.into()),
+                token,
+            });
+        }
     }
+    // Every permit of the resource.
+    out.push(Command::Revoke {
+        holder: None,
+        token: None,
+    });
     out.push(Command::Check {
         token: 3,
         holder: None,
@@ -521,24 +533,24 @@ fn every_decided_write_is_guarded_by_the_state_it_was_decided_on() {
     }
 }
 
-/// The one-round-trip path is sound: the optimistic write's guard holds exactly when `decide`
+/// The one-round-trip path is sound: the unseen guess's guard holds exactly when `decide`
 /// grants the same effect, so skipping the read never grants what `decide` would refuse.
 #[test]
-fn optimistic_write_commits_exactly_when_decide_grants_it() {
+fn unseen_guess_commits_exactly_when_decide_grants_it() {
     for s in all_states() {
         for c in all_commands() {
-            let Some(opt) = optimistic(&c, NOW) else {
+            let Some(opt) = guess_unseen(&c, NOW) else {
                 continue;
             };
             let decided = match decide(&s, &c, NOW) {
                 Decision::Write(w) => Some(w.effect.apply(&s)),
                 _ => None,
             };
-            let optimistic_after = opt.guard.holds(&s, NOW).then(|| opt.effect.apply(&s));
-            if optimistic_after.is_some() {
-                assert_eq!(optimistic_after, decided, "{s:?} {c:?}");
+            let guessed_after = opt.guard.holds(&s, NOW).then(|| opt.effect.apply(&s));
+            if guessed_after.is_some() {
+                assert_eq!(guessed_after, decided, "{s:?} {c:?}");
             } else if let Some(after) = decided {
-                // The only grants the optimistic write misses: re-acquire by the live holder, and
+                // The only grants the unseen guess misses: re-acquire by the live holder, and
                 // a semaphore's permits (its writes are decided on a read).
                 assert!(
                     s.is_versioned() || matches!(c, Command::Acquire { .. }),
@@ -571,7 +583,7 @@ fn a_planned_write_leaves_the_state_it_announced_wherever_it_commits() {
     let mut planned_writes = 0;
     for view in all_states() {
         for c in all_commands() {
-            let Some(w) = planned(&view, &c, NOW) else {
+            let Some(w) = guessed_write(&view, &c, NOW) else {
                 continue;
             };
             let announced = w.outcome().expect("a planned write pins the counter");
@@ -601,8 +613,11 @@ fn a_planned_write_leaves_the_state_it_announced_wherever_it_commits() {
     }
     assert!(planned_writes > 0);
     // No view plans a write for a get, and every renew and release is planned.
-    assert_eq!(planned(&LeaseState::default(), &Command::Get, NOW), None);
-    assert!(planned(&LeaseState::default(), &renew("a", 1), NOW).is_some());
+    assert_eq!(
+        guessed_write(&LeaseState::default(), &Command::Get, NOW),
+        None
+    );
+    assert!(guessed_write(&LeaseState::default(), &renew("a", 1), NOW).is_some());
 }
 
 /// A committed write shows in the state it leaves, and only a write of the same holder does: so
@@ -633,7 +648,8 @@ fn a_write_shows_in_what_it_leaves_and_not_in_another_holders_state() {
 
 /// Over every state and command, nobody jumps the queue: a new permit goes to the caller only
 /// when no live place is ahead of its own (or, with none, no live place at all), and the permits
-/// a write hands on go to the earliest places, in order, each with a token above all before.
+/// a write hands on go to the earliest places, in order, each with a token above all before. A
+/// revoke may end a permit in the very write that hands it on: it was still handed in order.
 #[test]
 fn nobody_is_granted_ahead_of_a_live_waiter() {
     let mut checked = 0;
@@ -644,25 +660,29 @@ fn nobody_is_granted_ahead_of_a_live_waiter() {
                 continue;
             };
             let after = w.effect.apply(&s);
-            let new: Vec<&Permit> = after
+            // Every permit this write issued, by token: those it left, and those it revoked.
+            let mut new: Vec<(&str, u64)> = after
                 .permits
                 .iter()
-                .filter(|p| p.token > s.last_token)
+                .map(|p| (p.holder.as_str(), p.token))
+                .chain(after.revoked.iter().map(|r| (r.holder.as_str(), r.token)))
+                .filter(|(_, token)| *token > s.last_token)
                 .collect();
+            new.sort_by_key(|(_, token)| *token);
             let order: Vec<&str> = s.live_waiters(NOW).map(|w| w.holder.as_str()).collect();
             let caller = match &c {
                 Command::Acquire { holder, .. } => Some(holder.as_str()),
                 _ => None,
             };
-            for (i, permit) in new.iter().enumerate() {
-                match order.iter().position(|h| *h == permit.holder) {
+            for (i, (holder, _)) in new.iter().enumerate() {
+                match order.iter().position(|h| h == holder) {
                     // A waiter: the i-th new permit goes to the i-th live place.
                     Some(at) => assert_eq!(at, i, "{s:?} {c:?} {after:?}"),
                     // The caller: only after every live place was served.
                     None => {
-                        assert_eq!(Some(permit.holder.as_str()), caller, "{s:?} {c:?}");
+                        assert_eq!(Some(*holder), caller, "{s:?} {c:?}");
                         assert!(
-                            order.iter().all(|h| new.iter().any(|p| p.holder == *h)),
+                            order.iter().all(|h| new.iter().any(|(n, _)| n == h)),
                             "{s:?} {c:?} {after:?}"
                         );
                     }
@@ -897,7 +917,7 @@ fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
 }
 
 #[test]
-fn no_blind_take_passes_a_lapsed_hand_off_by() {
+fn no_unseen_take_passes_a_lapsed_hand_off_by() {
     let lapsed = handed_to("c", 5, NOW);
     assert!(!Guard::Vacant.holds(&lapsed, NOW));
     assert!(!Guard::VacantAt { last_token: 5 }.holds(&lapsed, NOW));
@@ -907,7 +927,7 @@ fn no_blind_take_passes_a_lapsed_hand_off_by() {
     };
     assert!(matches!(w.guard, Guard::Version { .. }), "{w:?}");
     assert_eq!(
-        optimistic(&acquire("b"), NOW).map(|w| w.guard.holds(&lapsed, NOW)),
+        guess_unseen(&acquire("b"), NOW).map(|w| w.guard.holds(&lapsed, NOW)),
         Some(false)
     );
 }

@@ -57,9 +57,9 @@ impl LeaseService {
                 signing: call.signing.at(round_now),
                 issuer: &self.issuer,
                 // After the first round the caller knows the resource is held or queued: it
-                // reads (one read unit) instead of the blind take, a write that would fail (one
+                // reads (one read unit) instead of the unseen take, a write that would fail (one
                 // write unit).
-                blind: round == 0,
+                guess_first: round == 0,
             };
             round += 1;
             let (answer, waits_on) = match self.engine(round_now).run(&mut planned).await? {

@@ -27,7 +27,7 @@ impl LeaseService {
             caller: call.caller(),
             signing: call.signing,
             issuer: &self.issuer,
-            blind: true,
+            guess_first: true,
         };
         match self.engine(call.signing.now).run(&mut planned).await? {
             Ended::Done { decision, left } => Ok(planned.answer(decision, left)?.0),

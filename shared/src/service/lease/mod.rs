@@ -2,7 +2,7 @@
 //! through the store, and idempotency for requests that carry a requestId (docs/adr/0009).
 //!
 //! Every op that writes runs on one engine ([`rounds`]): get the state (a guess from this
-//! process's view, the lease a failed guard handed back, or a read), plan on it, commit, and go
+//! process's view, the lease a failed guard returned, or a read), plan on it, commit, and go
 //! round again when the lease changed under it. Each op family plans in a file of its own:
 //! [`acquire`] (one resource, and waiting), [`holder`] (renew and release), [`read`] (get and
 //! check), [`set`] (all or nothing), [`revoke`] (audited), [`page`] (list and audit).

@@ -4,8 +4,8 @@
 //!
 //! The first round needs no read when the outcome is known before anything is sent: without a
 //! requestId, the write that succeeds in the common case (a free lease's take, the holder's
-//! renew or release, a re-acquire the view foresees); with one, a write whose outcome its guard
-//! pins, or an acquire's denial the view foresees, committed with a check that the lease is
+//! renew or release, a re-acquire the view guesses); with one, a write whose outcome its guard
+//! pins, or an acquire's denial the view guesses, committed with a check that the lease is
 //! still as seen. Either is only a guess: a stale view fails its guard, and the lease that comes
 //! back is decided on.
 
@@ -14,8 +14,8 @@ use super::rounds::{Given, Plan, Planner};
 use super::views::Views;
 use super::{LeaseError, SignedAnswer};
 use crate::lease::decide::{
-    Acquired, Asked, Foreseen, Held, HolderOp, acquire, foresee_acquire, handed, hold,
-    holder_write, optimistic_acquire,
+    Acquired, Asked, Guess, Held, HolderOp, acquire, guess_acquire, guess_unseen_acquire, handed,
+    hold, holder_write,
 };
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
 use crate::provenance::Issuer;
@@ -82,22 +82,22 @@ impl<'a> Mutation<'a> {
     }
 
     /// The write to try with no read and no record (see the module's comment).
-    fn blind(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Write> {
+    fn guess_alone(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Write> {
         match self {
-            Mutation::Acquire(asked) => match foresee_acquire(view, asked, now) {
+            Mutation::Acquire(asked) => match guess_acquire(view, asked, now) {
                 // A re-acquire by the holder the view shows: its own write.
-                Some(Foreseen::Write(write)) if write.effect.keeps_token() => Some(write),
-                _ => optimistic_acquire(asked, now),
+                Some(Guess::Write(write)) if write.effect.keeps_token() => Some(write),
+                _ => guess_unseen_acquire(asked, now),
             },
             Mutation::Hold(op) => Some(holder_write(*op, now)),
         }
     }
 
     /// What is known on `view` before anything is sent, for a call with a record.
-    fn foreseen(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Foreseen> {
+    fn guess_recorded(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Guess> {
         match self {
-            Mutation::Acquire(asked) => foresee_acquire(view, asked, now),
-            Mutation::Hold(op) => Some(Foreseen::Write(holder_write(*op, now))),
+            Mutation::Acquire(asked) => guess_acquire(view, asked, now),
+            Mutation::Hold(op) => Some(Guess::Write(holder_write(*op, now))),
         }
     }
 }
@@ -128,10 +128,10 @@ pub(super) struct Planned<'a> {
     pub caller: Option<&'a str>,
     pub signing: Signing<'a>,
     pub issuer: &'a Issuer,
-    /// Whether to try a blind write first, without a record (a waiter's later rounds know the
+    /// Whether to try an unseen guess first, without a record (a waiter's later rounds know the
     /// resource is held, and read instead: a read unit, where the failing write costs a write
     /// unit).
-    pub blind: bool,
+    pub guess_first: bool,
 }
 
 impl Planned<'_> {
@@ -259,18 +259,21 @@ impl Planner for Planned<'_> {
         let seen = views.get(&self.key[0]);
         let Some(record) = &self.record else {
             let view = seen.unwrap_or_default();
-            let write = self.mutation.blind(&view, now).filter(|_| self.blind);
+            let write = self
+                .mutation
+                .guess_alone(&view, now)
+                .filter(|_| self.guess_first);
             return Ok(write.map(|write| Plan {
                 guessed: true,
                 ..self.lone(write, &view, Answer::Granted, false)
             }));
         };
-        // Only on a view of the lease can a denial be foreseen: the empty one stands for a
+        // Only on a view of the lease can a denial be guessed: the empty one stands for a
         // lease never seen.
         let known = seen.is_some();
         let view = seen.unwrap_or_default();
-        match self.mutation.foreseen(&view, now) {
-            Some(Foreseen::Denial {
+        match self.mutation.guess_recorded(&view, now) {
+            Some(Guess::Denial {
                 unchanged,
                 witnesses,
             }) if known => {
@@ -284,7 +287,7 @@ impl Planner for Planned<'_> {
                 self.with_record(record, this, self.signing, true).map(Some)
             }
             // A write whose outcome its guard pins: the answer is known before it commits.
-            Some(Foreseen::Write(write)) => match write.outcome() {
+            Some(Guess::Write(write)) => match write.outcome() {
                 Some(after) => {
                     let this = Recorded {
                         write: Some(write),
@@ -297,7 +300,7 @@ impl Planner for Planned<'_> {
                 }
                 None => Ok(None),
             },
-            Some(Foreseen::Denial { .. }) | None => Ok(None),
+            Some(Guess::Denial { .. }) | None => Ok(None),
         }
     }
 

@@ -5,7 +5,7 @@
 use super::super::cursor::Paged;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::lease::request::DEFAULT_PAGE_SIZE;
-use crate::lease::{LeaseAnswer, Op, settled};
+use crate::lease::{LeaseAnswer, Op, as_of};
 use crate::store::audit_log::AuditPosition;
 use crate::tenant::Tenant;
 
@@ -58,7 +58,7 @@ impl LeaseService {
         let leases: Vec<_> = page
             .leases
             .iter()
-            .map(|(name, state)| (name.clone(), settled(state, now)))
+            .map(|(name, state)| (name.clone(), as_of(state, now)))
             .collect();
         Ok(LeaseAnswer::listed(&leases, next, now))
     }

@@ -1,8 +1,8 @@
 //! A get or a check of one resource: one strongly consistent read, nothing written, no rounds.
-//! What it shows is the resource as the next write will find it ([`settled`]).
+//! What it shows is the resource as the next write will find it ([`as_of`]).
 
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
-use crate::lease::{LeaseAnswer, LeaseState, settled};
+use crate::lease::{LeaseAnswer, LeaseState, as_of};
 use crate::store::LeaseKey;
 
 /// What a read asks of the resource.
@@ -36,7 +36,7 @@ fn answer(
     caller: Option<&str>,
     now: crate::clock::Millis,
 ) -> LeaseAnswer {
-    let state = &settled(state, now);
+    let state = &as_of(state, now);
     match asked {
         Asked::Check { token, holder } => LeaseAnswer::checked(state, token, holder, now),
         Asked::Get => LeaseAnswer::observed(state, caller, now),

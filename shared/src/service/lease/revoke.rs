@@ -2,7 +2,7 @@
 //! resource. Decided on a read and committed in one transaction with its audit entry (and its
 //! record, with a requestId), so that no permit is ever ended without its entry. Only an admin
 //! may call it: the edge decides that before the service is asked (`http::lease`). The write
-//! settles the resource, so its waiters are served in it.
+//! brings the resource up to now, so its waiters are served in it.
 
 use super::answers::record_of;
 use super::rounds::{Ended, Given, Plan, Planner};
@@ -11,7 +11,7 @@ use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::{Millis, iso8601};
 use crate::lease::answer::{AuditEntry, Holder};
 use crate::lease::decide::{Revocation, revoke};
-use crate::lease::{LeaseAnswer, LeaseState, settled};
+use crate::lease::{LeaseAnswer, LeaseState, as_of};
 use crate::store::{Commit, LeaseKey, RecordKey, RecordPut, call_id};
 
 /// Whose permit a revoke ends: `holder`'s (the one with `token`, when given), or every live
@@ -26,7 +26,7 @@ pub(super) struct Revoked<'a> {
 /// name. As the revoke decided, on the state as of now: a permit a lapse hands to a waiter
 /// between its calls is the waiter's, and may be ended.
 fn ended(state: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Holder> {
-    settled(state, now)
+    as_of(state, now)
         .live_permits(now)
         .into_iter()
         .filter(|p| after.was_revoked(&p.holder, p.token))

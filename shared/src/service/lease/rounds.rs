@@ -2,7 +2,7 @@
 //! and go round again while the lease changes under the plan.
 //!
 //! The state of a round is, first, the op's guess (planned on this process's view, no read);
-//! then the lease a failed guard handed back; and only when none came back, a read. A read that
+//! then the lease a failed guard returned; and only when none came back, a read. A read that
 //! finds the request's record ends the rounds with it (a replay), unless the record is this very
 //! input's waiting place, which the op resumes. The engine knows no op: each is a [`Planner`].
 
@@ -68,7 +68,7 @@ pub(super) trait Planner {
 #[derive(Debug)]
 pub(super) enum Ended<D> {
     /// The plan committed (or had nothing to commit). `left` is the lease a lone write left, as
-    /// the store told it (a write whose outcome its plan could not know, such as a blind take's
+    /// the store told it (a write whose outcome its plan could not know, such as an unseen take's
     /// token).
     Done {
         decision: D,
@@ -91,14 +91,14 @@ impl<S: Rounds + Sync> Engine<'_, S> {
     /// Run `planner` until a plan commits, a record answers, or [`MAX_ROUNDS`] are lost.
     pub async fn run<P: Planner>(&self, planner: &mut P) -> Result<Ended<P::Decision>, LeaseError> {
         let mut guess = planner.guess(self.views)?;
-        // The lease a failed guard handed back: the next round's state, with no read.
-        let mut handed_back: Option<LeaseState> = None;
+        // The lease a failed guard returned: the next round's state, with no read.
+        let mut returned: Option<LeaseState> = None;
         let mut place_recorded = false;
         // Commits lost that were planned on the store's own state: a sign of rivals.
         let mut lost = 0;
         for _ in 0..MAX_ROUNDS {
             back_off(lost).await;
-            let plan = match (guess.take(), handed_back.take()) {
+            let plan = match (guess.take(), returned.take()) {
                 (Some(plan), _) => plan,
                 (None, Some(current)) => planner.plan(Given {
                     leases: std::slice::from_ref(&current),
@@ -161,7 +161,7 @@ impl<S: Rounds + Sync> Engine<'_, S> {
                 // for one lease: a set's other members may have changed too.
                 Outcome::Changed(Some(current)) if planner.keys().len() == 1 => {
                     self.views.put(&planner.keys()[0], &current);
-                    handed_back = Some(current);
+                    returned = Some(current);
                 }
                 Outcome::Changed(_) => {}
             }

@@ -1,11 +1,14 @@
-//! A lease item's attributes, to and from [`LeaseState`] (docs/adr/0006, 0007, 0008). How a
-//! write changes them, and the conditions on them, are `lease_store`'s.
+//! A lease item's attributes, to and from [`LeaseState`] (docs/adr/0006, 0007, 0008); the
+//! conditions on them ([`conditions`]) and how each write changes them ([`updates`]).
 //!
 //! `tok` the counter; a lease's one permit is `holder` and `exp`; a versioned resource's (a
 //! semaphore, a resource with a queue, or one with a permit a waiting call has not taken) are
 //! `pm` (holder → `{t, e, v?}`) with `lim`, `until` (the latest `e`), `ver`, and `hv` while a
 //! permit carries a hand-off `v`; its queue is `wq` (`[{h, u, l, k?, x?}]`) with `wuntil`. Any
 //! item may keep `rv`, its revoked permits, and `hd`, its hand-offs that ended untaken.
+
+pub(crate) mod conditions;
+pub(crate) mod updates;
 
 use super::{Item, StoreError, get_n, get_s, n, req_n, req_s, s};
 use crate::clock::Millis;
@@ -16,9 +19,23 @@ use crate::lease::model::{
     Ticket,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 
 type Map = HashMap<String, AttributeValue>;
+
+/// The index partition of `resource` of `tenant`: `<tenant>#<0..f>`.
+pub(crate) fn shard_key(tenant: &str, resource: &str) -> String {
+    shard_of(tenant, Sha256::digest(resource.as_bytes())[0] % SHARDS)
+}
+
+/// Index partitions per tenant: each takes some 1,000 writes a second, so a tenant's grants and
+/// releases together may reach about 16,000 a second before its index throttles them.
+pub const SHARDS: u8 = 16;
+
+pub(crate) fn shard_of(tenant: &str, shard: u8) -> String {
+    format!("{tenant}#{shard:x}")
+}
 
 fn map<const N: usize>(entries: [(&str, AttributeValue); N]) -> AttributeValue {
     AttributeValue::M(entries.map(|(k, v)| (k.to_owned(), v)).into())
