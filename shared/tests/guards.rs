@@ -9,7 +9,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::test_store;
 use leasekit_core::clock::Millis;
-use leasekit_core::lease::model::{Handed, Handoff, Permit, Place, Revoked, Ticket};
+use leasekit_core::lease::model::{EndedHandoff, Handoff, Permit, Place, Revoked, Ticket};
 use leasekit_core::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use leasekit_core::store::{Applied, LeaseKey, LeaseStore};
 use leasekit_core::tenant::Tenant;
@@ -78,7 +78,7 @@ fn states() -> Vec<Option<LeaseState>> {
         states.push(Some(handed_to_c(4, expires_at)));
     }
     states.push(Some(LeaseState {
-        handed: vec![handed()],
+        ended_handoffs: vec![ended_handoff()],
         ..LeaseState::granted(2, "a", NOW + 1)
     }));
     states
@@ -100,8 +100,8 @@ fn handoff(expires_at: Millis) -> Handoff {
 }
 
 /// A hand-off to "c" of token 2 that ended untaken.
-fn handed() -> Handed {
-    Handed {
+fn ended_handoff() -> EndedHandoff {
+    EndedHandoff {
         holder: "c".into(),
         token: 2,
         limit: 1,
@@ -149,7 +149,7 @@ fn semaphore(limit: u32, version: u64, expiries: &[Millis]) -> LeaseState {
             .collect(),
         waiters: Vec::new(),
         revoked: Vec::new(),
-        handed: Vec::new(),
+        ended_handoffs: Vec::new(),
     }
 }
 
@@ -232,7 +232,7 @@ fn effects(guard: &Guard) -> Vec<Effect> {
             Effect::Replace(handed_to_c(version + 1, NOW + 9_000)),
             Effect::Replace(LeaseState {
                 version: version + 1,
-                handed: vec![handed()],
+                ended_handoffs: vec![ended_handoff()],
                 ..LeaseState::vacant(2)
             }),
         ],
@@ -268,8 +268,8 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
         ]
     };
     // Hand-offs that ended untaken: `hd`, `[{h, t, l, k, x, a, e}]`.
-    if !state.handed.is_empty() {
-        let hd = state.handed.iter().map(|h| {
+    if !state.ended_handoffs.is_empty() {
+        let hd = state.ended_handoffs.iter().map(|h| {
             let mut entry: std::collections::HashMap<_, _> = handoff(&h.handoff).into();
             entry.insert("h".into(), AttributeValue::S(h.holder.clone()));
             entry.insert("t".into(), n(h.token));
@@ -292,7 +292,7 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
             }
             (p.holder.clone(), AttributeValue::M(permit))
         });
-        if state.awaits_taking() {
+        if state.has_live_handoff() {
             item.insert("hv".into(), AttributeValue::Bool(true));
         }
         let until = state

@@ -198,7 +198,7 @@ impl LeaseAnswer {
     /// The grant handed to a waiting call between its calls, which ended before the call came
     /// back for it (docs/adr/0008): what the call's retry is answered, replayed, as of when it
     /// was handed. Only the caller's permit is known then, so only it is shown.
-    pub fn handed(op: Op, handed: &super::model::Handed) -> Self {
+    pub fn ended_handoff(op: Op, handed: &super::model::EndedHandoff) -> Self {
         let handoff = &handed.handoff;
         let permit = super::model::Permit::new(&handed.holder, handed.token, handoff.expires_at);
         let then = LeaseState {

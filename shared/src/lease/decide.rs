@@ -7,7 +7,7 @@
 //! holds on the state it was decided from, and the guard of [`guess_unseen`] holds on a state exactly
 //! when `decide` grants that state the same effect. That is what lets the common path skip the read.
 
-use super::model::{Handed, LeaseState, MAX_TOKEN};
+use super::model::{EndedHandoff, LeaseState, MAX_TOKEN};
 use super::request::Command;
 use crate::clock::Millis;
 use crate::witness::Witness;
@@ -80,11 +80,11 @@ pub enum Decision {
     Observe,
     /// The acquire's call was handed this grant between its calls, and it ended before the call
     /// came back: the retry is answered that grant (replayed), nothing written.
-    Handed(Handed),
+    EndedHandoff(EndedHandoff),
 }
 
 /// An acquire's decision: what [`acquire`] answers. A retry handed its grant between calls is
-/// not one of them (see [`handed`]), so a set member, which has no call to hand a grant to,
+/// not one of them (see [`ended_handoff`]), so a set member, which has no call to hand a grant to,
 /// cannot be handed one.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Acquired {
@@ -302,7 +302,7 @@ impl Effect {
         let keep_version = |after: LeaseState| LeaseState {
             version: state.version,
             revoked: state.revoked.clone(),
-            handed: state.handed.clone(),
+            ended_handoffs: state.ended_handoffs.clone(),
             ..after
         };
         match self {
@@ -372,7 +372,7 @@ pub fn guess(view: &LeaseState, command: &Command, now: Millis) -> Option<Guess>
 
 /// [`guess`] for an acquire.
 pub fn guess_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Guess> {
-    if handed(view, asked, now).is_some() {
+    if ended_handoff(view, asked, now).is_some() {
         return None;
     }
     match acquire(view, asked, now) {
@@ -495,12 +495,12 @@ pub fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
 }
 
 /// Decide `command` against the stored `state` at server time `now`: every rule, for every op.
-/// The service asks the function of the op's family instead ([`acquire`] after [`handed`],
+/// The service asks the function of the op's family instead ([`acquire`] after [`ended_handoff`],
 /// [`hold`], [`revoke`]), whose decision has only the outcomes that family can have.
 pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
     if let Some(asked) = Asked::of(command) {
-        return match handed(state, &asked, now) {
-            Some(handed) => Decision::Handed(handed),
+        return match ended_handoff(state, &asked, now) {
+            Some(handed) => Decision::EndedHandoff(handed),
             None => acquire(state, &asked, now).into(),
         };
     }
@@ -516,10 +516,10 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
 /// The retry of a call that was handed a grant which has ended since: that grant, once
 /// (docs/adr/0008), before anything the resource says now. Only a call with a requestId has a
 /// ticket to be handed anything.
-pub fn handed(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Handed> {
+pub fn ended_handoff(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<EndedHandoff> {
     asked
         .ticket
-        .and_then(|t| state.handed_to(t, asked.holder, now))
+        .and_then(|t| state.ended_handoff_of(t, asked.holder, now))
 }
 
 /// A renew or a release on the stored `state`.
@@ -586,7 +586,7 @@ pub fn revoke(
     semaphore::revoke(state, holder, token, now)
 }
 
-/// An acquire on the stored `state` (after [`handed`], for a call with a ticket). A lease (limit
+/// An acquire on the stored `state` (after [`ended_handoff`], for a call with a ticket). A lease (limit
 /// 1, nobody waiting) is decided here, with writes that need no read; a semaphore, a resource
 /// with a queue, and a caller who would wait for a held lease, by the read-modify-write rules of
 /// [`semaphore`] and [`queue`].
@@ -712,7 +712,7 @@ mod queue;
 mod semaphore;
 
 pub use queue::Asked;
-pub(crate) use semaphore::hand_on;
+pub(crate) use semaphore::handoffs_due;
 
 #[cfg(test)]
 mod tests;

@@ -49,7 +49,7 @@ pub struct Handoff {
 /// A permit handed to a waiting call that ended (released, revoked, lapsed) before the call
 /// came back for it: kept so that the call's retry replays that grant instead of taking another.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Handed {
+pub struct EndedHandoff {
     pub holder: String,
     pub token: u64,
     /// The limit it was granted under.
@@ -59,7 +59,7 @@ pub struct Handed {
 
 /// The most ended hand-offs a resource remembers: each is some 100 bytes, rewritten by every
 /// write of the resource, and one is kept only when a waiter went away with its grant.
-pub const MAX_HANDED: usize = 32;
+pub const MAX_ENDED_HANDOFFS: usize = 32;
 
 /// The most permits a resource can have at once.
 pub const MAX_LIMIT: u32 = 64;
@@ -118,7 +118,7 @@ pub struct LeaseState {
     pub permits: Vec<Permit>,
     pub waiters: Vec<Place>,
     pub revoked: Vec<Revoked>,
-    pub handed: Vec<Handed>,
+    pub ended_handoffs: Vec<EndedHandoff>,
 }
 
 impl Default for LeaseState {
@@ -145,7 +145,7 @@ impl LeaseState {
             permits: Vec::new(),
             waiters: Vec::new(),
             revoked: Vec::new(),
-            handed: Vec::new(),
+            ended_handoffs: Vec::new(),
         }
     }
 
@@ -159,7 +159,7 @@ impl LeaseState {
             permits: vec![Permit::new(holder, last_token, expires_at)],
             waiters: Vec::new(),
             revoked: Vec::new(),
-            handed: Vec::new(),
+            ended_handoffs: Vec::new(),
         }
     }
 
@@ -169,21 +169,26 @@ impl LeaseState {
     /// lease's writes with no read could not do). Otherwise it is a lease, whose writes need no
     /// read.
     pub fn is_versioned(&self) -> bool {
-        self.limit > 1 || !self.waiters.is_empty() || self.awaits_taking()
+        self.limit > 1 || !self.waiters.is_empty() || self.has_live_handoff()
     }
 
     /// Whether a permit, live or lapsed, was handed to a waiting call that has not taken it.
-    pub fn awaits_taking(&self) -> bool {
+    pub fn has_live_handoff(&self) -> bool {
         self.permits.iter().any(|p| p.handoff.is_some())
     }
 
     /// The grant handed to the waiting call with `ticket` (of `holder`) that ended before the
     /// call took it (one remembered, or one lapsed that no write has ended yet), while the
     /// call's record can still be replayed.
-    pub fn handed_to(&self, ticket: &Ticket, holder: &str, now: Millis) -> Option<Handed> {
+    pub fn ended_handoff_of(
+        &self,
+        ticket: &Ticket,
+        holder: &str,
+        now: Millis,
+    ) -> Option<EndedHandoff> {
         let mine = |h: &Handoff| h.ticket.key == ticket.key && now < h.ticket.until;
         let remembered = self
-            .handed
+            .ended_handoffs
             .iter()
             .find(|h| h.holder == holder && mine(&h.handoff));
         if let Some(handed) = remembered {
@@ -192,7 +197,7 @@ impl LeaseState {
         let lapsed = self.permits.iter().find(|p| {
             p.holder == holder && now >= p.expires_at && p.handoff.as_ref().is_some_and(mine)
         })?;
-        Some(Handed {
+        Some(EndedHandoff {
             holder: lapsed.holder.clone(),
             token: lapsed.token,
             limit: self.limit,
@@ -203,7 +208,9 @@ impl LeaseState {
     /// Whether a take needs no read at `now`: no live permit, no live place, and no permit
     /// handed to a waiting call that has not taken it (the guard of an unseen take).
     pub fn is_free(&self, now: Millis) -> bool {
-        self.live(now).is_none() && self.live_waiters(now).next().is_none() && !self.awaits_taking()
+        self.live(now).is_none()
+            && self.live_waiters(now).next().is_none()
+            && !self.has_live_handoff()
     }
 
     /// The places live at `now`, in queue order.

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::clock::Millis;
 use crate::lease::model::{
-    Handed, LeaseState, MAX_HANDED, MAX_REVOKED, MAX_TOKEN, Permit, Revoked,
+    EndedHandoff, LeaseState, MAX_ENDED_HANDOFFS, MAX_REVOKED, MAX_TOKEN, Permit, Revoked,
 };
 use crate::witness::Witness;
 use serde_json::json;
@@ -31,9 +31,9 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
         .chain(before.permits.iter().filter(|p| p.token > state.last_token));
     let ended = handed_before
         .filter(|p| p.handoff.is_some() && !after.permits.iter().any(|kept| kept.token == p.token));
-    let ended: Vec<Handed> = ended
+    let ended: Vec<EndedHandoff> = ended
         .filter_map(|p| {
-            Some(Handed {
+            Some(EndedHandoff {
                 holder: p.holder.clone(),
                 token: p.token,
                 limit: state.limit,
@@ -41,11 +41,15 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
             })
         })
         .collect();
-    after.handed.extend(ended);
-    after.handed.retain(|h| now < h.handoff.ticket.until);
+    after.ended_handoffs.extend(ended);
+    after
+        .ended_handoffs
+        .retain(|h| now < h.handoff.ticket.until);
     // The latest, by token, as with revoked permits.
-    after.handed.sort_by_key(|h| std::cmp::Reverse(h.token));
-    after.handed.truncate(MAX_HANDED);
+    after
+        .ended_handoffs
+        .sort_by_key(|h| std::cmp::Reverse(h.token));
+    after.ended_handoffs.truncate(MAX_ENDED_HANDOFFS);
     Write {
         guard: unchanged(state),
         effect: Effect::Replace(after),
@@ -55,7 +59,7 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
 /// The write that hands on the permits freed since `state` was written (a lapse nobody wrote
 /// yet) to its earliest waiters, if there are any to hand on: what a refusal writes, so that
 /// what it cites is what the store holds.
-pub(crate) fn hand_on(state: &LeaseState, now: Millis) -> Option<Write> {
+pub(crate) fn handoffs_due(state: &LeaseState, now: Millis) -> Option<Write> {
     let current = queue::as_of(state, now);
     (state.is_versioned() && current.last_token != state.last_token)
         .then(|| replace(state, current, now))
@@ -64,7 +68,7 @@ pub(crate) fn hand_on(state: &LeaseState, now: Millis) -> Option<Write> {
 /// A refusal of a call on `state` for `witnesses`, writing the hand-off its read noticed.
 pub(super) fn refusal(state: &LeaseState, witnesses: Vec<Witness>, now: Millis) -> Refusal {
     Refusal {
-        write: hand_on(state, now),
+        write: handoffs_due(state, now),
         witnesses,
     }
 }

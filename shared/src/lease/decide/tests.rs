@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::lease::model::{
-    Handed, Handoff, MAX_HANDED, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place, Ticket,
+    EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place, Ticket,
 };
 
 const NOW: Millis = 1_000_000;
@@ -79,7 +79,7 @@ fn semaphore(
             .collect(),
         waiters: Vec::new(),
         revoked: Vec::new(),
-        handed: Vec::new(),
+        ended_handoffs: Vec::new(),
     }
 }
 
@@ -185,10 +185,10 @@ fn all_states() -> Vec<LeaseState> {
             semaphore(1, 4, 6, &[("a", 4, NOW)]),
             &[("c", place)],
         )),
-        handed_to("c", 4, live),
-        handed_to("c", 4, NOW),
+        ended_handoff_of("c", 4, live),
+        ended_handoff_of("c", 4, NOW),
         LeaseState {
-            handed: vec![ended("c", 3)],
+            ended_handoffs: vec![ended("c", 3)],
             ..state(4, Some("a"), Some(live))
         },
     ]);
@@ -204,7 +204,7 @@ fn ticket(holder: &str) -> Ticket {
 }
 
 /// A permit of token `token` handed to `holder`'s waiting call, lasting until `expires_at`.
-fn handed_to(holder: &str, token: u64, expires_at: Millis) -> LeaseState {
+fn ended_handoff_of(holder: &str, token: u64, expires_at: Millis) -> LeaseState {
     let handoff = Handoff {
         ticket: ticket(holder),
         at: NOW - 5_000,
@@ -221,12 +221,12 @@ fn handed_to(holder: &str, token: u64, expires_at: Millis) -> LeaseState {
 }
 
 /// A hand-off of `token` to `holder`'s call that ended untaken.
-fn ended(holder: &str, token: u64) -> Handed {
-    Handed {
+fn ended(holder: &str, token: u64) -> EndedHandoff {
+    EndedHandoff {
         holder: holder.into(),
         token,
         limit: 1,
-        handoff: handed_to(holder, token, NOW - 1).permits[0]
+        handoff: ended_handoff_of(holder, token, NOW - 1).permits[0]
             .handoff
             .clone()
             .unwrap(),
@@ -593,7 +593,7 @@ fn a_planned_write_leaves_the_state_it_announced_wherever_it_commits() {
             let unversioned = |after: LeaseState| LeaseState {
                 version: 0,
                 revoked: Vec::new(),
-                handed: Vec::new(),
+                ended_handoffs: Vec::new(),
                 ..after
             };
             for s in all_states() {
@@ -852,12 +852,12 @@ fn a_permit_handed_to_a_waiting_call_is_that_calls_until_it_takes_it() {
     let taken = granted(&freed, &ticketed_acquire("c", 0));
     assert_eq!(taken.permits[0].handoff, None);
     assert_eq!(taken.permits[0].token, 5);
-    assert!(taken.handed.is_empty());
+    assert!(taken.ended_handoffs.is_empty());
 }
 
 #[test]
 fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
-    let live = handed_to("c", 5, NOW + 30_000);
+    let live = ended_handoff_of("c", 5, NOW + 30_000);
     // Every way it can end before the call comes back: released by another call, revoked,
     // lapsed (noticed by the next write, or by the retry itself).
     let released = granted(&live, &release("c", 5));
@@ -872,16 +872,19 @@ fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
         Decision::Write(w) => w.effect.apply(&live),
         d => panic!("{d:?}"),
     };
-    let lapsed = handed_to("c", 5, NOW);
+    let lapsed = ended_handoff_of("c", 5, NOW);
     let noticed = granted(&lapsed, &acquire("b"));
     for (how, state) in [
         ("released", &released),
         ("revoked", &revoked),
         ("noticed", &noticed),
     ] {
-        assert_eq!(state.handed.len(), 1, "{how}: {state:?}");
+        assert_eq!(state.ended_handoffs.len(), 1, "{how}: {state:?}");
         assert_eq!(
-            (state.handed[0].token, state.handed[0].holder.as_str()),
+            (
+                state.ended_handoffs[0].token,
+                state.ended_handoffs[0].holder.as_str()
+            ),
             (5, "c")
         );
     }
@@ -892,13 +895,13 @@ fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
         ("noticed", &noticed),
     ] {
         match decide(state, &ticketed_acquire("c", 0), NOW) {
-            Decision::Handed(h) => assert_eq!(h.token, 5, "{how}"),
+            Decision::EndedHandoff(h) => assert_eq!(h.token, 5, "{how}"),
             d => panic!("{how}: the retry is not the grant it was handed: {d:?}"),
         }
         // Another call of the same holder is a new acquire.
         assert!(!matches!(
             decide(state, &acquire("c"), NOW),
-            Decision::Handed(_)
+            Decision::EndedHandoff(_)
         ));
     }
     // Once the call's record ends, the hand-off means nothing, and the next replace drops it
@@ -913,12 +916,12 @@ fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
         holder: None,
         token: None,
     };
-    assert!(granted_at(&taken, &revoke, later).handed.is_empty());
+    assert!(granted_at(&taken, &revoke, later).ended_handoffs.is_empty());
 }
 
 #[test]
 fn no_unseen_take_passes_a_lapsed_hand_off_by() {
-    let lapsed = handed_to("c", 5, NOW);
+    let lapsed = ended_handoff_of("c", 5, NOW);
     assert!(!Guard::Vacant.holds(&lapsed, NOW));
     assert!(!Guard::VacantAt { last_token: 5 }.holds(&lapsed, NOW));
     // Another's acquire is decided on the read, and its write remembers the hand-off.
@@ -934,13 +937,15 @@ fn no_unseen_take_passes_a_lapsed_hand_off_by() {
 
 #[test]
 fn a_resource_remembers_its_latest_hand_offs_only() {
-    let mut state = handed_to("c", 50, NOW + 30_000);
-    state.handed = (1..=MAX_HANDED as u64).map(|t| ended("c", t)).collect();
+    let mut state = ended_handoff_of("c", 50, NOW + 30_000);
+    state.ended_handoffs = (1..=MAX_ENDED_HANDOFFS as u64)
+        .map(|t| ended("c", t))
+        .collect();
     let after = granted(&state, &release("c", 50));
-    assert_eq!(after.handed.len(), MAX_HANDED);
-    assert_eq!(after.handed[0].token, 50, "the latest first");
+    assert_eq!(after.ended_handoffs.len(), MAX_ENDED_HANDOFFS);
+    assert_eq!(after.ended_handoffs[0].token, 50, "the latest first");
     assert!(
-        after.handed.iter().all(|h| h.token != 1),
+        after.ended_handoffs.iter().all(|h| h.token != 1),
         "the oldest dropped"
     );
 }

@@ -14,8 +14,8 @@ use super::rounds::{Given, Plan, Planner};
 use super::views::Views;
 use super::{LeaseError, SignedAnswer};
 use crate::lease::decide::{
-    Acquired, Asked, Guess, Held, HolderOp, acquire, guess_acquire, guess_unseen_acquire, handed,
-    hold, holder_write,
+    Acquired, Asked, Guess, Held, HolderOp, acquire, ended_handoff, guess_acquire,
+    guess_unseen_acquire, hold, holder_write,
 };
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
 use crate::provenance::Issuer;
@@ -327,12 +327,12 @@ impl Planner for Planned<'_> {
         // The retry of a waiting call that was handed a grant since: that grant, replayed as of
         // when it was handed, and kept for the call's later retries.
         if let Mutation::Acquire(asked) = &self.mutation
-            && let Some(handed) = handed(state, asked, now)
+            && let Some(handed) = ended_handoff(state, asked, now)
         {
             let this = Recorded {
                 write: None,
                 unchanged: None,
-                answer: LeaseAnswer::handed(self.op, &handed),
+                answer: LeaseAnswer::ended_handoff(self.op, &handed),
                 shown: state.clone(),
                 place: false,
             };

@@ -9,7 +9,7 @@ use super::rounds::{Ended, Given, Plan, Planner};
 use super::views::Views;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
-use crate::lease::decide::{Acquired, Held, acquire, hand_on, hold};
+use crate::lease::decide::{Acquired, Held, acquire, handoffs_due, hold};
 use crate::lease::{LeaseAnswer, LeaseState, Write};
 use crate::store::{Commit, LeaseKey, RecordKey, RecordPut};
 use crate::witness::Witness;
@@ -67,7 +67,7 @@ pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Mi
         writes = members
             .iter()
             .enumerate()
-            .filter_map(|(i, (_, state))| Some((i, hand_on(state, now)?)))
+            .filter_map(|(i, (_, state))| Some((i, handoffs_due(state, now)?)))
             .collect();
     }
     let after = members

@@ -15,8 +15,8 @@ use crate::clock::Millis;
 use crate::lease::LeaseState;
 use crate::lease::MAX_TOKEN;
 use crate::lease::model::{
-    Handed, Handoff, MAX_HANDED, MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit, Place, Revoked,
-    Ticket,
+    EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit, Place,
+    Revoked, Ticket,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
@@ -54,10 +54,10 @@ pub(super) fn revoked_list(state: &LeaseState) -> AttributeValue {
 
 /// The hand-offs that ended untaken, latest first: `[{h, t, l, k, x, a, e}]` (holder, token,
 /// limit, and the hand-off's fields as in [`handoff_entries`]).
-pub(super) fn handed_list(state: &LeaseState) -> AttributeValue {
+pub(super) fn ended_handoffs_list(state: &LeaseState) -> AttributeValue {
     AttributeValue::L(
         state
-            .handed
+            .ended_handoffs
             .iter()
             .map(|h| {
                 let mut entry: Map = handoff_entries(&h.handoff).into();
@@ -142,11 +142,11 @@ fn revoked_from_item(item: &Item, last_token: u64) -> Result<Vec<Revoked>, Store
         .collect()
 }
 
-fn handed_from_item(item: &Item, last_token: u64) -> Result<Vec<Handed>, StoreError> {
-    maps(item, "hd", MAX_HANDED)?
+fn ended_handoffs_from_item(item: &Item, last_token: u64) -> Result<Vec<EndedHandoff>, StoreError> {
+    maps(item, "hd", MAX_ENDED_HANDOFFS)?
         .into_iter()
         .map(|entry| {
-            Ok(Handed {
+            Ok(EndedHandoff {
                 holder: req_s(entry, "h")?.to_owned(),
                 token: issued(entry, last_token, "a hand-off")?,
                 limit: req_n(entry, "l")?,
@@ -217,12 +217,12 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
     }
     let version = get_n(item, "ver")?.unwrap_or(0);
     let revoked = revoked_from_item(item, last_token)?;
-    let handed = handed_from_item(item, last_token)?;
+    let ended_handoffs = ended_handoffs_from_item(item, last_token)?;
     if let Some(limit) = get_n::<u32>(item, "lim")? {
         let state = versioned_from_item(item, last_token, limit, version)?;
         return Ok(LeaseState {
             revoked,
-            handed,
+            ended_handoffs,
             ..state
         });
     }
@@ -250,7 +250,7 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
     Ok(LeaseState {
         version,
         revoked,
-        handed,
+        ended_handoffs,
         ..state
     })
 }
@@ -316,7 +316,7 @@ fn versioned_from_item(
     if limit == 1 && !state.is_versioned() {
         return Err(corrupt("limit 1, no queue and no hand-off"));
     }
-    if item.contains_key("hv") != state.awaits_taking() {
+    if item.contains_key("hv") != state.has_live_handoff() {
         return Err(corrupt("a hand-off mark that its permits disagree with"));
     }
     Ok(state)

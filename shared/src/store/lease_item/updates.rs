@@ -5,7 +5,7 @@
 use super::super::expr::Expr;
 use super::super::{n, s};
 use super::conditions;
-use super::{handed_list, permits_map, places_list, revoked_list, shard_key};
+use super::{ended_handoffs_list, permits_map, places_list, revoked_list, shard_key};
 use crate::clock::Millis;
 use crate::lease::{Effect, Write};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -51,7 +51,7 @@ pub(crate) fn write_expressions(pk: &str, write: &Write, now_ms: Millis) -> (Str
             }
             // A unseen take is guarded on its absence, so that a permit a waiting call has not
             // taken ends in a write that remembers it (docs/adr/0008).
-            match after.awaits_taking() {
+            match after.has_live_handoff() {
                 true => update.set(&hv, e.value("hv", AttributeValue::Bool(true))),
                 false => update.remove(&[&hv]),
             }
@@ -79,9 +79,9 @@ pub(crate) fn write_expressions(pk: &str, write: &Write, now_ms: Millis) -> (Str
             true => update.remove(&[&rv]),
             false => update.set(&rv, e.value("rv", revoked_list(after))),
         }
-        match after.handed.is_empty() {
+        match after.ended_handoffs.is_empty() {
             true => update.remove(&[&hd]),
-            false => update.set(&hd, e.value("hd", handed_list(after))),
+            false => update.set(&hd, e.value("hd", ended_handoffs_list(after))),
         }
     }
     index_entry(&mut update, &mut e, pk, &write.effect, now_ms);
