@@ -99,13 +99,13 @@ pub enum Action {
 
 /// The watchdog's state: pure, so the rules can be tested without processes.
 #[derive(Debug, Default)]
-pub struct Plan {
+pub struct WatchState {
     deadlines: Option<(u64, u64)>,
     group: Option<i32>,
     termed: bool,
 }
 
-impl Plan {
+impl WatchState {
     pub fn apply(&mut self, msg: Msg) -> Option<Action> {
         match msg {
             Msg::Arm { term_at, kill_at } if !self.termed => {
@@ -168,7 +168,7 @@ pub fn main() -> ExitCode {
         // Dropping `tx` tells the main loop: no more messages (`run` is gone).
     });
     let mut messages = Some(rx);
-    let mut plan = Plan::default();
+    let mut plan = WatchState::default();
     loop {
         if plan
             .group()
@@ -341,8 +341,8 @@ pub fn group_line(pid: u32, buf: &mut [u8; 24]) -> &[u8] {
 mod tests {
     use super::*;
 
-    fn armed(term_at: u64, kill_at: u64, group: Option<i32>) -> Plan {
-        let mut plan = Plan::default();
+    fn armed(term_at: u64, kill_at: u64, group: Option<i32>) -> WatchState {
+        let mut plan = WatchState::default();
         plan.apply(Msg::Arm { term_at, kill_at });
         if let Some(g) = group {
             plan.apply(Msg::Group(g));
@@ -394,7 +394,7 @@ mod tests {
         let mut plan = armed(10, 20, None);
         assert_eq!(plan.due(15), None);
         assert_eq!(plan.due(20), Some(Action::Exit));
-        assert_eq!(Plan::default().due(u64::MAX), None, "not armed yet");
+        assert_eq!(WatchState::default().due(u64::MAX), None, "not armed yet");
         assert_eq!(
             armed(10, 20, Some(42)).apply(Msg::Disarm),
             Some(Action::Exit)

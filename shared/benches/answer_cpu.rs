@@ -35,7 +35,9 @@ fn handler_work(body: &[u8], state: &LeaseState) -> Value {
             LeaseAnswer::denied(request.op, state, request.holder.as_deref(), NOW, w)
         }
         leasekit_core::lease::Decision::Observe => LeaseAnswer::observed(state, None, NOW),
-        leasekit_core::lease::Decision::EndedHandoff(h) => LeaseAnswer::ended_handoff(request.op, &h),
+        leasekit_core::lease::Decision::EndedHandoff(h) => {
+            LeaseAnswer::ended_handoff(request.op, &h)
+        }
     };
     serde_json::to_value(answer).unwrap()
 }

@@ -2,7 +2,7 @@
 //! the round engine at its own time, then a sleep until the resource changes, a permit or place
 //! ahead lapses, the wait ends, or the caller hangs up.
 
-use super::mutation::{Mutation, Planned};
+use super::mutation::{Mutation, MutationPlanner};
 use super::rounds::Ended;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
@@ -47,7 +47,7 @@ impl LeaseService {
                 true => None,
                 false => Some(self.waits.turn(&key).await),
             };
-            let mut planned = Planned {
+            let mut planned = MutationPlanner {
                 key: [key.clone()],
                 record: call.record(),
                 fingerprint: call.request.fingerprint(),

@@ -4,7 +4,7 @@
 //! the one real implementation (docs/adr/0009).
 
 use super::LeaseError;
-use super::rounds::{Ended, Engine, Given, Plan, Planner};
+use super::rounds::{Attempt, Ended, Engine, Given, Planner};
 use super::views::Views;
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, Write};
@@ -185,8 +185,8 @@ impl Planner for Probe {
         "mine"
     }
 
-    fn guess(&mut self, _: &Views) -> Result<Option<Plan<usize>>, LeaseError> {
-        Ok(self.guess.take().map(|commit| Plan {
+    fn guess(&mut self, _: &Views) -> Result<Option<Attempt<usize>>, LeaseError> {
+        Ok(self.guess.take().map(|commit| Attempt {
             commit: Some(commit),
             leaves: vec![(self.keys[0].clone(), held(1))],
             decision: 0,
@@ -194,7 +194,7 @@ impl Planner for Probe {
         }))
     }
 
-    fn plan(&mut self, given: Given<'_>) -> Result<Plan<usize>, LeaseError> {
+    fn plan(&mut self, given: Given<'_>) -> Result<Attempt<usize>, LeaseError> {
         self.given
             .push((given.leases.to_vec(), given.place_recorded));
         let commit = match self.plans {
@@ -202,7 +202,7 @@ impl Planner for Probe {
             Plans::Lone => Some(self.lone()),
             Plans::Together => Some(self.together()),
         };
-        Ok(Plan {
+        Ok(Attempt {
             commit,
             leaves: self.keys.iter().map(|k| (k.clone(), held(2))).collect(),
             decision: self.given.len(),

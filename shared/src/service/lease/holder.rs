@@ -2,7 +2,7 @@
 //! in the resource's turn (its write may hand a freed permit on, which this process's waiters
 //! are woken for).
 
-use super::mutation::{Mutation, Planned};
+use super::mutation::{Mutation, MutationPlanner};
 use super::rounds::Ended;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::lease::decide::HolderOp;
@@ -18,7 +18,7 @@ impl LeaseService {
     ) -> Result<SignedAnswer, LeaseError> {
         let key = LeaseKey::new(call.actor.tenant, resource);
         let _turn = self.waits.turn(&key).await;
-        let mut planned = Planned {
+        let mut planned = MutationPlanner {
             key: [key],
             record: call.record(),
             fingerprint: call.request.fingerprint(),

@@ -10,7 +10,7 @@
 //! back is decided on.
 
 use super::answers::{Signing, record_of, sign};
-use super::rounds::{Given, Plan, Planner};
+use super::rounds::{Attempt, Given, Planner};
 use super::views::Views;
 use super::{LeaseError, SignedAnswer};
 use crate::lease::decide::{
@@ -119,7 +119,7 @@ enum Answer {
 }
 
 /// A mutation's rounds: its planner.
-pub(super) struct Planned<'a> {
+pub(super) struct MutationPlanner<'a> {
     pub key: [LeaseKey; 1],
     pub record: Option<RecordKey>,
     pub fingerprint: String,
@@ -134,7 +134,7 @@ pub(super) struct Planned<'a> {
     pub guess_first: bool,
 }
 
-impl Planned<'_> {
+impl MutationPlanner<'_> {
     /// The answer, and the lease the caller waits on when it waits in the queue: on `left`, the
     /// lease the commit left when the store told it.
     pub fn answer(
@@ -166,9 +166,15 @@ impl Planned<'_> {
             .is_some_and(|h| state.queue_position(h, self.signing.now).is_some())
     }
 
-    fn lone(&self, write: Write, state: &LeaseState, answer: Answer, waits: bool) -> Plan<Reply> {
+    fn lone(
+        &self,
+        write: Write,
+        state: &LeaseState,
+        answer: Answer,
+        waits: bool,
+    ) -> Attempt<Reply> {
         let after = write.effect.apply(state);
-        Plan {
+        Attempt {
             leaves: vec![(self.key[0].clone(), after.clone())],
             commit: Some(Commit::Lone {
                 key: self.key[0].clone(),
@@ -190,7 +196,7 @@ impl Planned<'_> {
         this: Recorded,
         signing: Signing<'_>,
         guessed: bool,
-    ) -> Result<Plan<Reply>, LeaseError> {
+    ) -> Result<Attempt<Reply>, LeaseError> {
         let signed = sign(self.issuer, this.answer, &signing)?;
         let kept = record_of(
             &self.fingerprint,
@@ -198,7 +204,7 @@ impl Planned<'_> {
             &signing,
         )?;
         let key = &self.key[0];
-        Ok(Plan {
+        Ok(Attempt {
             leaves: this
                 .write
                 .as_ref()
@@ -239,7 +245,7 @@ struct Recorded {
     place: bool,
 }
 
-impl Planner for Planned<'_> {
+impl Planner for MutationPlanner<'_> {
     type Decision = Reply;
 
     fn keys(&self) -> &[LeaseKey] {
@@ -254,7 +260,7 @@ impl Planner for Planned<'_> {
         &self.fingerprint
     }
 
-    fn guess(&mut self, views: &Views) -> Result<Option<Plan<Reply>>, LeaseError> {
+    fn guess(&mut self, views: &Views) -> Result<Option<Attempt<Reply>>, LeaseError> {
         let now = self.signing.now;
         let seen = views.get(&self.key[0]);
         let Some(record) = &self.record else {
@@ -263,7 +269,7 @@ impl Planner for Planned<'_> {
                 .mutation
                 .guess_alone(&view, now)
                 .filter(|_| self.guess_first);
-            return Ok(write.map(|write| Plan {
+            return Ok(write.map(|write| Attempt {
                 guessed: true,
                 ..self.lone(write, &view, Answer::Granted, false)
             }));
@@ -304,7 +310,7 @@ impl Planner for Planned<'_> {
         }
     }
 
-    fn plan(&mut self, given: Given<'_>) -> Result<Plan<Reply>, LeaseError> {
+    fn plan(&mut self, given: Given<'_>) -> Result<Attempt<Reply>, LeaseError> {
         let state = &given.leases[0];
         let now = self.signing.now;
         let Some(record) = &self.record else {
@@ -372,8 +378,8 @@ impl Planner for Planned<'_> {
 }
 
 /// A plan with nothing to commit: the answer now, on `state`.
-fn answer_now(state: &LeaseState, answer: Answer, waits: bool) -> Plan<Reply> {
-    Plan {
+fn answer_now(state: &LeaseState, answer: Answer, waits: bool) -> Attempt<Reply> {
+    Attempt {
         commit: None,
         leaves: Vec::new(),
         decision: Reply {

@@ -5,7 +5,7 @@
 //! brings the resource up to now, so its waiters are served in it.
 
 use super::answers::record_of;
-use super::rounds::{Ended, Given, Plan, Planner};
+use super::rounds::{Attempt, Ended, Given, Planner};
 use super::views::Views;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::{Millis, iso8601};
@@ -64,11 +64,11 @@ impl Planner for RevokePlanner<'_> {
         &self.fingerprint
     }
 
-    fn guess(&mut self, _: &Views) -> Result<Option<Plan<SignedAnswer>>, LeaseError> {
+    fn guess(&mut self, _: &Views) -> Result<Option<Attempt<SignedAnswer>>, LeaseError> {
         Ok(None)
     }
 
-    fn plan(&mut self, given: Given<'_>) -> Result<Plan<SignedAnswer>, LeaseError> {
+    fn plan(&mut self, given: Given<'_>) -> Result<Attempt<SignedAnswer>, LeaseError> {
         let state = &given.leases[0];
         let (signing, actor) = (&self.call.signing, self.call.actor);
         let now = signing.now;
@@ -109,7 +109,7 @@ impl Planner for RevokePlanner<'_> {
             }),
             None => None,
         };
-        Ok(Plan {
+        Ok(Attempt {
             commit: Some(Commit::Together {
                 writes,
                 unchanged: None,

@@ -30,7 +30,7 @@ pub(super) struct Given<'a> {
 }
 
 /// One round's plan: what to commit, and what the op answers if it commits.
-pub(super) struct Plan<D> {
+pub(super) struct Attempt<D> {
     /// Nothing to commit: the decision is the answer now.
     pub commit: Option<Commit>,
     /// The leases the commit writes, each with the state it leaves: remembered in the views,
@@ -58,10 +58,10 @@ pub(super) trait Planner {
     fn fingerprint(&self) -> &str;
 
     /// The first round's plan without a read, when this process's `views` make one worth trying.
-    fn guess(&mut self, views: &Views) -> Result<Option<Plan<Self::Decision>>, LeaseError>;
+    fn guess(&mut self, views: &Views) -> Result<Option<Attempt<Self::Decision>>, LeaseError>;
 
     /// The plan on the store's state.
-    fn plan(&mut self, given: Given<'_>) -> Result<Plan<Self::Decision>, LeaseError>;
+    fn plan(&mut self, given: Given<'_>) -> Result<Attempt<Self::Decision>, LeaseError>;
 }
 
 /// How the rounds ended.

@@ -5,7 +5,7 @@
 
 use super::answers::{MAX_KEPT_ANSWER_BYTES, record_of};
 use super::mutation::Mutation;
-use super::rounds::{Ended, Given, Plan, Planner};
+use super::rounds::{Attempt, Ended, Given, Planner};
 use super::views::Views;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
@@ -116,11 +116,11 @@ impl Planner for SetPlanner<'_> {
         &self.fingerprint
     }
 
-    fn guess(&mut self, _: &Views) -> Result<Option<Plan<SignedAnswer>>, LeaseError> {
+    fn guess(&mut self, _: &Views) -> Result<Option<Attempt<SignedAnswer>>, LeaseError> {
         Ok(None)
     }
 
-    fn plan(&mut self, given: Given<'_>) -> Result<Plan<SignedAnswer>, LeaseError> {
+    fn plan(&mut self, given: Given<'_>) -> Result<Attempt<SignedAnswer>, LeaseError> {
         let signing = &self.call.signing;
         let now = signing.now;
         let members: Vec<_> = self.mutations.iter().copied().zip(given.leases).collect();
@@ -170,7 +170,7 @@ impl Planner for SetPlanner<'_> {
             .into_iter()
             .map(|(i, write)| (self.keys[i].clone(), write))
             .collect();
-        Ok(Plan {
+        Ok(Attempt {
             commit: Some(Commit::Together {
                 writes,
                 unchanged: None,
