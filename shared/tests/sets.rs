@@ -161,8 +161,11 @@ async fn a_set_is_renewed_and_released_whole() {
     for r in ["x", "y"] {
         assert_eq!(f.holder_of(r, now + 3).await, None, "{r}");
     }
-    // Renewed to 120 s: still held at 100 s had it not been released. The renew took.
-    assert!(renewed.leases.unwrap()[0].expires_at.is_some());
+    // The renew took: each member's lease runs 120 s from the renew, not 30 s from the take.
+    let renewed_until = leasekit_core::clock::iso8601(now + 1 + 120_000);
+    for member in renewed.leases.unwrap() {
+        assert_eq!(member.expires_at.as_deref(), Some(renewed_until.as_str()), "{member:?}");
+    }
 }
 
 #[tokio::test]
