@@ -204,13 +204,7 @@ pub(super) struct Refusal {
 
 impl From<Refusal> for Acquired {
     fn from(r: Refusal) -> Self {
-        match r.write {
-            Some(write) => Acquired::Refuse {
-                write,
-                witnesses: r.witnesses,
-            },
-            None => Acquired::Deny(r.witnesses),
-        }
+        Held::from(r).into()
     }
 }
 
@@ -237,13 +231,21 @@ impl From<Acquired> for Decision {
     }
 }
 
-impl From<Held> for Decision {
+impl From<Held> for Acquired {
+    /// A renew's or a release's decision, as the one decision of a single resource's mutation
+    /// (it never queues): how the service plans the three alike.
     fn from(d: Held) -> Self {
         match d {
-            Held::Write(write) => Decision::Write(write),
-            Held::Deny(witnesses) => Decision::Deny(witnesses),
-            Held::Refuse { write, witnesses } => Decision::Refuse { write, witnesses },
+            Held::Write(write) => Acquired::Write(write),
+            Held::Deny(witnesses) => Acquired::Deny(witnesses),
+            Held::Refuse { write, witnesses } => Acquired::Refuse { write, witnesses },
         }
+    }
+}
+
+impl From<Held> for Decision {
+    fn from(d: Held) -> Self {
+        Acquired::from(d).into()
     }
 }
 

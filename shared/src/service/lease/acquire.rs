@@ -8,7 +8,6 @@ use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
 use crate::lease::decide::Asked;
 use crate::service::waiting::{hung_up, next_change};
-use crate::store::LeaseKey;
 
 impl LeaseService {
     /// `asked` (its `wait_ms` the whole wait) on `resource`.
@@ -18,7 +17,8 @@ impl LeaseService {
         resource: &str,
         asked: Asked<'_>,
     ) -> Result<SignedAnswer, LeaseError> {
-        let key = LeaseKey::new(call.actor.tenant, resource);
+        let target = call.target([resource]);
+        let key = &target.keys[0];
         let now = call.signing.now;
         let started = tokio::time::Instant::now();
         let deadline = now + asked.wait_ms;
@@ -45,12 +45,10 @@ impl LeaseService {
             };
             let turn = match races {
                 true => None,
-                false => Some(self.waits.turn(&key).await),
+                false => Some(self.waits.turn(key).await),
             };
             let mut planned = MutationPlanner {
-                key: [key.clone()],
-                record: call.record(),
-                fingerprint: call.request.fingerprint(),
+                target: &target,
                 mutation: Mutation::Acquire(asked),
                 op: call.request.op,
                 caller: call.caller(),
@@ -62,13 +60,14 @@ impl LeaseService {
                 guess_first: round == 0,
             };
             round += 1;
-            let (answer, waits_on) = match self.engine(round_now).run(&mut planned).await? {
+            let (answer, waits_on) = match self.engine(round_now).run(&target, &mut planned).await?
+            {
                 Ended::Done { decision, left } => planned.answer(decision, left)?,
-                Ended::Replay(record) => (self.replayed(&record, &planned.fingerprint)?, None),
+                Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
             };
             // Armed before the turn is given up, so every later write of the resource in this
             // process wakes it, and its own write does not.
-            let woken = self.waits.subscribe(&key);
+            let woken = self.waits.subscribe(key);
             drop(turn);
             // Waiting on, as the decision says: a refusal answers the caller's place too, and
             // is no wait (found by the attack of 2026-12-03, round 3: a LIMIT_MISMATCH waited

@@ -1,11 +1,12 @@
 //! What an answer is signed for, and what a request record keeps of it to replay it.
 
+use super::rounds::Target;
 use super::{LeaseError, ROUTE, SignedAnswer};
 use crate::clock::Millis;
 use crate::lease::{LeaseAnswer, REPLAY_WINDOW_MS};
 use crate::provenance::Issuer;
 use crate::provenance::answer::{Subject, provenance};
-use crate::store::{StoreError, StoredRecord};
+use crate::store::{RecordPut, StoreError, StoredRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -75,7 +76,7 @@ struct Kept {
 /// The request record a request with a requestId commits: its `answer` kept (see [`Kept`]), or,
 /// with none, a waiting acquire's place (docs/adr/0007), which takes the requestId for this input
 /// without an answer to replay.
-pub(super) fn record_of(
+fn record_of(
     fingerprint: &str,
     answer: Option<&SignedAnswer>,
     signing: &Signing<'_>,
@@ -90,6 +91,25 @@ pub(super) fn record_of(
         paid_by: signing.paid_by.map(str::to_owned),
         queued: answer.is_none(),
     })
+}
+
+/// The put of `target`'s record, when its request has a requestId: keeping `answer`, or with none
+/// a waiting call's place. `over_place`: it may replace this input's place (only an answer
+/// decided on the store's own state may: that state says what was handed to the place).
+pub(super) fn record_put(
+    target: &Target,
+    answer: Option<&SignedAnswer>,
+    signing: &Signing<'_>,
+    over_place: bool,
+) -> Result<Option<RecordPut>, LeaseError> {
+    let Some(key) = &target.record else {
+        return Ok(None);
+    };
+    Ok(Some(RecordPut {
+        key: key.clone(),
+        record: record_of(&target.fingerprint, answer, signing)?,
+        over_place,
+    }))
 }
 
 /// The record of `answer` (see [`Kept`]).

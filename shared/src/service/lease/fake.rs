@@ -4,7 +4,7 @@
 //! the one real implementation (docs/adr/0009).
 
 use super::LeaseError;
-use super::rounds::{Attempt, Ended, Engine, Given, Planner};
+use super::rounds::{Attempt, Ended, Engine, Given, Planner, Target};
 use super::views::Views;
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, Write};
@@ -152,6 +152,15 @@ impl Probe {
         }
     }
 
+    /// A probe of a request with a requestId, whose plans commit with it.
+    pub fn recorded(keys: &[&str]) -> Self {
+        Self {
+            record: Some(RecordKey::new(&tenant(), "req-1")),
+            plans: Plans::Together,
+            ..Self::new(keys)
+        }
+    }
+
     pub fn lone(&self) -> Commit {
         Commit::Lone {
             key: self.keys[0].clone(),
@@ -172,18 +181,6 @@ impl Probe {
 impl Planner for Probe {
     /// How many plans were made on the store's state.
     type Decision = usize;
-
-    fn keys(&self) -> &[LeaseKey] {
-        &self.keys
-    }
-
-    fn record(&self) -> Option<&RecordKey> {
-        self.record.as_ref()
-    }
-
-    fn fingerprint(&self) -> &str {
-        "mine"
-    }
 
     fn guess(&mut self, _: &Views) -> Result<Option<Attempt<usize>>, LeaseError> {
         Ok(self.guess.take().map(|commit| Attempt {
@@ -231,7 +228,20 @@ impl Parts {
             waits,
             now: NOW,
         };
-        engine.run(probe).await
+        let target = Target {
+            keys: probe.keys.clone(),
+            record: probe.record.clone(),
+            fingerprint: "mine".into(),
+        };
+        engine.run(&target, probe).await
+    }
+
+    /// The rounds, which must end with a plan done: its decision.
+    pub async fn done(&self, store: &Scripted, probe: &mut Probe) -> usize {
+        match self.run(store, probe).await {
+            Ok(Ended::Done { decision, .. }) => decision,
+            other => panic!("the rounds did not end with a plan done: {other:?}"),
+        }
     }
 }
 

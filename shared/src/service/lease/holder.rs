@@ -6,7 +6,6 @@ use super::mutation::{Mutation, MutationPlanner};
 use super::rounds::Ended;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::lease::decide::HolderOp;
-use crate::store::LeaseKey;
 
 impl LeaseService {
     /// `op` on `resource`.
@@ -16,12 +15,10 @@ impl LeaseService {
         resource: &str,
         op: HolderOp<'_>,
     ) -> Result<SignedAnswer, LeaseError> {
-        let key = LeaseKey::new(call.actor.tenant, resource);
-        let _turn = self.waits.turn(&key).await;
+        let target = call.target([resource]);
+        let _turn = self.waits.turn(&target.keys[0]).await;
         let mut planned = MutationPlanner {
-            key: [key],
-            record: call.record(),
-            fingerprint: call.request.fingerprint(),
+            target: &target,
             mutation: Mutation::Hold(op),
             op: call.request.op,
             caller: call.caller(),
@@ -29,9 +26,13 @@ impl LeaseService {
             issuer: &self.issuer,
             guess_first: true,
         };
-        match self.engine(call.signing.now).run(&mut planned).await? {
+        match self
+            .engine(call.signing.now)
+            .run(&target, &mut planned)
+            .await?
+        {
             Ended::Done { decision, left } => Ok(planned.answer(decision, left)?.0),
-            Ended::Replay(record) => self.replayed(&record, &planned.fingerprint),
+            Ended::Replay(record) => self.replayed(&record, &target.fingerprint),
         }
     }
 }

@@ -34,7 +34,7 @@ use crate::lease::decide::{Asked, HolderOp};
 use crate::lease::request::MissingField;
 use crate::lease::{Command, LeaseAnswer, LeaseRequest};
 use crate::provenance::Issuer;
-use crate::store::{LeaseStore, RecordKey, StoreError};
+use crate::store::{LeaseKey, LeaseStore, RecordKey, StoreError};
 use crate::tenant::Tenant;
 use answers::Signing;
 use serde::{Deserialize, Serialize};
@@ -104,10 +104,22 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    /// The key of this request's record, when it has a requestId.
-    fn record(&self) -> Option<RecordKey> {
-        let id = self.request.request_id.as_deref()?;
-        Some(RecordKey::new(self.actor.tenant, id))
+    /// What this request's rounds read and write: the leases of `resources` (in its tenant),
+    /// and its record.
+    fn target<'r>(&self, resources: impl IntoIterator<Item = &'r str>) -> rounds::Target {
+        let tenant = self.actor.tenant;
+        rounds::Target {
+            keys: resources
+                .into_iter()
+                .map(|resource| LeaseKey::new(tenant, resource))
+                .collect(),
+            record: self
+                .request
+                .request_id
+                .as_deref()
+                .map(|id| RecordKey::new(tenant, id)),
+            fingerprint: self.request.fingerprint(),
+        }
     }
 
     /// The holder it speaks for: whose permit its answer shows first.
@@ -258,8 +270,24 @@ impl LeaseService {
         }
     }
 
-    /// What the engine ended with, as the answer: a decision the op turns into its answer, or
-    /// the record's answer replayed.
+    /// `planner`'s rounds on `target`, for an op whose decision is its signed answer: that
+    /// answer, or the record's replayed.
+    async fn answered<P>(
+        &self,
+        call: &Call<'_>,
+        target: &rounds::Target,
+        planner: &mut P,
+    ) -> Result<SignedAnswer, LeaseError>
+    where
+        P: rounds::Planner<Decision = SignedAnswer>,
+    {
+        match self.engine(call.signing.now).run(target, planner).await? {
+            rounds::Ended::Done { decision, .. } => Ok(decision),
+            rounds::Ended::Replay(record) => self.replayed(&record, &target.fingerprint),
+        }
+    }
+
+    /// The answer a request's record keeps, replayed; or a conflict if its input differs.
     fn replayed(
         &self,
         record: &crate::store::StoredRecord,

@@ -9,17 +9,17 @@
 //! still as seen. Either is only a guess: a stale view fails its guard, and the lease that comes
 //! back is decided on.
 
-use super::answers::{Signing, record_of, sign};
-use super::rounds::{Attempt, Given, Planner};
+use super::answers::{Signing, record_put, sign};
+use super::rounds::{Attempt, Given, Planner, Target};
 use super::views::Views;
 use super::{LeaseError, SignedAnswer};
 use crate::lease::decide::{
-    Acquired, Asked, Guess, Held, HolderOp, acquire, ended_handoff, guess_acquire,
-    guess_unseen_acquire, hold, holder_write,
+    Acquired, Asked, Guess, HolderOp, acquire, ended_handoff, guess_acquire, guess_unseen_acquire,
+    hold, holder_write,
 };
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
 use crate::provenance::Issuer;
-use crate::store::{Commit, LeaseKey, RecordKey, RecordPut};
+use crate::store::Commit;
 use crate::witness::Witness;
 
 /// The op: an acquire, or a renew or release by a permit's holder.
@@ -27,43 +27,6 @@ use crate::witness::Witness;
 pub(super) enum Mutation<'a> {
     Acquire(Asked<'a>),
     Hold(HolderOp<'a>),
-}
-
-/// What a mutation decided on one state: a single resource's decision, whichever op made it.
-enum Step {
-    Grant(Write),
-    Deny(Vec<Witness>),
-    /// Not yet: the caller waits, in the place the write (if any) takes or keeps.
-    Queue {
-        write: Option<Write>,
-        witnesses: Vec<Witness>,
-    },
-    /// Denied, with the hand-off the read noticed written all the same.
-    Refuse {
-        write: Write,
-        witnesses: Vec<Witness>,
-    },
-}
-
-impl From<Acquired> for Step {
-    fn from(d: Acquired) -> Self {
-        match d {
-            Acquired::Write(write) => Step::Grant(write),
-            Acquired::Deny(witnesses) => Step::Deny(witnesses),
-            Acquired::Queue { write, witnesses } => Step::Queue { write, witnesses },
-            Acquired::Refuse { write, witnesses } => Step::Refuse { write, witnesses },
-        }
-    }
-}
-
-impl From<Held> for Step {
-    fn from(d: Held) -> Self {
-        match d {
-            Held::Write(write) => Step::Grant(write),
-            Held::Deny(witnesses) => Step::Deny(witnesses),
-            Held::Refuse { write, witnesses } => Step::Refuse { write, witnesses },
-        }
-    }
 }
 
 impl<'a> Mutation<'a> {
@@ -74,9 +37,11 @@ impl<'a> Mutation<'a> {
             .or_else(|| HolderOp::of(command).map(Mutation::Hold))
     }
 
-    fn step(&self, state: &LeaseState, now: crate::clock::Millis) -> Step {
+    /// What it decides on the stored `state`: a renew's or a release's decision as the one
+    /// decision of a single resource's mutation (it never queues).
+    pub fn decide(&self, state: &LeaseState, now: crate::clock::Millis) -> Acquired {
         match self {
-            Mutation::Acquire(asked) => acquire(state, asked, now).into(),
+            Mutation::Acquire(asked) => acquire(state, asked, now),
             Mutation::Hold(op) => hold(state, *op, now).into(),
         }
     }
@@ -120,9 +85,8 @@ enum Answer {
 
 /// A mutation's rounds: its planner.
 pub(super) struct MutationPlanner<'a> {
-    pub key: [LeaseKey; 1],
-    pub record: Option<RecordKey>,
-    pub fingerprint: String,
+    /// One lease, and the request's record.
+    pub target: &'a Target,
     pub mutation: Mutation<'a>,
     pub op: Op,
     pub caller: Option<&'a str>,
@@ -175,9 +139,9 @@ impl MutationPlanner<'_> {
     ) -> Attempt<Reply> {
         let after = write.effect.apply(state);
         Attempt {
-            leaves: vec![(self.key[0].clone(), after.clone())],
+            leaves: vec![(self.target.keys[0].clone(), after.clone())],
             commit: Some(Commit::Lone {
-                key: self.key[0].clone(),
+                key: self.target.keys[0].clone(),
                 write,
             }),
             decision: Reply {
@@ -192,18 +156,14 @@ impl MutationPlanner<'_> {
     /// The answer and its record, committed together with its write and check, if any.
     fn with_record(
         &self,
-        record: &RecordKey,
         this: Recorded,
         signing: Signing<'_>,
         guessed: bool,
     ) -> Result<Attempt<Reply>, LeaseError> {
         let signed = sign(self.issuer, this.answer, &signing)?;
-        let kept = record_of(
-            &self.fingerprint,
-            (!this.place).then_some(&signed),
-            &signing,
-        )?;
-        let key = &self.key[0];
+        let kept = (!this.place).then_some(&signed);
+        let record = record_put(self.target, kept, &signing, !guessed)?;
+        let key = &self.target.keys[0];
         Ok(Attempt {
             leaves: this
                 .write
@@ -215,13 +175,7 @@ impl MutationPlanner<'_> {
                 writes: this.write.map(|w| (key.clone(), w)).into_iter().collect(),
                 unchanged: this.unchanged.map(|guard| (key.clone(), guard)),
                 audit: Vec::new(),
-                // Only an answer decided on the store's state may replace this input's place:
-                // that state says what was handed to it.
-                record: Some(RecordPut {
-                    key: record.clone(),
-                    record: kept,
-                    over_place: !guessed,
-                }),
+                record,
             }),
             decision: Reply {
                 answer: Answer::Signed(Box::new(signed)),
@@ -248,22 +202,11 @@ struct Recorded {
 impl Planner for MutationPlanner<'_> {
     type Decision = Reply;
 
-    fn keys(&self) -> &[LeaseKey] {
-        &self.key
-    }
-
-    fn record(&self) -> Option<&RecordKey> {
-        self.record.as_ref()
-    }
-
-    fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
     fn guess(&mut self, views: &Views) -> Result<Option<Attempt<Reply>>, LeaseError> {
         let now = self.signing.now;
-        let seen = views.get(&self.key[0]);
-        let Some(record) = &self.record else {
+        let seen = views.get(&self.target.keys[0]);
+        // Without a requestId: a lone write, answered on the lease it leaves.
+        if self.target.record.is_none() {
             let view = seen.unwrap_or_default();
             let write = self
                 .mutation
@@ -273,7 +216,7 @@ impl Planner for MutationPlanner<'_> {
                 guessed: true,
                 ..self.lone(write, &view, Answer::Granted, false)
             }));
-        };
+        }
         // Only on a view of the lease can a denial be guessed: the empty one stands for a
         // lease never seen.
         let known = seen.is_some();
@@ -290,7 +233,7 @@ impl Planner for MutationPlanner<'_> {
                     shown: view,
                     place: false,
                 };
-                self.with_record(record, this, self.signing, true).map(Some)
+                self.with_record(this, self.signing, true).map(Some)
             }
             // A write whose outcome its guard pins: the answer is known before it commits.
             Some(Guess::Write(write)) => match write.outcome() {
@@ -302,7 +245,7 @@ impl Planner for MutationPlanner<'_> {
                         shown: after,
                         place: false,
                     };
-                    self.with_record(record, this, self.signing, true).map(Some)
+                    self.with_record(this, self.signing, true).map(Some)
                 }
                 None => Ok(None),
             },
@@ -313,23 +256,23 @@ impl Planner for MutationPlanner<'_> {
     fn plan(&mut self, given: Given<'_>) -> Result<Attempt<Reply>, LeaseError> {
         let state = &given.leases[0];
         let now = self.signing.now;
-        let Some(record) = &self.record else {
-            return Ok(match self.mutation.step(state, now) {
-                Step::Grant(write) => self.lone(write, state, Answer::Granted, false),
-                Step::Queue {
+        if self.target.record.is_none() {
+            return Ok(match self.mutation.decide(state, now) {
+                Acquired::Write(write) => self.lone(write, state, Answer::Granted, false),
+                Acquired::Queue {
                     write: Some(write),
                     witnesses,
                 } => self.lone(write, state, Answer::Denied(witnesses), true),
-                Step::Refuse { write, witnesses } => {
+                Acquired::Refuse { write, witnesses } => {
                     self.lone(write, state, Answer::Denied(witnesses), false)
                 }
-                Step::Queue {
+                Acquired::Queue {
                     write: None,
                     witnesses,
                 } => answer_now(state, Answer::Denied(witnesses), true),
-                Step::Deny(witnesses) => answer_now(state, Answer::Denied(witnesses), false),
+                Acquired::Deny(witnesses) => answer_now(state, Answer::Denied(witnesses), false),
             });
-        };
+        }
         // The retry of a waiting call that was handed a grant since: that grant, replayed as of
         // when it was handed, and kept for the call's later retries.
         if let Mutation::Acquire(asked) = &self.mutation
@@ -342,13 +285,13 @@ impl Planner for MutationPlanner<'_> {
                 shown: state.clone(),
                 place: false,
             };
-            return self.with_record(record, this, self.signing.at(handed.handoff.at), false);
+            return self.with_record(this, self.signing.at(handed.handoff.at), false);
         }
-        let (write, waits, witnesses) = match self.mutation.step(state, now) {
-            Step::Grant(write) => (Some(write), false, None),
-            Step::Deny(witnesses) => (None, false, Some(witnesses)),
-            Step::Queue { write, witnesses } => (write, true, Some(witnesses)),
-            Step::Refuse { write, witnesses } => (Some(write), false, Some(witnesses)),
+        let (write, waits, witnesses) = match self.mutation.decide(state, now) {
+            Acquired::Write(write) => (Some(write), false, None),
+            Acquired::Deny(witnesses) => (None, false, Some(witnesses)),
+            Acquired::Queue { write, witnesses } => (write, true, Some(witnesses)),
+            Acquired::Refuse { write, witnesses } => (Some(write), false, Some(witnesses)),
         };
         let shown = write
             .as_ref()
@@ -373,7 +316,7 @@ impl Planner for MutationPlanner<'_> {
             answer,
             place,
         };
-        self.with_record(record, this, self.signing, false)
+        self.with_record(this, self.signing, false)
     }
 }
 

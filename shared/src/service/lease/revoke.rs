@@ -4,15 +4,14 @@
 //! may call it: the edge decides that before the service is asked (`http::lease`). The write
 //! brings the resource up to now, so its waiters are served in it.
 
-use super::answers::record_of;
-use super::rounds::{Attempt, Ended, Given, Planner};
-use super::views::Views;
+use super::answers::record_put;
+use super::rounds::{Attempt, Given, Planner, Target};
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::{Millis, iso8601};
 use crate::lease::answer::{AuditEntry, Holder};
 use crate::lease::decide::{Revocation, revoke};
 use crate::lease::{LeaseAnswer, LeaseState, as_of};
-use crate::store::{Commit, LeaseKey, RecordKey, RecordPut, call_id};
+use crate::store::{Commit, call_id};
 
 /// Whose permit a revoke ends: `holder`'s (the one with `token`, when given), or every live
 /// permit when neither is named.
@@ -39,12 +38,10 @@ fn ended(state: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Holder> {
 }
 
 struct RevokePlanner<'a> {
-    key: [LeaseKey; 1],
+    target: &'a Target,
     resource: &'a str,
     reason: &'a str,
     revoked: Revoked<'a>,
-    record: Option<RecordKey>,
-    fingerprint: String,
     call: &'a Call<'a>,
     service: &'a LeaseService,
 }
@@ -52,27 +49,11 @@ struct RevokePlanner<'a> {
 impl Planner for RevokePlanner<'_> {
     type Decision = SignedAnswer;
 
-    fn keys(&self) -> &[LeaseKey] {
-        &self.key
-    }
-
-    fn record(&self) -> Option<&RecordKey> {
-        self.record.as_ref()
-    }
-
-    fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
-    fn guess(&mut self, _: &Views) -> Result<Option<Attempt<SignedAnswer>>, LeaseError> {
-        Ok(None)
-    }
-
     fn plan(&mut self, given: Given<'_>) -> Result<Attempt<SignedAnswer>, LeaseError> {
         let state = &given.leases[0];
         let (signing, actor) = (&self.call.signing, self.call.actor);
         let now = signing.now;
-        let key = &self.key[0];
+        let key = &self.target.keys[0];
         let (answer, writes, audit, leaves) =
             match revoke(state, self.revoked.holder, self.revoked.token, now) {
                 Revocation::End(write) => {
@@ -101,14 +82,7 @@ impl Planner for RevokePlanner<'_> {
                 }
             };
         let answer = self.service.sign(answer, signing)?;
-        let record = match &self.record {
-            Some(key) => Some(RecordPut {
-                key: key.clone(),
-                record: record_of(&self.fingerprint, Some(&answer), signing)?,
-                over_place: true,
-            }),
-            None => None,
-        };
+        let record = record_put(self.target, Some(&answer), signing, true)?;
         Ok(Attempt {
             commit: Some(Commit::Together {
                 writes,
@@ -135,21 +109,16 @@ impl LeaseService {
             .reason
             .as_deref()
             .ok_or(LeaseError::Missing("reason"))?;
-        let key = LeaseKey::new(call.actor.tenant, resource);
-        let _turn = self.waits.turn(&key).await;
+        let target = call.target([resource]);
+        let _turn = self.waits.turn(&target.keys[0]).await;
         let mut planner = RevokePlanner {
-            key: [key],
+            target: &target,
             resource,
             reason,
             revoked,
-            record: call.record(),
-            fingerprint: call.request.fingerprint(),
             call,
             service: self,
         };
-        match self.engine(call.signing.now).run(&mut planner).await? {
-            Ended::Done { decision, .. } => Ok(decision),
-            Ended::Replay(record) => self.replayed(&record, &planner.fingerprint),
-        }
+        self.answered(call, &target, &mut planner).await
     }
 }

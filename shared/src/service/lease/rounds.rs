@@ -43,22 +43,27 @@ pub(super) struct Attempt<D> {
     pub guessed: bool,
 }
 
+/// What an op's rounds read and write.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    /// The leases; the first is the one a failed guard returns.
+    pub keys: Vec<LeaseKey>,
+    /// The request's record, when it has a requestId.
+    pub record: Option<RecordKey>,
+    /// The request's input, as its record names it.
+    pub fingerprint: String,
+}
+
 /// An op, as the engine runs it.
 pub(super) trait Planner {
     /// What the op decides: its answer, once committed.
     type Decision;
 
-    /// The leases it reads and writes; the first is the one a failed guard hands back.
-    fn keys(&self) -> &[LeaseKey];
-
-    /// The request's record, when it has a requestId.
-    fn record(&self) -> Option<&RecordKey>;
-
-    /// The request's input, as its record names it.
-    fn fingerprint(&self) -> &str;
-
-    /// The first round's plan without a read, when this process's `views` make one worth trying.
-    fn guess(&mut self, views: &Views) -> Result<Option<Attempt<Self::Decision>>, LeaseError>;
+    /// The first round's plan without a read, when this process's `views` make one worth
+    /// trying. None: the op reads first.
+    fn guess(&mut self, _views: &Views) -> Result<Option<Attempt<Self::Decision>>, LeaseError> {
+        Ok(None)
+    }
 
     /// The plan on the store's state.
     fn plan(&mut self, given: Given<'_>) -> Result<Attempt<Self::Decision>, LeaseError>;
@@ -88,8 +93,13 @@ pub(super) struct Engine<'a, S> {
 }
 
 impl<S: Rounds + Sync> Engine<'_, S> {
-    /// Run `planner` until a plan commits, a record answers, or [`MAX_ROUNDS`] are lost.
-    pub async fn run<P: Planner>(&self, planner: &mut P) -> Result<Ended<P::Decision>, LeaseError> {
+    /// Run `planner` on `target` until a plan commits, a record answers, or [`MAX_ROUNDS`] are
+    /// lost.
+    pub async fn run<P: Planner>(
+        &self,
+        target: &Target,
+        planner: &mut P,
+    ) -> Result<Ended<P::Decision>, LeaseError> {
         let mut guess = planner.guess(self.views)?;
         // The lease a failed guard returned: the next round's state, with no read.
         let mut returned: Option<LeaseState> = None;
@@ -107,15 +117,15 @@ impl<S: Rounds + Sync> Engine<'_, S> {
                 (None, None) => {
                     let snapshot = self
                         .store
-                        .read(planner.keys(), planner.record(), self.now)
+                        .read(target.keys.as_slice(), target.record.as_ref(), self.now)
                         .await?;
                     if let Some(record) = snapshot.record {
-                        if !is_place_of(&record, planner.fingerprint()) {
+                        if !is_place_of(&record, &target.fingerprint) {
                             return Ok(Ended::Replay(record));
                         }
                         place_recorded = true;
                     }
-                    for (key, state) in planner.keys().iter().zip(&snapshot.leases) {
+                    for (key, state) in target.keys.iter().zip(&snapshot.leases) {
                         self.views.put(key, state);
                     }
                     planner.plan(Given {
@@ -155,12 +165,12 @@ impl<S: Rounds + Sync> Engine<'_, S> {
                 // This input's place, met by a plan made on the view: decided again on the
                 // store's state, which says what was handed to it.
                 Outcome::RecordExists(record)
-                    if plan.guessed && is_place_of(&record, planner.fingerprint()) => {}
+                    if plan.guessed && is_place_of(&record, &target.fingerprint) => {}
                 Outcome::RecordExists(record) => return Ok(Ended::Replay(record)),
                 // The lease as its guard saw it: the next round plans on it, with no read. Only
                 // for one lease: a set's other members may have changed too.
-                Outcome::Changed(Some(current)) if planner.keys().len() == 1 => {
-                    self.views.put(&planner.keys()[0], &current);
+                Outcome::Changed(Some(current)) if target.keys.len() == 1 => {
+                    self.views.put(&target.keys[0], &current);
                     returned = Some(current);
                 }
                 Outcome::Changed(_) => {}

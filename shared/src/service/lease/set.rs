@@ -3,15 +3,14 @@
 //! which part of a set is held because of the request. A set never waits, and no member is ever
 //! handed a grant: its members decide as a call with no ticket does.
 
-use super::answers::{MAX_KEPT_ANSWER_BYTES, record_of};
+use super::answers::{MAX_KEPT_ANSWER_BYTES, record_put};
 use super::mutation::Mutation;
-use super::rounds::{Attempt, Ended, Given, Planner};
-use super::views::Views;
+use super::rounds::{Attempt, Given, Planner, Target};
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
-use crate::lease::decide::{Acquired, Held, acquire, handoffs_due, hold};
+use crate::lease::decide::{Acquired, handoffs_due};
 use crate::lease::{LeaseAnswer, LeaseState, Write};
-use crate::store::{Commit, LeaseKey, RecordKey, RecordPut};
+use crate::store::{Commit, LeaseKey};
 use crate::witness::Witness;
 
 /// What a set decided on one snapshot: the pure fold of its members' decisions.
@@ -34,17 +33,11 @@ pub(super) struct Folded {
 /// the resource's queue is refused like any other (its place left as it is): a set does not
 /// wait.
 fn member(mutation: &Mutation<'_>, state: &LeaseState, now: Millis) -> Result<Write, Vec<Witness>> {
-    match mutation {
-        Mutation::Acquire(asked) => match acquire(state, asked, now) {
-            Acquired::Write(write) => Ok(write),
-            Acquired::Deny(witnesses)
-            | Acquired::Queue { witnesses, .. }
-            | Acquired::Refuse { witnesses, .. } => Err(witnesses),
-        },
-        Mutation::Hold(op) => match hold(state, *op, now) {
-            Held::Write(write) => Ok(write),
-            Held::Deny(witnesses) | Held::Refuse { witnesses, .. } => Err(witnesses),
-        },
+    match mutation.decide(state, now) {
+        Acquired::Write(write) => Ok(write),
+        Acquired::Deny(witnesses)
+        | Acquired::Queue { witnesses, .. }
+        | Acquired::Refuse { witnesses, .. } => Err(witnesses),
     }
 }
 
@@ -90,35 +83,17 @@ pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Mi
 
 /// A set's rounds: its planner. It reads before it writes (a snapshot of every member).
 struct SetPlanner<'a> {
-    keys: Vec<LeaseKey>,
+    target: &'a Target,
     resources: Vec<String>,
     mutations: Vec<Mutation<'a>>,
     field: &'static str,
     holder: &'a str,
-    record: Option<RecordKey>,
-    fingerprint: String,
     call: &'a Call<'a>,
     service: &'a LeaseService,
 }
 
 impl Planner for SetPlanner<'_> {
     type Decision = SignedAnswer;
-
-    fn keys(&self) -> &[LeaseKey] {
-        &self.keys
-    }
-
-    fn record(&self) -> Option<&RecordKey> {
-        self.record.as_ref()
-    }
-
-    fn fingerprint(&self) -> &str {
-        &self.fingerprint
-    }
-
-    fn guess(&mut self, _: &Views) -> Result<Option<Attempt<SignedAnswer>>, LeaseError> {
-        Ok(None)
-    }
 
     fn plan(&mut self, given: Given<'_>) -> Result<Attempt<SignedAnswer>, LeaseError> {
         let signing = &self.call.signing;
@@ -141,34 +116,25 @@ impl Planner for SetPlanner<'_> {
             folded.witnesses,
         );
         let answer = self.service.sign(answer, signing)?;
-        let record = match &self.record {
-            Some(key) => {
-                let kept = record_of(&self.fingerprint, Some(&answer), signing)?;
-                // A DynamoDB item holds at most 400 KB. A set's answer lists every member's
-                // permits and can outgrow that (50 wide semaphores with long holder names);
-                // such a write could never commit with its record, and a 502 would send the
-                // caller round for ever (found by the attack of 2026-12-02). Refused before
-                // anything is written.
-                if kept.answer.len() > MAX_KEPT_ANSWER_BYTES {
-                    return Err(LeaseError::TooLargeToKeep(kept.answer.len()));
-                }
-                Some(RecordPut {
-                    key: key.clone(),
-                    record: kept,
-                    over_place: true,
-                })
-            }
-            None => None,
-        };
+        let record = record_put(self.target, Some(&answer), signing, true)?;
+        // A DynamoDB item holds at most 400 KB. A set's answer lists every member's permits and
+        // can outgrow that (50 wide semaphores with long holder names); such a write could never
+        // commit with its record, and a 502 would send the caller round for ever (found by the
+        // attack of 2026-12-02). Refused before anything is written.
+        if let Some(put) = &record
+            && put.record.answer.len() > MAX_KEPT_ANSWER_BYTES
+        {
+            return Err(LeaseError::TooLargeToKeep(put.record.answer.len()));
+        }
         let leaves = folded
             .writes
             .iter()
-            .map(|(i, _)| (self.keys[*i].clone(), folded.after[*i].clone()))
+            .map(|(i, _)| (self.target.keys[*i].clone(), folded.after[*i].clone()))
             .collect();
         let writes = folded
             .writes
             .into_iter()
-            .map(|(i, write)| (self.keys[i].clone(), write))
+            .map(|(i, write)| (self.target.keys[i].clone(), write))
             .collect();
         Ok(Attempt {
             commit: Some(Commit::Together {
@@ -194,20 +160,17 @@ impl LeaseService {
             // The request's shape check refuses a set of any other op first.
             mutations.push(Mutation::of(command).ok_or(LeaseError::Missing("resource"))?);
         }
-        let keys: Vec<LeaseKey> = members
-            .iter()
-            .map(|(resource, _)| LeaseKey::new(call.actor.tenant, resource))
-            .collect();
+        let target = call.target(members.iter().map(|(resource, _)| resource.as_str()));
         // Each resource's turn, in key order (so that two sets cannot wait on each other), held
         // for the whole set: its writes wake waiters as a single resource's do.
-        let mut ordered: Vec<&LeaseKey> = keys.iter().collect();
+        let mut ordered: Vec<&LeaseKey> = target.keys.iter().collect();
         ordered.sort();
         let mut turns = Vec::with_capacity(ordered.len());
         for key in ordered {
             turns.push(self.waits.turn(key).await);
         }
         let mut planner = SetPlanner {
-            keys: keys.clone(),
+            target: &target,
             resources: members.iter().map(|(r, _)| r.clone()).collect(),
             mutations,
             // Where a blocking member's witnesses point: the field that named it.
@@ -217,22 +180,17 @@ impl LeaseService {
                 "resources"
             },
             holder,
-            record: call.record(),
-            fingerprint: request.fingerprint(),
             call,
             service: self,
         };
-        match self.engine(call.signing.now).run(&mut planner).await? {
-            Ended::Done { decision, .. } => Ok(decision),
-            Ended::Replay(record) => self.replayed(&record, &planner.fingerprint),
-        }
+        self.answered(call, &target, &mut planner).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lease::decide::{Asked, HolderOp};
+    use crate::lease::decide::{Asked, HolderOp, acquire};
     use crate::lease::{Effect, Guard};
 
     const NOW: Millis = 1_000_000;

@@ -56,14 +56,7 @@ async fn a_lease_a_failed_guard_hands_back_is_planned_on_with_no_read() {
         .commit(Ok(Outcome::Committed(Some(held(4)))));
     let mut probe = Probe::new(&["r"]);
     probe.guess = Some(probe.lone());
-    let ended = Parts::default()
-        .run(&store, &mut probe)
-        .await
-        .expect("committed");
-    assert!(
-        matches!(ended, Ended::Done { decision: 1, .. }),
-        "{ended:?}"
-    );
+    assert_eq!(Parts::default().done(&store, &mut probe).await, 1);
     assert_eq!(probe.given, vec![(vec![held(3)], false)]);
     let commits = vec![Asked::Commit(probe.lone()), Asked::Commit(probe.lone())];
     assert_eq!(store.asked(), commits);
@@ -77,14 +70,7 @@ async fn a_change_with_nothing_handed_back_is_read() {
         .read(snapshot(vec![held(5)], None))
         .commit(Ok(Outcome::Committed(Some(held(6)))));
     let mut probe = Probe::new(&["r"]);
-    let ended = Parts::default()
-        .run(&store, &mut probe)
-        .await
-        .expect("committed");
-    assert!(
-        matches!(ended, Ended::Done { decision: 2, .. }),
-        "{ended:?}"
-    );
+    assert_eq!(Parts::default().done(&store, &mut probe).await, 2);
     assert_eq!(
         probe.given,
         vec![(vec![held(1)], false), (vec![held(5)], false)]
@@ -102,14 +88,7 @@ async fn a_set_reads_again_whatever_a_failed_guard_hands_back() {
         .commit(Ok(Outcome::Committed(None)));
     let mut probe = Probe::new(&["a", "b"]);
     probe.plans = Plans::Together;
-    let ended = Parts::default()
-        .run(&store, &mut probe)
-        .await
-        .expect("committed");
-    assert!(
-        matches!(ended, Ended::Done { decision: 2, .. }),
-        "{ended:?}"
-    );
+    assert_eq!(Parts::default().done(&store, &mut probe).await, 2);
     assert_eq!(probe.given[1].0, vec![held(9), held(2)]);
     assert!(store.played_out());
 }
@@ -164,17 +143,8 @@ async fn a_read_that_finds_this_inputs_place_resumes_it() {
     let store = Scripted::default()
         .read(snapshot(vec![held(1)], Some(record("mine", true))))
         .commit(Ok(Outcome::Committed(None)));
-    let mut probe = Probe::new(&["r"]);
-    probe.record = Some(RecordKey::new(&tenant(), "req-1"));
-    probe.plans = Plans::Together;
-    let ended = Parts::default()
-        .run(&store, &mut probe)
-        .await
-        .expect("committed");
-    assert!(
-        matches!(ended, Ended::Done { decision: 1, .. }),
-        "{ended:?}"
-    );
+    let mut probe = Probe::recorded(&["r"]);
+    assert_eq!(Parts::default().done(&store, &mut probe).await, 1);
     assert_eq!(probe.given, vec![(vec![held(1)], true)]);
 }
 
@@ -196,9 +166,7 @@ async fn a_commit_that_meets_a_record_replays_it() {
             store = store.read(snapshot(vec![held(1)], None));
         }
         let store = store.commit(Ok(Outcome::RecordExists(found.clone())));
-        let mut probe = Probe::new(&["r"]);
-        probe.record = Some(RecordKey::new(&tenant(), "req-1"));
-        probe.plans = Plans::Together;
+        let mut probe = Probe::recorded(&["r"]);
         if guessed {
             probe.guess = Some(probe.together());
         }
@@ -218,18 +186,9 @@ async fn a_guess_that_meets_this_inputs_place_is_decided_again_on_a_read() {
         .commit(Ok(Outcome::RecordExists(record("mine", true))))
         .read(snapshot(vec![held(4)], Some(record("mine", true))))
         .commit(Ok(Outcome::Committed(None)));
-    let mut probe = Probe::new(&["r"]);
-    probe.record = Some(RecordKey::new(&tenant(), "req-1"));
+    let mut probe = Probe::recorded(&["r"]);
     probe.guess = Some(probe.together());
-    probe.plans = Plans::Together;
-    let ended = Parts::default()
-        .run(&store, &mut probe)
-        .await
-        .expect("committed");
-    assert!(
-        matches!(ended, Ended::Done { decision: 1, .. }),
-        "{ended:?}"
-    );
+    assert_eq!(Parts::default().done(&store, &mut probe).await, 1);
     assert_eq!(probe.given, vec![(vec![held(4)], true)]);
     assert!(store.played_out());
 }
