@@ -164,7 +164,11 @@ async fn a_set_is_renewed_and_released_whole() {
     // The renew took: each member's lease runs 120 s from the renew, not 30 s from the take.
     let renewed_until = leasekit_core::clock::iso8601(now + 1 + 120_000);
     for member in renewed.leases.unwrap() {
-        assert_eq!(member.expires_at.as_deref(), Some(renewed_until.as_str()), "{member:?}");
+        assert_eq!(
+            member.expires_at.as_deref(),
+            Some(renewed_until.as_str()),
+            "{member:?}"
+        );
     }
 }
 

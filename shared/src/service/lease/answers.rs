@@ -126,12 +126,6 @@ fn keep(answer: &SignedAnswer, signing: &Signing<'_>) -> Result<String, LeaseErr
     serde_json::to_string(&kept).map_err(unserializable)
 }
 
-/// Whether `record` is a waiting call's place of the input `fingerprint` names: resumed, not
-/// replayed.
-pub(super) fn is_place_of(record: &StoredRecord, fingerprint: &str) -> bool {
-    record.queued && record.fingerprint == fingerprint
-}
-
 /// The stored answer, marked as replayed and signed as of when it was first answered; or a
 /// conflict if the input differs.
 pub(super) fn replay(

@@ -7,7 +7,6 @@
 //! input's waiting place, which the op resumes. The engine knows no op: each is a [`Planner`].
 
 use super::LeaseError;
-use super::answers::is_place_of;
 use super::views::Views;
 use crate::clock::Millis;
 use crate::lease::LeaseState;
@@ -185,6 +184,12 @@ impl<S: Rounds + Sync> Engine<'_, S> {
         self.views.put(key, after);
         self.waits.wake(key);
     }
+}
+
+/// Whether `record` is a waiting call's place of the input `fingerprint` names: resumed, not
+/// replayed.
+fn is_place_of(record: &StoredRecord, fingerprint: &str) -> bool {
+    record.queued && record.fingerprint == fingerprint
 }
 
 /// Before a round, after `lost` commits planned on the store's state were lost: nothing before
