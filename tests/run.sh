@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Run every test: formatting, lints and the template; the whole workspace against the embedded
-# store (dynoxide); interop with official clients; the Python and TypeScript clients as installed
-# packages; schemathesis; fuzzing; the store tests again against moto's DynamoDB, a second,
-# independent implementation; `sam build` of the deployed template (arm64, release); and the
-# black-box suite through the Lambda functions under `sam local start-api`.
+# Run every test: formatting, lints and the template; the console's modules under Node's test
+# runner; the whole workspace against the embedded store (dynoxide); interop with official
+# clients; the Python and TypeScript clients as installed packages; schemathesis; fuzzing; the
+# store tests again against moto's DynamoDB, a second, independent implementation; `sam build` of
+# the deployed template (arm64, release); and the black-box suite through the Lambda functions
+# under `sam local start-api`.
 #
 # Installs what it needs (Debian's chromium, Docker and debootstrap; Python tools into .venv and
 # .venv-sam; cargo-fuzz; the aarch64 target) and starts and stops moto and Docker itself.
@@ -56,6 +57,14 @@ job sam-tools "SAM tools (.venv-sam), the aarch64 target" sam_tools
 
 step "cargo fetch" cargo fetch --locked
 step "cargo fmt --check" cargo fmt --all -- --check
+console_modules() {
+  # The console's pure helpers (shared/console/*.js but the entry), with Node's own test runner;
+  # Node comes with the machine image, as for the TypeScript client below. The shell lists the
+  # files: Node 20 also takes the folder (`node --test shared/console/test/`), but Node 21 and
+  # later read a folder given there as one test file and fail.
+  node --test shared/console/test/*.test.mjs
+}
+step "the console's modules: node --test shared/console/test/" console_modules
 
 # --- The long optimized builds, in the background at the lowest priority.
 fuzz_build() {

@@ -374,6 +374,13 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
     assert page.js("return sessionStorage.length") == 0, "sign-out clears the key and tenant"
     page.sign_in(ADMIN_KEY, tenant)
     page.wait(lambda: page.holders(resource) == [HOSTILE_HOLDER], "the lease, seen with the admin key")
+    # The status line that says what was revoked names the holder as every caller text is
+    # shown: a bidi control as its code point (it was set raw until 2026-12-05).
+    spoofer = "invoice\u202egnp.exe"
+    lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": bidi, "holder": spoofer, "ttlSeconds": 60})
+    page.revoke(bidi, "invoice[U+202E]gnp.exe", "a spoofed name")
+    page.wait(lambda: "invoice[U+202E]gnp.exe #" in (page.text("#status") or ""), "the revoked holder, shown")
+    assert "\u202e" not in page.text("#status")
     page.revoke(resource, HOSTILE_HOLDER, HOSTILE_REASON)
     page.wait(lambda: page.card(resource) is None, "the revoked lease to leave the page")
     got = lease_op(url, API_KEY, {"op": "get", "tenantId": tenant, "resource": resource})
@@ -427,7 +434,7 @@ class Markup(HTMLParser):
             self.problems.append("<style> element")
         if tag == "script":
             self.in_script = True
-            self.scripts.append(dict(attrs).get("src"))
+            self.scripts.append((dict(attrs).get("type"), dict(attrs).get("src")))
         if tag == "label":
             self.labels.setdefault(dict(attrs).get("for"), 0)
 
@@ -451,15 +458,23 @@ def test_console_is_served_under_a_strict_csp_with_no_inline_code(console):
     markup = Markup()
     markup.feed(page)
     assert markup.problems == [], markup.problems
-    assert markup.scripts == ["console.js"], markup.scripts
-    # The served page is the one in the repository.
+    # One script, the entry module; it imports the others (same origin, so 'self' allows them).
+    assert markup.scripts == [("module", "console.js")], markup.scripts
+    # The served page is the one in the repository, and so is each file it loads.
     with open(os.path.join(CONSOLE_DIR, "index.html"), encoding="utf-8") as f:
         assert f.read() == page
-    for name in ("console.js", "console.css"):
+    modules = sorted(name for name in os.listdir(CONSOLE_DIR) if name.endswith(".js"))
+    assert "console.js" in modules, modules
+    for name in ["console.css", *modules]:
         with urllib.request.urlopen(f"{console}/console/{name}", timeout=10) as response:
             assert response.status == 200
-    # Caller text never goes through an HTML parser.
-    with open(os.path.join(CONSOLE_DIR, "console.js"), encoding="utf-8") as f:
-        source = f.read()
-    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "localStorage"):
-        assert sink not in source, f"console.js uses {sink}"
+            if name.endswith(".js"):
+                assert response.headers.get_content_type() == "text/javascript", name
+            with open(os.path.join(CONSOLE_DIR, name), encoding="utf-8") as f:
+                assert response.read().decode() == f.read(), name
+    # Caller text never goes through an HTML parser, in any module.
+    for name in modules:
+        with open(os.path.join(CONSOLE_DIR, name), encoding="utf-8") as f:
+            source = f.read()
+        for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "localStorage", "import("):
+            assert sink not in source, f"{name} uses {sink}"

@@ -5,6 +5,7 @@ checked with the independent verifier against the DID document the deployment pu
 import asyncio
 import base64
 import json
+import pathlib
 
 import pytest
 import requests
@@ -35,6 +36,8 @@ ROUTES = [
     ("get", "/api/v1/samples/lease"),
     ("get", "/.well-known/did.json"),
 ]
+# The console's files in this tree: what the server under test must serve as they are.
+CONSOLE_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared" / "console"
 # Generous: a cold Lambda container under `sam local` takes seconds to answer its first call.
 TIMEOUT = 60
 KEY = {"X-API-KEY": API_KEY}
@@ -235,16 +238,23 @@ def test_mcp_with_the_official_client(server, did):
 
 
 def test_the_console_page_and_its_assets(server):
-    """GET /console/ and its two files, under the strict CSP (through sam local too: the public
-    function serves them); /console without its slash is sent to the folder."""
+    """GET /console/ and its files (the stylesheet and every ES module), under the strict CSP
+    (through sam local too: the public function serves them); any other name under /console/ is
+    refused; /console without its slash is sent to the folder."""
     page = requests.get(server + "/console/", timeout=TIMEOUT)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, csp
-    assert '<script src="console.js"' in page.text
-    for name, kind in [("console.js", "text/javascript"), ("console.css", "text/css")]:
+    assert '<script type="module" src="console.js"></script>' in page.text
+    modules = sorted(path.name for path in CONSOLE_DIR.glob("*.js"))
+    assert "console.js" in modules and len(modules) > 1, modules
+    for name, kind in [("console.css", "text/css")] + [(m, "text/javascript") for m in modules]:
         asset = requests.get(f"{server}/console/{name}", timeout=TIMEOUT)
         assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind), name
+        assert asset.headers["content-security-policy"] == csp, name
+        assert asset.text == (CONSOLE_DIR / name).read_text(encoding="utf-8"), name
+    for name in ["nope.js", "index.html", "test"]:
+        assert requests.get(f"{server}/console/{name}", timeout=TIMEOUT).status_code == 404, name
     bare = requests.get(server + "/console", timeout=TIMEOUT, allow_redirects=False)
     assert bare.status_code == 308 and bare.headers["location"] == "console/"
     # The list it shows: a live lease of this tenant, by an API key.

@@ -197,11 +197,8 @@ pub fn router(state: AppState, routes: Routes) -> Router {
             .route("/docs/lease/", get(discovery::lease_page))
             .route("/docs/lease", get(discovery::lease_page))
             .route("/docs/lease.json", get(discovery::lease_page_json))
-            .route("/api/v1/samples/lease", get(discovery::lease_sample))
-            .route("/console", get(console::to_folder))
-            .route("/console/", get(console::page))
-            .route("/console/console.css", get(console::stylesheet))
-            .route("/console/console.js", get(console::script));
+            .route("/api/v1/samples/lease", get(discovery::lease_sample));
+        router = console::routes(router);
     }
     let mut router = router.with_state(state.clone());
     if all || routes == Routes::Mcp {
@@ -300,6 +297,50 @@ mod tests {
                     "{routes:?}: {method} {path}"
                 );
             }
+        }
+    }
+
+    /// The console's files, each with the page's headers, from the public function only; any
+    /// other name under /console/ is refused as every unknown path is.
+    #[tokio::test]
+    async fn the_console_serves_its_files_and_no_other() {
+        for (name, body, content_type) in console::ASSETS {
+            let path = format!("/console/{name}");
+            let request = axum::http::Request::get(&path).body(Body::empty()).unwrap();
+            let issuer = Some(Issuer::from_seed(&[7; 32]));
+            let response = router(state(issuer), Routes::Public)
+                .oneshot(request)
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200, "{path}");
+            let headers = response.headers();
+            assert_eq!(headers[axum::http::header::CONTENT_TYPE], content_type);
+            assert_eq!(
+                headers[axum::http::header::CONTENT_SECURITY_POLICY],
+                console::CONSOLE_CSP
+            );
+            assert_eq!(
+                headers[axum::http::header::X_CONTENT_TYPE_OPTIONS],
+                "nosniff"
+            );
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+                .await
+                .unwrap();
+            assert_eq!(bytes, body.as_bytes(), "{path}");
+            for routes in [Routes::Lease, Routes::Claim, Routes::ClaimFree, Routes::Mcp] {
+                assert!(!serves(routes, "GET", &path).await, "{routes:?}: {path}");
+            }
+        }
+        assert!(serves(Routes::Public, "GET", "/console").await);
+        for path in [
+            "/console/nope.js",
+            "/console/index.html",
+            "/console/test/shown.test.mjs",
+            "/console/console.js/",
+            "/console/shown",
+        ] {
+            assert!(!serves(Routes::Public, "GET", path).await, "{path}");
+            assert!(!serves(Routes::All, "GET", path).await, "{path}");
         }
     }
 
