@@ -9,18 +9,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use common::service::{self, req};
 use leasekit_core::clock::now_ms;
-use leasekit_core::lease::LeaseRequest;
-use leasekit_core::provenance::Issuer;
-use leasekit_core::service::lease::{LeaseError, LeaseService};
+use leasekit_core::service::lease::LeaseError;
 use leasekit_core::store::client::{ATTEMPT_TIMEOUT, CALL_TIMEOUT};
 use leasekit_core::store::payment_store::{
     Accepted, AuthorizationKey, Consumed, Evidence, Final, Identified, IdentifierKey,
 };
 use leasekit_core::store::usage::measured;
-use leasekit_core::store::{
-    ClaimStore, LeaseKey, LeaseStore, PaymentLedger, ensure_tables, local_client,
-};
+use leasekit_core::store::{ClaimStore, PaymentLedger, ensure_tables, local_client};
 use leasekit_core::tenant::Tenant;
 use serde_json::json;
 use std::collections::VecDeque;
@@ -141,12 +138,11 @@ impl http_body::Body for Broken {
 
 struct Fixture {
     proxy: Proxy,
-    service: LeaseService,
-    store: LeaseStore,
+    /// The lease service, its client talking to the proxy.
+    leases: service::Fixture,
     claims: ClaimStore,
     ledger: PaymentLedger,
     keys: leasekit_core::store::KeyStore,
-    tenant: Tenant,
 }
 
 /// The test store (dynoxide, or moto in CI) behind the fault proxy; the service's client talks
@@ -171,20 +167,15 @@ async fn fixture() -> Fixture {
     let claims = ClaimStore::new(client.clone(), &tables.claims);
     let ledger = PaymentLedger::new(client.clone(), &tables);
     let keys = leasekit_core::store::KeyStore::new(client.clone(), &tables.keys);
-    let store = LeaseStore::new(client, &tables.leases, &tables.requests);
+    // This suite's own issuer (seed 2) and tenant.
+    let tenant = Tenant::for_key("acme", "faults").unwrap();
     Fixture {
         claims,
         ledger,
         keys,
         proxy,
-        service: LeaseService::new(store.clone(), Issuer::from_seed(&[2; 32])),
-        store,
-        tenant: Tenant::for_key("acme", "faults").unwrap(),
+        leases: service::Fixture::on(client, tables, 2, tenant),
     }
-}
-
-fn req(v: serde_json::Value) -> LeaseRequest {
-    serde_json::from_value(v).unwrap()
 }
 
 impl Fixture {
@@ -197,12 +188,11 @@ impl Fixture {
         Duration,
     ) {
         let started = Instant::now();
-        let (result, usage) =
-            measured(
-                self.service
-                    .execute(&self.tenant, &req(body), [0; 32], now_ms()),
-            )
-            .await;
+        let (leases, request) = (&self.leases, req(body));
+        let call = leases
+            .service
+            .execute(&leases.tenant, &request, [0; 32], now_ms());
+        let (result, usage) = measured(call).await;
         (result.map(|a| a.data), usage.round_trips, started.elapsed())
     }
 
@@ -215,11 +205,7 @@ impl Fixture {
     }
 
     async fn counter(&self, resource: &str) -> u64 {
-        self.store
-            .get(&LeaseKey::new(&self.tenant, resource))
-            .await
-            .unwrap()
-            .last_token
+        self.leases.counter(resource).await
     }
 }
 

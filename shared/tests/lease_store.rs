@@ -4,36 +4,15 @@
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::{TestStore, test_store};
-use leasekit_core::clock::{Millis, now_ms};
+use common::service::{Fixture, SEED, req, rules};
+use leasekit_core::clock::now_ms;
 use leasekit_core::lease::answer::Status;
 use leasekit_core::lease::{LeaseAnswer, LeaseRequest, MAX_TOKEN};
 use leasekit_core::provenance::Issuer;
-use leasekit_core::service::lease::{LeaseError, LeaseService, REPLAY_WINDOW_MS, SignedAnswer};
-use leasekit_core::store::{LeaseKey, LeaseStore};
+use leasekit_core::service::lease::{LeaseError, REPLAY_WINDOW_MS, SignedAnswer};
 use leasekit_core::tenant::Tenant;
 use serde_json::json;
 use std::sync::Arc;
-
-struct Fixture {
-    store: TestStore,
-    service: LeaseService,
-    tenant: Tenant,
-}
-
-async fn fixture() -> Fixture {
-    let store = test_store().await;
-    let leases = LeaseStore::new(
-        store.client.clone(),
-        &store.tables.leases,
-        &store.tables.requests,
-    );
-    Fixture {
-        service: LeaseService::new(leases, Issuer::from_seed(&[9; 32])),
-        store,
-        tenant: Tenant::for_key("acme", "t1").unwrap(),
-    }
-}
 
 impl Fixture {
     /// The store error `body` fails with (it must fail so).
@@ -57,19 +36,14 @@ impl Fixture {
         for (name, value) in attributes {
             item.insert((*name).to_owned(), value.clone());
         }
-        self.store
-            .client
+        self.client
             .put_item()
-            .table_name(&self.store.tables.leases)
+            .table_name(&self.tables.leases)
             .set_item(Some(item))
             .send()
             .await
             .unwrap();
     }
-}
-
-fn req(v: serde_json::Value) -> LeaseRequest {
-    serde_json::from_value(v).expect("valid request")
 }
 
 fn acquire(resource: &str, holder: &str, ttl: u32) -> LeaseRequest {
@@ -91,39 +65,9 @@ fn with_id(mut r: LeaseRequest, id: &str) -> LeaseRequest {
     r
 }
 
-impl Fixture {
-    async fn run(&self, r: &LeaseRequest, now: Millis) -> LeaseAnswer {
-        self.signed(r, now).await.data
-    }
-
-    async fn signed(&self, r: &LeaseRequest, now: Millis) -> SignedAnswer {
-        self.service
-            .execute(&self.tenant, r, [0; 32], now)
-            .await
-            .expect("store answers")
-    }
-
-    async fn counter(&self, resource: &str) -> u64 {
-        let store = LeaseStore::new(
-            self.store.client.clone(),
-            &self.store.tables.leases,
-            &self.store.tables.requests,
-        );
-        store
-            .get(&LeaseKey::new(&self.tenant, resource))
-            .await
-            .unwrap()
-            .last_token
-    }
-}
-
-fn rules(a: &LeaseAnswer) -> Vec<&str> {
-    a.witnesses.iter().map(|w| w.rule_id.as_str()).collect()
-}
-
 #[tokio::test]
 async fn tokens_start_at_1_and_grow_across_release_and_expiry() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     let a = f.run(&acquire("r", "a", 10), t0).await;
     assert!(a.granted);
@@ -143,7 +87,7 @@ async fn tokens_start_at_1_and_grow_across_release_and_expiry() {
 
 #[tokio::test]
 async fn reacquire_by_the_holder_keeps_the_token_and_extends() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     f.run(&acquire("r", "a", 10), t0).await;
     let again = f.run(&acquire("r", "a", 60), t0 + 5_000).await;
@@ -158,7 +102,7 @@ async fn reacquire_by_the_holder_keeps_the_token_and_extends() {
 
 #[tokio::test]
 async fn acquire_while_held_shows_the_live_lease() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     f.run(&acquire("r", "a", 10), t0).await;
     let denied = f.run(&acquire("r", "b", 10), t0 + 9_999).await;
@@ -172,7 +116,7 @@ async fn acquire_while_held_shows_the_live_lease() {
 
 #[tokio::test]
 async fn renew_and_release_need_the_live_holder_and_token() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     f.run(&acquire("r", "a", 10), t0).await;
     let renewed = f.run(&renew("r", "a", 1, 20), t0 + 1_000).await;
@@ -223,7 +167,7 @@ async fn renew_and_release_need_the_live_holder_and_token() {
 
 #[tokio::test]
 async fn the_token_ceiling_holds() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     // Seed the counter at the ceiling.
     f.put_raw("r", &[("tok", AttributeValue::N(MAX_TOKEN.to_string()))])
         .await;
@@ -241,7 +185,7 @@ async fn the_token_ceiling_holds() {
 
 #[tokio::test]
 async fn a_request_id_is_applied_once_and_replayed() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     let first = f.run(&with_id(acquire("r", "a", 10), "req-1"), t0).await;
     assert!(first.granted && !first.replayed);
@@ -263,7 +207,7 @@ async fn a_request_id_is_applied_once_and_replayed() {
 
 #[tokio::test]
 async fn a_denied_answer_is_replayed_too() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     f.run(&acquire("r", "a", 10), t0).await;
     let denied = f.run(&with_id(acquire("r", "b", 10), "b-1"), t0 + 1).await;
@@ -277,7 +221,7 @@ async fn a_denied_answer_is_replayed_too() {
 
 #[tokio::test]
 async fn same_request_id_with_other_input_is_a_conflict() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     f.run(&with_id(acquire("r", "a", 10), "req-1"), t0).await;
     for other in [
@@ -312,7 +256,7 @@ async fn same_request_id_with_other_input_is_a_conflict() {
 
 #[tokio::test]
 async fn records_expire_by_time_and_carry_a_ttl() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     let first = f.run(&with_id(acquire("r", "a", 10), "req-1"), t0).await;
     f.run(&release("r", "a", 1), t0 + 1).await;
@@ -335,10 +279,9 @@ async fn records_expire_by_time_and_carry_a_ttl() {
     assert!(!later.replayed && later.granted);
     assert_eq!(later.fencing_token, Some(first.fencing_token.unwrap() + 1));
     let items = f
-        .store
         .client
         .scan()
-        .table_name(&f.store.tables.requests)
+        .table_name(&f.tables.requests)
         .send()
         .await
         .unwrap();
@@ -355,7 +298,7 @@ async fn records_expire_by_time_and_carry_a_ttl() {
 /// winner's token is larger than all before it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_acquirers_get_one_winner_and_fresh_tokens() {
-    let f = Arc::new(fixture().await);
+    let f = Arc::new(Fixture::new().await);
     let mut last = 0;
     for round in 0..5 {
         let now = now_ms();
@@ -396,7 +339,7 @@ async fn concurrent_acquirers_get_one_winner_and_fresh_tokens() {
 /// Identical requests with one requestId, racing: one applies, every answer is that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_identical_requests_apply_once() {
-    let f = Arc::new(fixture().await);
+    let f = Arc::new(Fixture::new().await);
     for round in 0..5 {
         let resource = format!("r{round}");
         let now = now_ms();
@@ -422,7 +365,7 @@ async fn concurrent_identical_requests_apply_once() {
 /// Different requestIds racing for one resource: exactly one wins and the counter moves once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_acquirers_with_request_ids_get_one_winner() {
-    let f = Arc::new(fixture().await);
+    let f = Arc::new(Fixture::new().await);
     let now = now_ms();
     let tasks: Vec<_> = (0..30)
         .map(|i| {
@@ -443,7 +386,7 @@ async fn concurrent_acquirers_with_request_ids_get_one_winner() {
 /// (same holder, same token), so only the record's own condition keeps it to one application.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_identical_renews_apply_once() {
-    let f = Arc::new(fixture().await);
+    let f = Arc::new(Fixture::new().await);
     let now = now_ms();
     f.run(&acquire("r", "a", 30), now).await;
     let tasks: Vec<_> = (0..20)
@@ -464,7 +407,7 @@ async fn concurrent_identical_renews_apply_once() {
 
 #[tokio::test]
 async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let t0 = now_ms();
     let first = f.signed(&with_id(acquire("r", "a", 10), "p-1"), t0).await;
     let replay = f
@@ -492,7 +435,7 @@ async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() 
         replay.provenance, again.provenance,
         "every replay of one record carries the same proof"
     );
-    let trusted = Issuer::from_seed(&[9; 32]).trusted();
+    let trusted = Issuer::from_seed(&[SEED; 32]).trusted();
     for answer in [&first, &replay] {
         let data = serde_json::to_value(&answer.data).unwrap();
         let report = leasekit_core::provenance::verify::verify(
@@ -512,7 +455,7 @@ async fn a_replay_carries_a_proof_over_its_own_data_signed_as_of_the_original() 
 #[tokio::test]
 async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
     use leasekit_core::store::StoreError;
-    let f = fixture().await;
+    let f = Fixture::new().await;
     f.put_raw(
         "broken",
         &[("tok", AttributeValue::S("not a number".into()))],
@@ -541,7 +484,7 @@ async fn an_unreadable_lease_item_is_our_failure_for_reads_and_writes() {
 #[tokio::test]
 async fn a_lease_item_this_code_would_not_write_is_unreadable() {
     use leasekit_core::store::StoreError;
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let n = |v: String| AttributeValue::N(v);
     let holder = |v: &str| AttributeValue::S(v.into());
     let exp = || n((now_ms() + 60_000).to_string());

@@ -4,79 +4,19 @@
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::test_store;
+use common::service::{Fixture, rules};
 use leasekit_core::clock::{Millis, now_ms};
 use leasekit_core::lease::answer::Status;
-use leasekit_core::lease::{LeaseAnswer, LeaseRequest};
-use leasekit_core::provenance::Issuer;
-use leasekit_core::service::lease::{Actor, LeaseError, LeaseService};
-use leasekit_core::store::LeaseStore;
+use leasekit_core::service::lease::LeaseError;
 use leasekit_core::tenant::Tenant;
-use serde_json::{Value, json};
+use serde_json::json;
 
-struct Fixture {
-    service: LeaseService,
-    client: aws_sdk_dynamodb::Client,
-    table: String,
-    requests: String,
-    tenant: Tenant,
-}
-
+/// The shared fixture, its calls made as an API key: the actor an audit entry names.
 async fn fixture() -> Fixture {
-    let test = test_store().await;
-    let store = LeaseStore::new(
-        test.client.clone(),
-        &test.tables.leases,
-        &test.tables.requests,
-    );
-    Fixture {
-        service: LeaseService::new(store, Issuer::from_seed(&[9; 32])),
-        client: test.client.clone(),
-        table: test.tables.leases.clone(),
-        requests: test.tables.requests.clone(),
-        tenant: Tenant::for_key("acme", "t1").unwrap(),
-    }
-}
-
-fn req(v: Value) -> LeaseRequest {
-    serde_json::from_value(v).expect("valid request")
+    Fixture::new().await.acting_as("key:0123456789abcdef")
 }
 
 impl Fixture {
-    async fn try_as(
-        &self,
-        tenant: &Tenant,
-        body: Value,
-        now: Millis,
-    ) -> Result<LeaseAnswer, LeaseError> {
-        let actor = Actor {
-            tenant,
-            id: "key:0123456789abcdef",
-        };
-        Ok(self
-            .service
-            .execute_as(&actor, &req(body), [0; 32], now, None)
-            .await?
-            .data)
-    }
-
-    async fn call(&self, body: Value, now: Millis) -> LeaseAnswer {
-        self.try_as(&self.tenant, body, now)
-            .await
-            .expect("store answers")
-    }
-
-    async fn acquire(&self, resource: &str, holder: &str, now: Millis) -> LeaseAnswer {
-        let a = self
-            .call(
-                json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": 60}),
-                now,
-            )
-            .await;
-        assert!(a.granted, "{a:?}");
-        a
-    }
-
     /// Every name `list` gives, page by page (`page_size` each), and the pages' sizes.
     async fn list_all(
         &self,
@@ -104,10 +44,6 @@ impl Fixture {
             }
         }
     }
-}
-
-fn rules(a: &LeaseAnswer) -> Vec<&str> {
-    a.witnesses.iter().map(|w| w.rule_id.as_str()).collect()
 }
 
 #[tokio::test]
@@ -172,7 +108,7 @@ async fn a_lapsed_lease_leaves_the_list_and_its_entry_is_tidied_away() {
     let item = f
         .client
         .get_item()
-        .table_name(&f.table)
+        .table_name(&f.tables.leases)
         .key("pk", AttributeValue::S(format!("{}|short", f.tenant)))
         .send()
         .await
@@ -317,7 +253,7 @@ async fn a_revoked_holder_learns_revoked_and_its_token_is_not_current() {
     let items = f
         .client
         .scan()
-        .table_name(&f.requests)
+        .table_name(&f.tables.requests)
         .send()
         .await
         .unwrap();
@@ -449,252 +385,6 @@ async fn the_audit_is_newest_first_paged_filtered_and_kept_90_days() {
         .await
         .unwrap();
     assert!(theirs.entries.unwrap().is_empty());
-}
-
-/// A waiting acquire's requestId is taken by its input from its first round on (found by the
-/// attack of 2026-12-03: a wait that ended ungranted left the id free, another request applied
-/// under it, and the waiter's own retry then got 409). The retry resumes the place.
-#[tokio::test]
-async fn a_waiting_acquires_request_id_is_its_own_before_any_grant() {
-    let f = fixture().await;
-    let now = now_ms();
-    f.acquire("q", "a", now).await;
-    let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1, "requestId": "dup"});
-    let waited = f.call(wait.clone(), now).await;
-    assert_eq!((waited.granted, waited.queue_position), (false, Some(1)));
-    for other in [
-        json!({"op": "acquire", "resource": "q", "holder": "w2", "ttlSeconds": 60, "waitSeconds": 1, "requestId": "dup"}),
-        json!({"op": "acquire", "resource": "elsewhere", "holder": "w3", "requestId": "dup"}),
-    ] {
-        let reused = f.try_as(&f.tenant, other.clone(), now).await;
-        assert!(
-            matches!(reused, Err(LeaseError::IdempotencyConflict)),
-            "{other}: {reused:?}"
-        );
-    }
-    let page = f.call(json!({"op": "list"}), now).await;
-    let leases = page.leases.unwrap();
-    assert_eq!(
-        leases.len(),
-        1,
-        "nothing applied under the reused id: {leases:?}"
-    );
-    assert_eq!(leases[0].waiters.as_ref().unwrap().len(), 1);
-    // The waiter's retry, byte for byte: its place again, not a conflict, not a replay.
-    let again = f.call(wait.clone(), now + 2_000).await;
-    assert_eq!(
-        (again.granted, again.queue_position, again.replayed),
-        (false, Some(1), false)
-    );
-    // Released: the retry is granted, and a retry after that replays the grant.
-    let release = json!({"op": "release", "resource": "q", "holder": "a", "token": 1});
-    assert!(f.call(release, now + 3_000).await.granted);
-    let granted = f.call(wait.clone(), now + 4_000).await;
-    assert!(granted.granted && !granted.replayed, "{granted:?}");
-    let replayed = f.call(wait, now + 5_000).await;
-    assert!(replayed.granted && replayed.replayed);
-    assert_eq!(replayed.fencing_token, granted.fencing_token);
-}
-
-/// Resource `q`: a's 2 s lease, and w1's place behind it (its wait of 1 s over, so w1 is
-/// between calls when the lease lapses at `now` + 2 s).
-async fn lapsed_with_a_waiter_between_calls() -> (Fixture, i64) {
-    let f = fixture().await;
-    let now = now_ms();
-    let short = json!({"op": "acquire", "resource": "q", "holder": "a", "ttlSeconds": 2});
-    assert!(f.call(short, now).await.granted);
-    let wait = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "waitSeconds": 1});
-    assert_eq!(f.call(wait, now).await.queue_position, Some(1));
-    (f, now)
-}
-
-/// A refusal whose read notices a lapse hands the freed permit to the first waiter in a write
-/// of its own, so that what it answers is what the store holds (found by the attack of
-/// 2026-12-03: LEASE_HELD cited a token that neither get nor check could see).
-#[tokio::test]
-async fn a_refusal_that_notices_a_lapse_writes_the_hand_off() {
-    let (f, now) = lapsed_with_a_waiter_between_calls().await;
-    // a's lease has lapsed, w1 is between calls: x is refused, and the store now says w1 holds.
-    let later = now + 2_500;
-    for (limit, rule) in [(1, "LEASE_HELD"), (2, "LIMIT_MISMATCH")] {
-        let x = json!({"op": "acquire", "resource": "q", "holder": "x", "limit": limit});
-        let refused = f.call(x, later).await;
-        assert_eq!(
-            (refused.granted, rules(&refused)),
-            (false, vec![rule]),
-            "{refused:?}"
-        );
-        let holders: Vec<(&str, u64)> = refused
-            .holders
-            .iter()
-            .map(|h| (h.holder.as_str(), h.fencing_token))
-            .collect();
-        assert_eq!(
-            holders,
-            [("w1", 2)],
-            "the answer shows the permit its witness cites"
-        );
-    }
-    let get = f
-        .call(json!({"op": "get", "resource": "q"}), later + 1)
-        .await;
-    assert_eq!(
-        (get.holder.as_deref(), get.fencing_token),
-        (Some("w1"), Some(2))
-    );
-    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
-    assert_eq!(f.call(check, later + 1).await.current, Some(true));
-}
-
-/// The readers see what the next write will: a permit that lapsed while the earliest waiter is
-/// between calls is that waiter's (kept for it until its place's 30 s run out), so get, check
-/// and list show it held by the waiter, with the token it will have, and a revoke of every
-/// permit ends it, audited. Before (the attack of 2026-12-03, round 4), each said nobody held
-/// the resource, and the very next acquire was refused with LEASE_HELD by the waiter.
-#[tokio::test]
-async fn readers_see_a_lapsed_permit_as_the_waiters_it_is_kept_for() {
-    let (f, now) = lapsed_with_a_waiter_between_calls().await;
-    let later = now + 2_500;
-    let get = f.call(json!({"op": "get", "resource": "q"}), later).await;
-    assert_eq!(
-        (get.granted, get.holder.as_deref(), get.fencing_token),
-        (true, Some("w1"), Some(2)),
-        "{get:?}"
-    );
-    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
-    assert_eq!(f.call(check, later).await.current, Some(true));
-    let page = f.call(json!({"op": "list"}), later).await;
-    let q = &page.leases.expect("a list answer lists")[0];
-    let holders: Vec<(&str, u64)> = q
-        .holders
-        .iter()
-        .map(|h| (h.holder.as_str(), h.fencing_token))
-        .collect();
-    assert_eq!(holders, [("w1", 2)], "{q:?}");
-    assert_eq!(
-        q.waiters.as_ref().map(Vec::len),
-        Some(0),
-        "w1's place is served"
-    );
-    // Reading wrote nothing: the newcomer's refusal cites the same permit.
-    let x = json!({"op": "acquire", "resource": "q", "holder": "x"});
-    let refused = f.call(x, later + 1).await;
-    assert_eq!(
-        (refused.holder.as_deref(), refused.fencing_token),
-        (Some("w1"), Some(2)),
-        "{refused:?}"
-    );
-    // Revoking every permit, with nothing written since the lapse, ends the one kept for w1,
-    // audited; tokens go on from it.
-    let (f, now) = lapsed_with_a_waiter_between_calls().await;
-    let later = now + 2_500;
-    let revoke = json!({"op": "revoke", "resource": "q", "reason": "drain"});
-    let revoked = f.call(revoke, later + 2).await;
-    assert!(revoked.granted, "{revoked:?}");
-    let ended: Vec<(String, u64)> = revoked
-        .revoked
-        .unwrap()
-        .iter()
-        .map(|p| (p.holder.clone(), p.fencing_token))
-        .collect();
-    assert_eq!(ended, [("w1".to_owned(), 2)]);
-    let audit = f
-        .call(json!({"op": "audit", "resource": "q"}), later + 3)
-        .await;
-    let entry = &audit.entries.expect("an audit answer lists")[0];
-    let audited: Vec<(&str, u64)> = entry
-        .ended
-        .iter()
-        .map(|p| (p.holder.as_str(), p.fencing_token))
-        .collect();
-    assert_eq!(audited, [("w1", 2)], "the audit names the permit ended");
-    let next = f.acquire("q", "y", later + 3).await;
-    assert_eq!(next.fencing_token, Some(3));
-}
-
-/// The same for a set: a refused set whose read notices a lapse writes the hand-off of that
-/// member, so that its witness and its answer cite a permit the store has (the second attack
-/// of 2026-12-03).
-#[tokio::test]
-async fn a_refused_set_that_notices_a_lapse_writes_the_hand_off() {
-    let (f, now) = lapsed_with_a_waiter_between_calls().await;
-    let later = now + 2_500;
-    let set = json!({"op": "acquire", "resources": ["free", "q"], "holder": "x"});
-    let refused = f.call(set, later).await;
-    assert!(!refused.granted, "{refused:?}");
-    assert_eq!(rules(&refused), ["LEASE_HELD"]);
-    let q = &refused.leases.as_ref().unwrap()[1];
-    assert_eq!(
-        (q.holder.as_deref(), q.fencing_token),
-        (Some("w1"), Some(2)),
-        "the answer shows the permit its witness cites: {q:?}"
-    );
-    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
-    assert_eq!(f.call(check, later + 1).await.current, Some(true));
-    let free = f
-        .call(json!({"op": "get", "resource": "free"}), later + 1)
-        .await;
-    assert_eq!(free.holder, None, "nothing else of the set is written");
-}
-
-/// A late renew or release, refused, writes the hand-off its read noticed as an acquire's
-/// refusal does (found by the attack of 2026-12-03, round 3: get showed nobody holding while
-/// the waiter's place was live), with a requestId and without.
-#[tokio::test]
-async fn a_late_renew_or_release_writes_the_hand_off_it_notices() {
-    for (late, rule) in [
-        (
-            json!({"op": "renew", "resource": "q", "holder": "a", "token": 1}),
-            "LEASE_EXPIRED",
-        ),
-        (
-            json!({"op": "release", "resource": "q", "holder": "a", "token": 1}),
-            "NO_HOLD",
-        ),
-        (
-            json!({"op": "renew", "resource": "q", "holder": "a", "token": 1, "requestId": "late-1"}),
-            "LEASE_EXPIRED",
-        ),
-    ] {
-        let (f, now) = lapsed_with_a_waiter_between_calls().await;
-        let later = now + 2_500;
-        let refused = f.call(late.clone(), later).await;
-        assert_eq!(
-            (refused.granted, rules(&refused)),
-            (false, vec![rule]),
-            "{late}"
-        );
-        let get = f
-            .call(json!({"op": "get", "resource": "q"}), later + 1)
-            .await;
-        assert_eq!(
-            (get.holder.as_deref(), get.fencing_token),
-            (Some("w1"), Some(2)),
-            "{late}: the waiter holds the permit the lapse freed"
-        );
-    }
-}
-
-/// A waiting acquire refused by a rule (here LIMIT_MISMATCH, from a caller with a place) is
-/// answered at once, as a refusal: not waited out, and not its own record's replay (found by
-/// the attack of 2026-12-03, round 3).
-#[tokio::test]
-async fn a_refused_waiting_acquire_with_a_place_answers_at_once() {
-    let (f, now) = lapsed_with_a_waiter_between_calls().await;
-    let started = std::time::Instant::now();
-    let other_limit = json!({"op": "acquire", "resource": "q", "holder": "w1", "ttlSeconds": 60, "limit": 2, "waitSeconds": 3, "requestId": "lm-1"});
-    let refused = f.call(other_limit.clone(), now + 100).await;
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(
-        (refused.granted, refused.replayed, rules(&refused)),
-        (false, false, vec!["LIMIT_MISMATCH"])
-    );
-    let again = f.call(other_limit, now + 200).await;
-    assert!(again.replayed, "{again:?}");
 }
 
 /// A revoke with a token ends only the permit with that token: a holder's newer permit is left

@@ -4,65 +4,17 @@
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::test_store;
+use common::service::{Fixture, req, rules};
 use leasekit_core::clock::{Millis, now_ms};
 use leasekit_core::lease::answer::Status;
 use leasekit_core::lease::{LeaseAnswer, LeaseRequest};
-use leasekit_core::provenance::Issuer;
-use leasekit_core::service::lease::{LeaseError, LeaseService};
-use leasekit_core::store::{LeaseKey, LeaseStore, StoreError};
-use leasekit_core::tenant::Tenant;
-use serde_json::{Value, json};
+use leasekit_core::service::lease::LeaseError;
+use leasekit_core::store::{LeaseKey, StoreError};
+use serde_json::json;
 use std::sync::Arc;
-
-struct Fixture {
-    service: LeaseService,
-    store: LeaseStore,
-    client: aws_sdk_dynamodb::Client,
-    table: String,
-    tenant: Tenant,
-}
-
-async fn fixture() -> Fixture {
-    let test = test_store().await;
-    let store = LeaseStore::new(
-        test.client.clone(),
-        &test.tables.leases,
-        &test.tables.requests,
-    );
-    Fixture {
-        service: LeaseService::new(store.clone(), Issuer::from_seed(&[9; 32])),
-        store,
-        client: test.client.clone(),
-        table: test.tables.leases.clone(),
-        tenant: Tenant::for_key("acme", "t1").unwrap(),
-    }
-}
-
-fn req(v: Value) -> LeaseRequest {
-    serde_json::from_value(v).expect("valid request")
-}
 
 fn acquire(resource: &str, holder: &str, limit: u32) -> LeaseRequest {
     req(json!({"op": "acquire", "resource": resource, "holder": holder, "limit": limit}))
-}
-
-impl Fixture {
-    async fn run(&self, r: &LeaseRequest, now: Millis) -> LeaseAnswer {
-        self.service
-            .execute(&self.tenant, r, [0; 32], now)
-            .await
-            .expect("store answers")
-            .data
-    }
-
-    async fn call(&self, body: Value, now: Millis) -> LeaseAnswer {
-        self.run(&req(body), now).await
-    }
-}
-
-fn rules(a: &LeaseAnswer) -> Vec<&str> {
-    a.witnesses.iter().map(|w| w.rule_id.as_str()).collect()
 }
 
 fn holders(a: &LeaseAnswer) -> Vec<(&str, u64)> {
@@ -74,7 +26,7 @@ fn holders(a: &LeaseAnswer) -> Vec<(&str, u64)> {
 
 #[tokio::test]
 async fn up_to_limit_holders_each_with_its_own_token() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let now = now_ms();
     for (i, holder) in ["a", "b", "c"].into_iter().enumerate() {
         let a = f.run(&acquire("pool", holder, 3), now).await;
@@ -128,7 +80,7 @@ async fn up_to_limit_holders_each_with_its_own_token() {
 
 #[tokio::test]
 async fn a_live_limit_is_kept_and_a_free_resource_takes_a_new_one() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let now = now_ms();
     assert!(f.run(&acquire("r", "a", 2), now).await.granted);
     for limit in [1, 3, 64] {
@@ -156,7 +108,7 @@ async fn a_live_limit_is_kept_and_a_free_resource_takes_a_new_one() {
 
 #[tokio::test]
 async fn renew_and_release_work_on_the_callers_own_permit() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let now = now_ms();
     f.run(&acquire("r", "a", 2), now).await;
     f.run(&acquire("r", "b", 2), now).await;
@@ -194,7 +146,7 @@ async fn renew_and_release_work_on_the_callers_own_permit() {
 
 #[tokio::test]
 async fn check_answers_whether_a_token_is_a_live_permits() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let now = now_ms();
     f.run(&acquire("r", "a", 3), now).await;
     f.run(&acquire("r", "b", 3), now).await;
@@ -249,7 +201,7 @@ async fn check_answers_whether_a_token_is_a_live_permits() {
 
 #[tokio::test]
 async fn a_request_id_applies_a_semaphore_write_once() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let now = now_ms();
     let with_id = |mut r: LeaseRequest, id: &str| {
         r.request_id = Some(id.into());
@@ -299,7 +251,7 @@ async fn a_request_id_applies_a_semaphore_write_once() {
 /// at once, and no token twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_acquirers_never_overfill_a_semaphore() {
-    let f = Arc::new(fixture().await);
+    let f = Arc::new(Fixture::new().await);
     let mut issued = std::collections::BTreeSet::new();
     for round in 0..5 {
         let now = now_ms() + round * 60_000;
@@ -329,7 +281,7 @@ async fn concurrent_acquirers_never_overfill_a_semaphore() {
 
 #[tokio::test]
 async fn a_semaphore_item_this_code_would_not_write_is_unreadable() {
-    let f = fixture().await;
+    let f = Fixture::new().await;
     let n = |v: &str| AttributeValue::N(v.into());
     let permit = |t: &str| {
         AttributeValue::M([("t".to_owned(), n(t)), ("e".to_owned(), n("9999999999999"))].into())
@@ -411,7 +363,7 @@ async fn a_semaphore_item_this_code_would_not_write_is_unreadable() {
         item.extend(attributes.into_iter().map(|(k, v)| (k.to_owned(), v)));
         f.client
             .put_item()
-            .table_name(&f.table)
+            .table_name(&f.tables.leases)
             .set_item(Some(item))
             .send()
             .await
@@ -430,7 +382,7 @@ async fn a_semaphore_item_this_code_would_not_write_is_unreadable() {
 /// holder all answer its one permit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn many_clients_at_once_all_get_a_permit_of_a_wide_semaphore() {
-    let f = Arc::new(fixture().await);
+    let f = Arc::new(Fixture::new().await);
     let now = now_ms();
     let burst = |holder: fn(usize) -> String, resource: &'static str| {
         let f = Arc::clone(&f);

@@ -3,48 +3,20 @@
 
 mod common;
 
-use common::test_store;
+use common::service::{Fixture, lapsed_with_a_waiter_between_calls, req, rules};
 use leasekit_core::clock::{Millis, now_ms};
+use leasekit_core::lease::LeaseAnswer;
 use leasekit_core::lease::answer::Status;
-use leasekit_core::lease::{LeaseAnswer, LeaseRequest};
-use leasekit_core::provenance::Issuer;
-use leasekit_core::service::lease::LeaseService;
-use leasekit_core::store::{LeaseKey, LeaseStore};
-use leasekit_core::tenant::Tenant;
+use leasekit_core::store::LeaseKey;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-struct Fixture {
-    service: LeaseService,
-    store: LeaseStore,
-    tenant: Tenant,
-}
-
+/// The shared fixture, every body it sends checked to be a request the edge would take.
 async fn fixture() -> Fixture {
-    let test = test_store().await;
-    let store = LeaseStore::new(
-        test.client.clone(),
-        &test.tables.leases,
-        &test.tables.requests,
-    );
-    Fixture {
-        service: LeaseService::new(store.clone(), Issuer::from_seed(&[9; 32])),
-        store,
-        tenant: Tenant::for_key("acme", "t1").unwrap(),
-    }
+    Fixture::new().await.checking_shapes()
 }
 
 impl Fixture {
-    async fn call(&self, body: Value, now: Millis) -> LeaseAnswer {
-        let request: LeaseRequest = serde_json::from_value(body.clone()).expect("valid request");
-        assert!(request.shape_errors().is_empty(), "{body}");
-        self.service
-            .execute(&self.tenant, &request, [0; 32], now)
-            .await
-            .expect("store answers")
-            .data
-    }
-
     async fn holder_of(&self, resource: &str, now: Millis) -> Option<String> {
         let state = self
             .store
@@ -296,7 +268,7 @@ async fn a_set_too_large_to_keep_for_its_request_id_is_refused_and_writes_nothin
     }
     let mut with_id = take(40);
     with_id["requestId"] = json!("big");
-    let request: LeaseRequest = serde_json::from_value(with_id).unwrap();
+    let request = req(with_id);
     let refused = f.service.execute(&f.tenant, &request, [0; 32], now).await;
     assert!(
         matches!(
@@ -315,4 +287,29 @@ async fn a_set_too_large_to_keep_for_its_request_id_is_refused_and_writes_nothin
         f.call(take(40), now).await.granted,
         "granted without a requestId"
     );
+}
+
+/// As for one resource (waiting.rs: a_refusal_that_notices_a_lapse_writes_the_hand_off), a
+/// refused set whose read notices a lapse writes the hand-off of that member, so that its witness
+/// and its answer cite a permit the store has (the second attack of 2026-12-03).
+#[tokio::test]
+async fn a_refused_set_that_notices_a_lapse_writes_the_hand_off() {
+    let (f, now) = lapsed_with_a_waiter_between_calls().await;
+    let later = now + 2_500;
+    let set = json!({"op": "acquire", "resources": ["free", "q"], "holder": "x"});
+    let refused = f.call(set, later).await;
+    assert!(!refused.granted, "{refused:?}");
+    assert_eq!(rules(&refused), ["LEASE_HELD"]);
+    let q = &refused.leases.as_ref().unwrap()[1];
+    assert_eq!(
+        (q.holder.as_deref(), q.fencing_token),
+        (Some("w1"), Some(2)),
+        "the answer shows the permit its witness cites: {q:?}"
+    );
+    let check = json!({"op": "check", "resource": "q", "token": 2, "holder": "w1"});
+    assert_eq!(f.call(check, later + 1).await.current, Some(true));
+    let free = f
+        .call(json!({"op": "get", "resource": "free"}), later + 1)
+        .await;
+    assert_eq!(free.holder, None, "nothing else of the set is written");
 }

@@ -1,8 +1,11 @@
 //! Test harness: a real DynamoDB client against a real emulator. By default the embedded dynoxide
 //! on a loopback port; with `LEASEKIT_TEST_DYNAMODB_ENDPOINT` set, that endpoint (CI points it at
-//! moto). Each test gets its own tables, so tests never see each other's items.
+//! moto). Each test gets its own tables, so tests never see each other's items. `service`: the
+//! lease service over such tables, the fixture of the suites that drive it.
 
 #![allow(dead_code)]
+
+pub mod service;
 
 use aws_sdk_dynamodb::Client;
 use leasekit_core::store::{Tables, ensure_tables};
