@@ -66,6 +66,11 @@ def wait_for_port(port, proc, what):
     sys.exit(f"{what} did not start")
 
 
+# The leasekit binary to run: the release build, or another one to compare it with
+# (`--leasekit-bin`, e.g. a build of an earlier commit).
+LEASEKIT_BIN = os.path.join(ROOT, "target/release/leasekit")
+
+
 def start_leasekit(data):
     return _start_leasekit(data, data)
 
@@ -81,7 +86,7 @@ def _start_leasekit(data, store_dir):
     port = free_port()
     log = open(os.path.join(data, "leasekit.log"), "w")
     proc = subprocess.Popen(
-        [os.path.join(ROOT, "target/release/leasekit"), "serve", "--addr", f"127.0.0.1:{port}",
+        [LEASEKIT_BIN, "serve", "--addr", f"127.0.0.1:{port}",
          "--data-dir", store_dir, "--api-key", f"bench:{API_KEY}"],
         stdout=subprocess.DEVNULL, stderr=log)
     wait_for_port(port, proc, "leasekit")
@@ -158,12 +163,18 @@ def machine_cpu():
     return {"cores": os.cpu_count(), "cpu": cpu}
 
 
+def version(command, pick):
+    """What `command` says its version is, or None where it is not installed."""
+    if shutil.which(command[0]) is None:
+        return None
+    return pick(subprocess.run(command, capture_output=True, text=True).stdout)
+
+
 def machine():
     return {**machine_cpu(),
-            "etcd": subprocess.run(["etcd", "--version"], capture_output=True, text=True)
-            .stdout.splitlines()[0],
-            "redis": subprocess.run(["redis-server", "--version"], capture_output=True,
-                                    text=True).stdout.split()[2]}
+            "etcd": version(["etcd", "--version"], lambda out: out.splitlines()[0]),
+            "redis": version(["redis-server", "--version"], lambda out: out.split()[2]),
+            "leasekit": LEASEKIT_BIN}
 
 
 def table(results):
@@ -200,12 +211,18 @@ def main():
     parser.add_argument("--no-build", action="store_true")
     parser.add_argument("--systems", default=None,
                         help="comma-separated names to run (e.g. leasekit,etcd); default all")
+    parser.add_argument("--leasekit-bin", default=None,
+                        help="run this leasekit binary instead of target/release/leasekit "
+                             "(results named 'leasekit' all the same; keep them apart with --out)")
+    parser.add_argument("--out", default=None,
+                        help="the results file's name in bench/results (default versus.json, "
+                             "or versus-partial.json for a partial run)")
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated scenario names (e.g. '16 contending'); default all")
     args = parser.parse_args()
-    for tool in ("etcd", "redis-server"):
-        if shutil.which(tool) is None:
-            sys.exit(f"{tool} not found: apt-get install etcd-server redis-server")
+    global LEASEKIT_BIN
+    if args.leasekit_bin:
+        LEASEKIT_BIN = os.path.abspath(args.leasekit_bin)
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "-p", "leasekit", "-p", "loadgen"],
                        cwd=ROOT, check=True)
@@ -213,6 +230,12 @@ def main():
     # fsync)"), so each system's whole name is looked for between commas.
     chosen = ([name for name, *_ in SYSTEMS if f",{name}," in f",{args.systems},"]
               if args.systems else None)
+    # Only the systems this run starts need to be installed.
+    needed = {"etcd": "etcd", "redis": "redis-server"}
+    for name, system, *_ in SYSTEMS:
+        tool = needed.get(system)
+        if (chosen is None or name in chosen) and tool and shutil.which(tool) is None:
+            sys.exit(f"{tool} not found: apt-get install etcd-server redis-server")
     results = []
     for name, system, start, durable in SYSTEMS:
         if chosen is not None and name not in chosen:
@@ -251,12 +274,14 @@ def main():
               "date": time.strftime("%Y-%m-%d"), "results": results}
     # A partial run (some scenarios or systems) is kept apart from the full one.
     partial = args.scenarios is not None or args.systems is not None
-    name = "versus-partial.json" if partial else "versus.json"
+    name = args.out or ("versus-partial.json" if partial else "versus.json")
     with open(os.path.join(RESULTS, name), "w") as f:
         json.dump(report, f, indent=1)
     print()
     print(table(results))
-    charts(os.path.join(RESULTS, name), partial)
+    # A comparison kept apart (--out) leaves the published charts alone.
+    if args.out is None:
+        charts(os.path.join(RESULTS, name), partial)
 
 
 if __name__ == "__main__":
