@@ -152,8 +152,7 @@ const ECHO_LIMIT: usize = 200;
 /// Longest unknown property name echoed back in a witness, in characters.
 const NAME_LIMIT: usize = 64;
 
-/// Witnesses listed in one answer, at most (then one that counts the rest).
-pub const MAX_WITNESSES: usize = 16;
+pub use crate::witness::MAX_WITNESSES;
 
 impl Schema {
     /// Compile an embedded schema. The schemas ship inside the binary and a unit test compiles
@@ -164,9 +163,8 @@ impl Schema {
         Self { validator }
     }
 
-    /// `Ok` when `instance` is valid; otherwise one witness per violation, in document order.
-    /// At most [`MAX_WITNESSES`] are listed, then one that counts the rest: an answer stays small
-    /// whatever the body (64 KiB of unknown properties once made a 1 MB answer).
+    /// `Ok` when `instance` is valid; otherwise one witness per violation, in document order,
+    /// [`crate::witness::capped`].
     pub fn check(&self, instance: &Value) -> Result<(), Vec<Witness>> {
         let mut witnesses: Vec<Witness> = self
             .validator
@@ -178,16 +176,7 @@ impl Schema {
         }
         witnesses.sort_by(|a, b| a.path.cmp(&b.path).then(a.rule_id.cmp(&b.rule_id)));
         witnesses.dedup_by(|a, b| a.path == b.path && a.rule_id == b.rule_id);
-        if witnesses.len() > MAX_WITNESSES {
-            let more = witnesses.len() - MAX_WITNESSES;
-            witnesses.truncate(MAX_WITNESSES);
-            witnesses.push(Witness::new(
-                "MORE",
-                "",
-                format!("{more} more violations are not listed"),
-            ));
-        }
-        Err(witnesses)
+        Err(crate::witness::capped(&witnesses))
     }
 }
 

@@ -175,8 +175,10 @@ impl ApiError {
             return offer;
         }
         let mut body = json!({"error": self.to_string(), "code": self.code()});
+        // Every 400's witnesses are capped alike, whichever check made them (a body of 2,300
+        // repeated leases made 2,299 DUPLICATE witnesses: the attack of 2026-12-05).
         if let Self::InvalidInput(witnesses) = self {
-            body["witnesses"] = json!(witnesses);
+            body["witnesses"] = json!(crate::witness::capped(witnesses));
         }
         body
     }

@@ -311,6 +311,30 @@ pub(crate) async fn for_account(
 mod tests {
     use super::*;
 
+    /// A body that repeats one lease 2,300 times (62 KB, no key needed to send it) is refused
+    /// with as few witnesses as any other 400: the answer stays small (it was 279 KB).
+    #[test]
+    fn a_body_of_many_repeated_leases_earns_a_small_answer() {
+        let leases: Vec<Value> = (0..2_300)
+            .map(|_| serde_json::json!({"resource": "r", "token": 1}))
+            .collect();
+        let body = serde_json::json!({"op": "release", "leases": leases, "holder": "h"});
+        let refused = lease_valid(body, crate::schema::lease_input()).unwrap_err();
+        let answer = refused.body();
+        let witnesses = answer["witnesses"].as_array().unwrap();
+        assert_eq!(
+            witnesses.len(),
+            crate::witness::MAX_WITNESSES + 1,
+            "{answer}"
+        );
+        assert_eq!(witnesses.last().unwrap()["ruleId"], "MORE");
+        assert!(
+            answer.to_string().len() < 8_192,
+            "{} bytes",
+            answer.to_string().len()
+        );
+    }
+
     /// A stored key whose account is not a valid name is our data's fault: a 500, not a 400
     /// that blames the caller's (valid) tenantId.
     #[test]
