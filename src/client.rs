@@ -141,7 +141,7 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
                 body["holder"] = json!(holder);
             }
         }
-        Field::Unused => {}
+        Field::Ignored | Field::Unused => {}
     }
     if let Some(ttl) = call.ttl {
         body["ttlSeconds"] = json!(ttl);

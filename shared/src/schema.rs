@@ -501,7 +501,7 @@ mod tests {
         let mut v = json!({"token": 998.0, "ttlSeconds": 30, "op": "renew"});
         assert!(
             lease_input()
-                .check(&json!({"op": "get", "resource": "r", "token": 998.0}))
+                .check(&json!({"op": "check", "resource": "r", "token": 998.0}))
                 .is_ok(),
             "the schema says 998.0 is an integer"
         );

@@ -39,7 +39,12 @@ pub enum Field {
     Required,
     /// The op takes it when given.
     Optional,
-    /// Not the op's: the schema allows it (one body shape for every op) and the op ignores it.
+    /// Taken and ignored, as documented: a requestId on a single resource's read (there is
+    /// nothing to apply once), so that a caller may send one on every call.
+    Ignored,
+    /// Not the op's: sending it is refused (`NOT_TAKEN`). A field that looks like a fence or a
+    /// bound is never accepted and then ignored (the attack of 2026-12-05: `check` took `limit`
+    /// and `waitSeconds` silently).
     Unused,
 }
 
@@ -73,8 +78,8 @@ pub struct Spec {
     pub set: Option<&'static str>,
     /// `prefix`: only the resources whose names start with it.
     pub prefix: Field,
-    /// It refuses every field it does not take (`NOT_TAKEN`), where the first ops ignore them.
-    pub strict: bool,
+    /// `requestId`: names a mutation's call (its answer is recorded and replayed).
+    pub request_id: Field,
     /// The MCP tools that offer it.
     pub tools: &'static [Tool],
 }
@@ -143,7 +148,7 @@ pub const OPS: [Spec; 8] = [
         admin: false,
         set: Some("resources"),
         prefix: Field::Unused,
-        strict: false,
+        request_id: Field::Optional,
         tools: &[Tool::Lease],
     },
     Spec {
@@ -160,7 +165,7 @@ pub const OPS: [Spec; 8] = [
         admin: false,
         set: Some("leases"),
         prefix: Field::Unused,
-        strict: false,
+        request_id: Field::Optional,
         tools: &[Tool::Lease],
     },
     Spec {
@@ -177,7 +182,7 @@ pub const OPS: [Spec; 8] = [
         admin: false,
         set: Some("leases"),
         prefix: Field::Unused,
-        strict: false,
+        request_id: Field::Optional,
         tools: &[Tool::Lease],
     },
     Spec {
@@ -195,7 +200,7 @@ pub const OPS: [Spec; 8] = [
         admin: false,
         set: None,
         prefix: Field::Unused,
-        strict: false,
+        request_id: Field::Ignored,
         tools: &[Tool::Lease, Tool::Read],
     },
     Spec {
@@ -212,7 +217,7 @@ pub const OPS: [Spec; 8] = [
         admin: false,
         set: None,
         prefix: Field::Unused,
-        strict: false,
+        request_id: Field::Ignored,
         tools: &[Tool::Lease, Tool::Read],
     },
     Spec {
@@ -229,7 +234,7 @@ pub const OPS: [Spec; 8] = [
         admin: false,
         set: None,
         prefix: Field::Optional,
-        strict: true,
+        request_id: Field::Unused,
         tools: &[Tool::List],
     },
     Spec {
@@ -248,7 +253,7 @@ pub const OPS: [Spec; 8] = [
         admin: true,
         set: None,
         prefix: Field::Unused,
-        strict: true,
+        request_id: Field::Optional,
         tools: &[Tool::Revoke],
     },
     Spec {
@@ -266,7 +271,7 @@ pub const OPS: [Spec; 8] = [
         admin: true,
         set: None,
         prefix: Field::Unused,
-        strict: true,
+        request_id: Field::Unused,
         tools: &[Tool::Audit],
     },
 ];
@@ -306,9 +311,9 @@ mod tests {
         }
     }
 
-    /// The published schema requires exactly what the table says each op requires, and takes
-    /// the rest, and names exactly the table's ops; the strict ops refuse every field the table
-    /// says they do not take.
+    /// The published schema requires exactly what the table says each op requires, takes what
+    /// it says each op takes (or ignores), refuses every field it says an op does not take, and
+    /// names exactly the table's ops.
     #[test]
     fn the_input_schema_agrees_with_the_table() {
         let schema: Value = serde_json::from_str(crate::schema::LEASE_INPUT_JSON).unwrap();
@@ -322,6 +327,8 @@ mod tests {
             ("limit", json!(2)),
             ("reason", json!("why")),
             ("ttlSeconds", json!(30)),
+            ("waitSeconds", json!(5)),
+            ("requestId", json!("req-1")),
         ];
         for spec in &OPS {
             let fields = [
@@ -335,8 +342,9 @@ mod tests {
                 } else {
                     Field::Unused
                 },
+                spec.wait,
+                spec.request_id,
             ];
-            let strict = spec.strict;
             let mut full = json!({"op": spec.op.as_str()});
             for ((name, value), field) in samples.iter().zip(fields) {
                 if field != Field::Unused {
@@ -348,9 +356,7 @@ mod tests {
                 let mut changed = full.clone();
                 if field == Field::Unused {
                     changed[*name] = value.clone();
-                    if strict {
-                        assert!(!valid(&changed), "{} takes no {name}", spec.op.as_str());
-                    }
+                    assert!(!valid(&changed), "{} takes no {name}", spec.op.as_str());
                     continue;
                 }
                 changed.as_object_mut().unwrap().remove(*name);

@@ -230,47 +230,32 @@ impl LeaseRequest {
         errors
     }
 
-    /// The fields this op does not take, where sending one is refused rather than ignored: any
-    /// field on a strict op ([`super::ops::Spec::strict`]: a revoke's stray token must not look
-    /// like a fence), and the fields only strict ops take on any other op. The other ops ignore
-    /// the fields of theirs they do not use, as they always have.
+    /// The fields this op does not take ([`Field::Unused`]): sending one is refused, never
+    /// ignored.
     fn not_taken(&self) -> Vec<Witness> {
         let spec = self.op.spec();
         let takes = |field: Field| field != Field::Unused;
-        // (field, sent, the op takes it, a field only strict ops take)
+        // (field, sent, the op takes it)
         let fields = [
-            (
-                "resource",
-                self.resource.is_some(),
-                takes(spec.resource),
-                false,
-            ),
-            ("holder", self.holder.is_some(), takes(spec.holder), false),
-            ("token", self.token.is_some(), takes(spec.token), false),
-            ("ttlSeconds", self.ttl_seconds.is_some(), spec.ttl, false),
-            ("limit", self.limit.is_some(), takes(spec.limit), false),
-            (
-                "waitSeconds",
-                self.wait_seconds.is_some(),
-                takes(spec.wait),
-                false,
-            ),
+            ("resource", self.resource.is_some(), takes(spec.resource)),
+            ("holder", self.holder.is_some(), takes(spec.holder)),
+            ("token", self.token.is_some(), takes(spec.token)),
+            ("ttlSeconds", self.ttl_seconds.is_some(), spec.ttl),
+            ("limit", self.limit.is_some(), takes(spec.limit)),
+            ("waitSeconds", self.wait_seconds.is_some(), takes(spec.wait)),
             (
                 "requestId",
                 self.request_id.is_some(),
-                spec.writes || !spec.strict,
-                false,
+                takes(spec.request_id),
             ),
-            ("reason", self.reason.is_some(), takes(spec.reason), true),
-            ("cursor", self.cursor.is_some(), spec.pages, true),
-            ("pageSize", self.page_size.is_some(), spec.pages, true),
-            ("prefix", self.prefix.is_some(), takes(spec.prefix), true),
+            ("reason", self.reason.is_some(), takes(spec.reason)),
+            ("cursor", self.cursor.is_some(), spec.pages),
+            ("pageSize", self.page_size.is_some(), spec.pages),
+            ("prefix", self.prefix.is_some(), takes(spec.prefix)),
         ];
         fields
             .into_iter()
-            .filter(|(_, sent, taken, strict_only)| {
-                *sent && !*taken && (spec.strict || *strict_only)
-            })
+            .filter(|(_, sent, taken)| *sent && !*taken)
             .map(|(field, ..)| {
                 Witness::new(
                     "NOT_TAKEN",
@@ -388,6 +373,56 @@ mod tests {
 
     fn parse(v: serde_json::Value) -> LeaseRequest {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A field an op does not take is refused, naming it, on every op: never accepted and then
+    /// ignored (the attack of 2026-12-05: check, release and get took limit, waitSeconds and
+    /// ttlSeconds silently). A requestId on a single resource's read stays taken (and ignored).
+    #[test]
+    fn a_field_an_op_does_not_take_is_refused_by_name() {
+        let refused = |body: serde_json::Value| -> Vec<String> {
+            let request = parse(body);
+            request.shape_errors().into_iter().map(|w| w.path).collect()
+        };
+        let r = |op: &str| json!({"op": op, "resource": "r", "holder": "h", "token": 3});
+        let with = |mut body: serde_json::Value, field: &str, value: serde_json::Value| {
+            body[field] = value;
+            body
+        };
+        for (op, field) in [
+            ("check", "limit"),
+            ("check", "waitSeconds"),
+            ("check", "ttlSeconds"),
+            ("release", "limit"),
+            ("release", "waitSeconds"),
+            ("release", "ttlSeconds"),
+            ("renew", "limit"),
+            ("renew", "waitSeconds"),
+        ] {
+            assert_eq!(
+                refused(with(r(op), field, json!(2))),
+                [format!("/{field}")],
+                "{op}"
+            );
+        }
+        let get = json!({"op": "get", "resource": "r"});
+        for field in ["limit", "waitSeconds", "ttlSeconds", "token"] {
+            assert_eq!(
+                refused(with(get.clone(), field, json!(2))),
+                [format!("/{field}")]
+            );
+        }
+        let acquire = json!({"op": "acquire", "resource": "r", "holder": "h"});
+        assert_eq!(refused(with(acquire, "token", json!(2))), ["/token"]);
+        for op in ["get", "check"] {
+            let read = with(r(op), "requestId", json!("req-1"));
+            let read = if op == "get" {
+                with(read, "token", json!(null))
+            } else {
+                read
+            };
+            assert!(refused(read).is_empty(), "{op} with a requestId");
+        }
     }
 
     #[test]
