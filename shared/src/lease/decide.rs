@@ -519,6 +519,11 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
 /// (docs/adr/0008), before anything the resource says now. Only a call with a requestId has a
 /// ticket to be handed anything.
 pub fn ended_handoff(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<EndedHandoff> {
+    handed_to_call(state, asked, now).filter(|h| !state.was_revoked(&h.holder, h.token))
+}
+
+/// The grant handed to this call (by its ticket) that has ended since, however it ended.
+fn handed_to_call(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<EndedHandoff> {
     asked
         .ticket
         .and_then(|t| state.ended_handoff_of(t, asked.holder, now))
@@ -593,6 +598,22 @@ pub fn revoke(
 /// with a queue, and a caller who would wait for a held lease, by the read-modify-write rules of
 /// [`semaphore`] and [`queue`].
 pub fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
+    // The retry of a call whose handed permit an operator revoked before it came back: told
+    // so, not that it holds the lease (a replay must not claim what is no longer true of the
+    // permit it describes: the attack of 2026-12-05). Its record keeps this answer, so every
+    // retry of the call is told the same.
+    if let Some(revoked) =
+        handed_to_call(state, asked, now).filter(|h| state.was_revoked(&h.holder, h.token))
+    {
+        let witness = Witness::new(
+            "REVOKED",
+            "/requestId",
+            "an operator revoked the permit handed to this call before it came back for it (see op audit); acquire with a new requestId for a new lease",
+        )
+        .expected("a live permit")
+        .actual(revoked.token);
+        return semaphore::refusal(state, vec![witness], now).into();
+    }
     // A versioned resource that nobody holds or waits for is taken as a lease is: one write,
     // which stores it as a lease again (not one whose hand-off must be remembered first).
     let versioned_in_use = state.is_versioned() && !state.is_free(now);

@@ -888,9 +888,23 @@ fn a_hand_off_that_ends_untaken_is_remembered_and_is_the_retrys_answer_once() {
             (5, "c")
         );
     }
+    // Revoked: the retry is told so (REVOKED), not handed a grant an operator ended (the
+    // attack of 2026-12-05); with a wait too, and a new call of the holder is a new acquire.
+    for wait in [0, 5_000] {
+        match decide(&revoked, &ticketed_acquire("c", wait), NOW) {
+            Decision::Deny(w) | Decision::Refuse { witnesses: w, .. } => {
+                assert_eq!(rule_ids(&Decision::Deny(w.clone())), ["REVOKED"]);
+                assert_eq!(w[0].actual, Some(json!(5)));
+            }
+            d => panic!("a revoked hand-off answered {d:?}"),
+        }
+    }
+    assert!(matches!(
+        decide(&revoked, &acquire("c"), NOW),
+        Decision::Write(_)
+    ));
     for (how, state) in [
         ("released", &released),
-        ("revoked", &revoked),
         ("lapsed", &lapsed),
         ("noticed", &noticed),
     ] {
