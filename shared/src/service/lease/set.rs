@@ -8,7 +8,7 @@ use super::mutation::Mutation;
 use super::rounds::{Attempt, Given, Planner, Target};
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
-use crate::lease::decide::{Acquired, handoffs_due};
+use crate::lease::decide::{Acquired, HolderOp, handoffs_due};
 use crate::lease::{LeaseAnswer, LeaseState, Write};
 use crate::store::{Commit, LeaseKey};
 use crate::witness::Witness;
@@ -22,47 +22,70 @@ pub(super) struct Folded {
     /// hand-offs its read noticed, so that the permits its witnesses cite are the store's (as a
     /// single resource's refusal writes them).
     pub writes: Vec<(usize, Write)>,
-    /// Why it was refused: each blocking member's witnesses, pointed at the member
-    /// (`/<field>/<index>`).
+    /// Why it was refused, or (granted) which released members an operator had revoked
+    /// already: each member's witnesses, pointed at the member (`/<field>/<index>`).
     pub witnesses: Vec<Witness>,
     /// Each member as the writes leave it.
     pub after: Vec<LeaseState>,
 }
 
-/// One member's decision: its write, or why it is refused. A member whose holder has a place in
-/// the resource's queue is refused like any other (its place left as it is): a set does not
-/// wait.
-fn member(mutation: &Mutation<'_>, state: &LeaseState, now: Millis) -> Result<Write, Vec<Witness>> {
-    match mutation.decide(state, now) {
-        Acquired::Write(write) => Ok(write),
-        Acquired::Deny(witnesses)
-        | Acquired::Queue { witnesses, .. }
-        | Acquired::Refuse { witnesses, .. } => Err(witnesses),
-    }
+/// Whether `mutation` releases a permit an operator revoked: ended already, so a set's release
+/// reports it (`REVOKED`) and releases the other members still, instead of leaving them held for
+/// their whole ttl (the attack of 2026-12-05). A set's renew still fails whole: the holder must
+/// acquire the revoked member again.
+fn releases_a_revoked_permit(mutation: &Mutation<'_>, state: &LeaseState) -> bool {
+    matches!(mutation, Mutation::Hold(HolderOp::Release { holder, token }) if state.was_revoked(holder, *token))
 }
 
-/// The set `members` (each with its resource's stored state) at `now`: all or nothing.
-/// `field` names the request's field the members came in, for the witnesses' paths.
+/// The set `members` (each with its resource's stored state) at `now`: all or nothing, but for
+/// a release's member that was revoked (see [`releases_a_revoked_permit`]). `field` names the
+/// request's field the members came in, for the witnesses' paths.
 pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Millis) -> Folded {
     let mut writes = Vec::new();
-    let mut witnesses = Vec::new();
+    let mut blocking = Vec::new();
+    // Members ended already: reported, with the hand-off their read noticed.
+    let mut reported = Vec::new();
+    let mut ended_writes = Vec::new();
+    // Each witness pointed at its member, kept with the member's index to list them in order.
+    let at = |i: usize, witnesses: Vec<Witness>| {
+        witnesses.into_iter().map(move |mut w| {
+            w.path = format!("/{field}/{i}");
+            (i, w)
+        })
+    };
+    // A member whose holder has a place in the resource's queue is refused like any other (its
+    // place left as it is): a set does not wait.
     for (i, (mutation, state)) in members.iter().enumerate() {
-        match member(mutation, state, now) {
-            Ok(write) => writes.push((i, write)),
-            Err(denied) => witnesses.extend(denied.into_iter().map(|mut w| {
-                w.path = format!("/{field}/{i}");
-                w
-            })),
+        let (denied, handoffs) = match mutation.decide(state, now) {
+            Acquired::Write(write) => {
+                writes.push((i, write));
+                continue;
+            }
+            Acquired::Deny(witnesses) | Acquired::Queue { witnesses, .. } => (witnesses, None),
+            Acquired::Refuse { write, witnesses } => (witnesses, Some(write)),
+        };
+        if releases_a_revoked_permit(mutation, state) {
+            reported.extend(at(i, denied));
+            ended_writes.extend(handoffs.map(|write| (i, write)));
+        } else {
+            blocking.extend(at(i, denied));
         }
     }
-    let granted = witnesses.is_empty();
-    if !granted {
+    let granted = blocking.is_empty();
+    if granted {
+        writes.extend(ended_writes);
+        writes.sort_by_key(|(i, _)| *i);
+    } else {
         writes = members
             .iter()
             .enumerate()
             .filter_map(|(i, (_, state))| Some((i, handoffs_due(state, now)?)))
             .collect();
     }
+    let mut witnesses = blocking;
+    witnesses.extend(reported);
+    witnesses.sort_by_key(|(i, _)| *i);
+    let witnesses = witnesses.into_iter().map(|(_, w)| w).collect();
     let after = members
         .iter()
         .enumerate()
@@ -324,5 +347,68 @@ mod tests {
         assert_eq!(folded.writes[0].0, 0);
         assert_eq!(folded.after[0].live(NOW).map(|p| p.holder), Some("b"));
         assert_eq!(folded.after[1], taken);
+    }
+
+    /// A permit of `holder` with `token`, which an operator revoked.
+    fn revoked(holder: &str, token: u64) -> LeaseState {
+        let state = held(holder, token);
+        let revoke = crate::lease::decide::revoke(&state, Some(holder), None, NOW);
+        let crate::lease::decide::Revocation::End(write) = revoke else {
+            panic!("a live permit is revoked");
+        };
+        write.effect.apply(&state)
+    }
+
+    #[test]
+    fn a_sets_release_ends_what_it_holds_and_reports_a_revoked_member() {
+        let (a, b, c) = (held("me", 1), revoked("me", 2), held("me", 3));
+        let release = |token| {
+            Mutation::Hold(HolderOp::Release {
+                holder: "me",
+                token,
+            })
+        };
+        let folded = fold(
+            &[(release(1), &a), (release(2), &b), (release(3), &c)],
+            "leases",
+            NOW,
+        );
+        assert!(folded.granted, "{folded:?}");
+        assert_eq!(
+            folded.writes.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            [0, 2]
+        );
+        assert!(folded.after[0].live(NOW).is_none() && folded.after[2].live(NOW).is_none());
+        let said: Vec<(&str, &str)> = folded
+            .witnesses
+            .iter()
+            .map(|w| (w.rule_id.as_str(), w.path.as_str()))
+            .collect();
+        assert_eq!(said, [("REVOKED", "/leases/1")]);
+        // A renew of the same set is refused whole: the holder must acquire B again.
+        let renew = |token| {
+            Mutation::Hold(HolderOp::Renew {
+                holder: "me",
+                token,
+                ttl_ms: 60_000,
+            })
+        };
+        let renewed = fold(
+            &[(renew(1), &a), (renew(2), &b), (renew(3), &c)],
+            "leases",
+            NOW,
+        );
+        assert!(!renewed.granted);
+        assert!(renewed.writes.is_empty());
+        assert_eq!(renewed.witnesses[0].rule_id, "REVOKED");
+        // And a release that another reason stops (a wrong token) still frees nothing.
+        let wrong = fold(
+            &[(release(1), &a), (release(2), &b), (release(9), &c)],
+            "leases",
+            NOW,
+        );
+        assert!(!wrong.granted && wrong.writes.is_empty());
+        let paths: Vec<&str> = wrong.witnesses.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["/leases/1", "/leases/2"]);
     }
 }
