@@ -331,7 +331,7 @@ function leaseCard(lease) {
   const revokeAll = el("button", "button danger-quiet revoke-all", "Revoke all");
   revokeAll.type = "button";
   revokeAll.disabled = holders.length === 0;
-  revokeAll.setAttribute("aria-label", "Revoke all permits of " + resource);
+  revokeAll.setAttribute("aria-label", "Revoke all permits of " + shown(resource));
   revokeAll.addEventListener("click", () =>
     openRevoke({ resource, holder: null, token: null, count: holders.length }),
   );
@@ -364,7 +364,7 @@ function leaseCard(lease) {
       const cAct = el("td", "cell-action");
       const revoke = el("button", "button danger-quiet revoke", "Revoke");
       revoke.type = "button";
-      revoke.setAttribute("aria-label", "Revoke " + holder + " on " + resource);
+      revoke.setAttribute("aria-label", "Revoke " + shown(holder) + " on " + shown(resource));
       revoke.addEventListener("click", () =>
         openRevoke({ resource, holder, token: permit.fencingToken, count: 1 }),
       );

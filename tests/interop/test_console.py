@@ -320,6 +320,10 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
     page.wait(lambda: page.holders(bidi) == ["invoice[U+202E]gnp.exe"], "the bidi control shown as its code point")
     holder_el = page.card(bidi).find_element(By.CSS_SELECTOR, ".permit .holder")
     assert holder_el.value_of_css_property("unicode-bidi") == "isolate"
+    # What a screen reader says of the row's revoke button is shown the same way (it was raw:
+    # the attack of 2026-12-05).
+    labels = [b.get_attribute("aria-label") for b in page.card(bidi).find_elements(By.CSS_SELECTOR, ".permit button")]
+    assert labels and all("invoice[U+202E]gnp.exe" in label and "\u202e" not in label for label in labels), labels
     lease_op(url, API_KEY, {"op": "release", "tenantId": tenant, "resource": bidi, "holder": "invoice\u202egnp.exe", "token": spoof["fencingToken"]})
     page.wait(lambda: page.card(bidi) is None, "the bidi lease gone on release")
     card = page.card(resource)
