@@ -27,6 +27,7 @@
 //! the server must be restarted (PostgreSQL's lesson: after a failed fsync the page cache no
 //! longer says what the disk holds).
 
+use crate::client_tokens::ClientTokens;
 use dynoxide::{Database, DynoxideError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -97,6 +98,9 @@ struct Shared {
     work: Condvar,
     /// Used only by the leader, so never contended.
     flush: Mutex<Option<Box<dyn Flush>>>,
+    /// The transactions' client tokens, kept here rather than in dynoxide (see
+    /// [`ClientTokens`]). Used only by the leader, so never contended.
+    tokens: Mutex<ClientTokens>,
 }
 
 /// Who runs the next group: nobody (the store is idle), a caller on its own thread, or the
@@ -127,7 +131,7 @@ struct Job {
 }
 
 /// The HTTP status and JSON body DynamoDB would answer with.
-pub type Answer = (u16, String);
+pub use crate::client_tokens::Answer;
 
 /// Makes every commit so far durable.
 trait Flush: Send + 'static {
@@ -172,6 +176,7 @@ impl Engine {
             }),
             work: Condvar::new(),
             flush: Mutex::new(flush),
+            tokens: Mutex::new(ClientTokens::default()),
         });
         let thread = shared.clone();
         std::thread::Builder::new()
@@ -269,7 +274,13 @@ impl Shared {
             .into_iter()
             .map(|(operation, body)| {
                 wrote |= !is_read(operation);
-                serve(&self.database, operation, body)
+                if operation != "TransactWriteItems" {
+                    return serve(&self.database, operation, body);
+                }
+                let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+                tokens.run(body, Instant::now(), |body| {
+                    serve(&self.database, operation, body)
+                })
             })
             .collect();
         match self.flush_after(wrote) {

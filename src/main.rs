@@ -5,6 +5,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod client;
+mod client_tokens;
 mod connect;
 mod embedded_store;
 mod identity;

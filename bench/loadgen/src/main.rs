@@ -58,6 +58,10 @@ struct Args {
     /// Tells runs apart, so that a rerun against the same server starts on fresh resources.
     #[arg(long, default_value = "run")]
     label: String,
+    /// leasekit only: every acquire and release carries a requestId of its own (recorded and
+    /// replayable: the path the README tells callers to take).
+    #[arg(long)]
+    request_ids: bool,
     /// Instead of cycles: acquire this many resources (`LABEL-f0` ...), spread over the clients,
     /// and keep them (they lapse after their ttl; their items stay): a store of that size for
     /// bench/growth.py. Prints how long it took.

@@ -54,6 +54,9 @@ pub enum Session {
         limit: u32,
         /// `--wait`: each acquire waits in the resource's queue (waitSeconds) until granted.
         wait: bool,
+        /// `--request-ids`: the run's label and the calls made so far, which name each call's
+        /// requestId.
+        request_ids: Option<(String, u64)>,
     },
     Etcd {
         conn: http::Connection,
@@ -117,6 +120,7 @@ impl Session {
                 holder,
                 limit: args.limit.max(1),
                 wait: args.wait,
+                request_ids: args.request_ids.then(|| (args.label.clone(), 0)),
             },
             System::Etcd => {
                 let mut conn = http::Connection::open(&args.url, Vec::new()).await?;
@@ -183,12 +187,14 @@ impl Session {
                 holder,
                 limit,
                 wait,
+                request_ids,
             } => {
                 let mut body = json!({"op": "acquire", "tenantId": tenant, "resource": resource,
                     "holder": holder, "ttlSeconds": TTL_SECONDS, "limit": limit});
                 if *wait {
                     body["waitSeconds"] = json!(20);
                 }
+                name_call(&mut body, holder, request_ids);
                 let answer = leasekit(conn, &body).await?;
                 if field(&answer, "/data/granted")? == &json!(true) {
                     Ok(Some(int(field(&answer, "/data/fencingToken")?)?))
@@ -277,10 +283,12 @@ impl Session {
                 conn,
                 tenant,
                 holder,
+                request_ids,
                 ..
             } => {
-                let body = json!({"op": "release", "tenantId": tenant, "resource": resource,
+                let mut body = json!({"op": "release", "tenantId": tenant, "resource": resource,
                     "holder": holder, "token": token});
+                name_call(&mut body, holder, request_ids);
                 field(&leasekit(conn, &body).await?, "/data/granted")? == &json!(true)
             }
             Self::Etcd {
@@ -324,6 +332,15 @@ impl Session {
         } else {
             Err(format!("release of {resource} (token {token}) refused"))
         }
+    }
+}
+
+/// With `--request-ids`, a requestId for the call `body`: the run's label, the holder, and the
+/// holder's count of calls, so that no two calls of any run share one.
+fn name_call(body: &mut Value, holder: &str, request_ids: &mut Option<(String, u64)>) {
+    if let Some((label, calls)) = request_ids {
+        *calls += 1;
+        body["requestId"] = json!(format!("{label}-{holder}-{calls}"));
     }
 }
 
