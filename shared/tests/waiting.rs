@@ -152,9 +152,10 @@ async fn a_lapse_is_handed_to_the_waiter_and_a_wait_that_ends_says_its_place() {
 }
 
 /// A permit handed to a waiter between its calls answers that waiter's requestId, once: when the
-/// permit ends before the waiter calls again (released under another requestId, revoked, or
-/// lapsed with the place), the retry of the same requestId is the grant it was handed, replayed,
-/// not a second permit (found by the attack of 2026-12-03, round 2).
+/// permit ends before the waiter calls again (released under another requestId, or lapsed with
+/// the place), the retry of the same requestId is the grant it was handed, replayed, not a second
+/// permit (found by the attack of 2026-12-03, round 2); when an operator revoked it, the retry is
+/// told REVOKED (the attack of 2026-12-05), and never a second permit either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permit_handed_between_calls_answers_the_waiters_request_id_once() {
     let w = Fixture::new().await;
@@ -187,10 +188,21 @@ async fn a_permit_handed_between_calls_answers_the_waiters_request_id_once() {
             }
             _ => later += 40_000,
         }
-        for _ in 0..2 {
+        for attempt in 0..2 {
             let mut retry = asked.clone();
             retry["waitSeconds"] = json!(0);
             let again = w.call(retry, later).await;
+            if end == "revoked" {
+                // Revoked before the waiter came back: told so, not replayed a grant an operator
+                // ended (issue #41; before, the retry said granted with an expiry ahead). The
+                // first retry's answer is recorded, and the next replays it.
+                assert_eq!(
+                    (again.granted, again.replayed, rules(&again)),
+                    (false, attempt == 1, vec!["REVOKED"]),
+                    "{end}: {again:?}"
+                );
+                continue;
+            }
             assert_eq!(
                 (again.granted, again.fencing_token, again.replayed),
                 (true, token, true),
