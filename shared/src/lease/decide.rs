@@ -83,181 +83,6 @@ pub enum Decision {
     EndedHandoff(EndedHandoff),
 }
 
-/// An acquire's decision: what [`acquire`] answers. A retry handed its grant between calls is
-/// not one of them (see [`ended_handoff`]), so a set member, which has no call to hand a grant to,
-/// cannot be handed one.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Acquired {
-    Write(Write),
-    Deny(Vec<Witness>),
-    Queue {
-        write: Option<Write>,
-        witnesses: Vec<Witness>,
-    },
-    Refuse {
-        write: Write,
-        witnesses: Vec<Witness>,
-    },
-}
-
-/// A renew's or a release's decision: what [`hold`] answers. Neither waits.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Held {
-    Write(Write),
-    Deny(Vec<Witness>),
-    Refuse {
-        write: Write,
-        witnesses: Vec<Witness>,
-    },
-}
-
-/// A revoke's decision: what [`revoke`] answers. It ends permits or finds none; it never waits
-/// and never refuses for another reason.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Revocation {
-    End(Write),
-    Deny(Vec<Witness>),
-}
-
-/// A renew or a release, by the holder of a permit: what [`hold`] decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HolderOp<'a> {
-    Renew {
-        holder: &'a str,
-        token: u64,
-        ttl_ms: Millis,
-    },
-    Release {
-        holder: &'a str,
-        token: u64,
-    },
-}
-
-impl<'a> HolderOp<'a> {
-    /// The renew or release `command` is, if it is one.
-    pub fn of(command: &'a Command) -> Option<Self> {
-        match command {
-            Command::Renew {
-                holder,
-                token,
-                ttl_ms,
-            } => Some(HolderOp::Renew {
-                holder,
-                token: *token,
-                ttl_ms: *ttl_ms,
-            }),
-            Command::Release { holder, token } => Some(HolderOp::Release {
-                holder,
-                token: *token,
-            }),
-            Command::Acquire { .. }
-            | Command::Get
-            | Command::Check { .. }
-            | Command::Revoke { .. } => None,
-        }
-    }
-
-    fn holder(self) -> &'a str {
-        match self {
-            HolderOp::Renew { holder, .. } | HolderOp::Release { holder, .. } => holder,
-        }
-    }
-
-    fn token(self) -> u64 {
-        match self {
-            HolderOp::Renew { token, .. } | HolderOp::Release { token, .. } => token,
-        }
-    }
-}
-
-impl<'a> Asked<'a> {
-    /// The acquire `command` is, if it is one.
-    pub fn of(command: &'a Command) -> Option<Self> {
-        match command {
-            Command::Acquire {
-                holder,
-                ttl_ms,
-                limit,
-                wait_ms,
-                ticket,
-            } => Some(Asked {
-                holder,
-                ttl_ms: *ttl_ms,
-                limit: *limit,
-                wait_ms: *wait_ms,
-                ticket: ticket.as_ref(),
-            }),
-            Command::Renew { .. }
-            | Command::Release { .. }
-            | Command::Get
-            | Command::Check { .. }
-            | Command::Revoke { .. } => None,
-        }
-    }
-}
-
-/// A refusal, and the hand-off its read noticed, if the stored state needs one written.
-pub(super) struct Refusal {
-    write: Option<Write>,
-    witnesses: Vec<Witness>,
-}
-
-impl From<Refusal> for Acquired {
-    fn from(r: Refusal) -> Self {
-        Held::from(r).into()
-    }
-}
-
-impl From<Refusal> for Held {
-    fn from(r: Refusal) -> Self {
-        match r.write {
-            Some(write) => Held::Refuse {
-                write,
-                witnesses: r.witnesses,
-            },
-            None => Held::Deny(r.witnesses),
-        }
-    }
-}
-
-impl From<Acquired> for Decision {
-    fn from(d: Acquired) -> Self {
-        match d {
-            Acquired::Write(write) => Decision::Write(write),
-            Acquired::Deny(witnesses) => Decision::Deny(witnesses),
-            Acquired::Queue { write, witnesses } => Decision::Queue { write, witnesses },
-            Acquired::Refuse { write, witnesses } => Decision::Refuse { write, witnesses },
-        }
-    }
-}
-
-impl From<Held> for Acquired {
-    /// A renew's or a release's decision, as the one decision of a single resource's mutation
-    /// (it never queues): how the service plans the three alike.
-    fn from(d: Held) -> Self {
-        match d {
-            Held::Write(write) => Acquired::Write(write),
-            Held::Deny(witnesses) => Acquired::Deny(witnesses),
-            Held::Refuse { write, witnesses } => Acquired::Refuse { write, witnesses },
-        }
-    }
-}
-
-impl From<Held> for Decision {
-    fn from(d: Held) -> Self {
-        Acquired::from(d).into()
-    }
-}
-
-impl From<Revocation> for Decision {
-    fn from(d: Revocation) -> Self {
-        match d {
-            Revocation::End(write) => Decision::Write(write),
-            Revocation::Deny(witnesses) => Decision::Deny(witnesses),
-        }
-    }
-}
-
 impl Guard {
     /// Whether the guard holds of `state` at `now`: the same predicate the store's condition
     /// expression evaluates inside DynamoDB.
@@ -323,89 +148,6 @@ impl Effect {
             Effect::Clear => keep_version(LeaseState::vacant(state.last_token)),
             Effect::Replace(after) => after.clone(),
         }
-    }
-}
-
-/// The write to try first, without reading: the one that succeeds in the common case (acquire of a
-/// free resource, renew or release by the holder). If its guard fails, the store returns the old
-/// item and `decide` on it says what to do instead. A semaphore's acquire has none: its write is
-/// guarded on the state it read.
-pub fn guess_unseen(command: &Command, now: Millis) -> Option<Write> {
-    match (Asked::of(command), HolderOp::of(command)) {
-        (Some(asked), _) => guess_unseen_acquire(&asked, now),
-        (None, Some(op)) => Some(holder_write(op, now)),
-        (None, None) => None,
-    }
-}
-
-/// [`guess_unseen`] for an acquire: a single permit's take, guarded on a vacant lease.
-pub fn guess_unseen_acquire(asked: &Asked<'_>, now: Millis) -> Option<Write> {
-    (asked.limit == 1).then(|| take(Guard::Vacant, asked.holder, now + asked.ttl_ms))
-}
-
-/// What `decide` would do on `view`, the last sight of the lease this process has (the empty
-/// lease when it has none), known before anything is sent: a write whose outcome is known
-/// before it commits ([`Write::outcome`]), or an acquire's denial. A wrong view costs a failed
-/// guard, never a wrong write or answer: the store confirms it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Guess {
-    /// A renew or release (its guard pins holder and token, so it needs no view), or the
-    /// single-permit write an acquire would make. A versioned write (a queue's, a semaphore's)
-    /// is decided on a read: it replaces every permit.
-    Write(Write),
-    /// An acquire's denial, with the guard that the lease is still as the view shows it:
-    /// committed together with the denial's record, the guard is the store's confirmation, so
-    /// the denial needs no read first (one round trip, not two). A view that is stale fails the
-    /// guard, and the acquire is decided on what the store hands back.
-    Denial {
-        unchanged: Guard,
-        witnesses: Vec<Witness>,
-    },
-}
-
-/// What `command` would do on `view` (see [`Guess`]), if that is known without a read.
-pub fn guess(view: &LeaseState, command: &Command, now: Millis) -> Option<Guess> {
-    match (Asked::of(command), HolderOp::of(command)) {
-        (Some(asked), _) => guess_acquire(view, &asked, now),
-        (None, Some(op)) => Some(Guess::Write(holder_write(op, now))),
-        (None, None) => None,
-    }
-}
-
-/// [`guess`] for an acquire.
-pub fn guess_acquire(view: &LeaseState, asked: &Asked<'_>, now: Millis) -> Option<Guess> {
-    if ended_handoff(view, asked, now).is_some() {
-        return None;
-    }
-    match acquire(view, asked, now) {
-        Acquired::Write(write)
-            if asked.limit == 1 && !matches!(write.guard, Guard::Version { .. }) =>
-        {
-            Some(Guess::Write(write))
-        }
-        Acquired::Deny(witnesses) => Some(Guess::Denial {
-            unchanged: unchanged(view),
-            witnesses,
-        }),
-        Acquired::Write(_) | Acquired::Queue { .. } | Acquired::Refuse { .. } => None,
-    }
-}
-
-/// The write to try first (see [`Guess::Write`]), planned on `view`.
-pub fn guessed_write(view: &LeaseState, command: &Command, now: Millis) -> Option<Write> {
-    match guess(view, command, now)? {
-        Guess::Write(write) => Some(write),
-        Guess::Denial { .. } => None,
-    }
-}
-
-/// The guard that `state` is unchanged: its counter, its version and a single permit's expiry
-/// pin it (each write changes one of them).
-pub fn unchanged(state: &LeaseState) -> Guard {
-    Guard::Version {
-        last_token: state.last_token,
-        version: state.version,
-        single_expiry: single(state),
     }
 }
 
@@ -731,9 +473,16 @@ fn token_mismatch(live: u64, token: u64) -> Witness {
     .actual(token)
 }
 
+mod families;
+mod guess;
 mod queue;
 mod semaphore;
 
+use families::Refusal;
+pub use families::{Acquired, Held, HolderOp, Revocation};
+pub use guess::{
+    Guess, guess, guess_acquire, guess_unseen, guess_unseen_acquire, guessed_write, unchanged,
+};
 pub use queue::Asked;
 pub(crate) use semaphore::handoffs_due;
 
