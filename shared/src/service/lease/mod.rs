@@ -108,17 +108,24 @@ impl Call<'_> {
     /// and its record.
     fn target<'r>(&self, resources: impl IntoIterator<Item = &'r str>) -> rounds::Target {
         let tenant = self.actor.tenant;
+        let record = self
+            .request
+            .request_id
+            .as_deref()
+            .map(|id| RecordKey::new(tenant, id));
+        // Only a record is compared with the input: a call without a requestId is spared
+        // hashing it (as it was before the engine).
+        let fingerprint = match record {
+            Some(_) => self.request.fingerprint(),
+            None => String::new(),
+        };
         rounds::Target {
             keys: resources
                 .into_iter()
                 .map(|resource| LeaseKey::new(tenant, resource))
                 .collect(),
-            record: self
-                .request
-                .request_id
-                .as_deref()
-                .map(|id| RecordKey::new(tenant, id)),
-            fingerprint: self.request.fingerprint(),
+            record,
+            fingerprint,
         }
     }
 

@@ -49,7 +49,7 @@ pub(super) struct Target {
     pub keys: Vec<LeaseKey>,
     /// The request's record, when it has a requestId.
     pub record: Option<RecordKey>,
-    /// The request's input, as its record names it.
+    /// The request's input, as its record names it (empty without a record: nothing compares it).
     pub fingerprint: String,
 }
 
