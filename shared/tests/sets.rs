@@ -313,3 +313,45 @@ async fn a_refused_set_that_notices_a_lapse_writes_the_hand_off() {
         .await;
     assert_eq!(free.holder, None, "nothing else of the set is written");
 }
+
+/// A set's release after an operator revoked one member (issue #41): the members still held are
+/// released (another holder can take them), the revoked one is reported and not shown granted;
+/// a renew of such a set is refused whole.
+#[tokio::test]
+async fn a_sets_release_frees_what_is_held_when_a_member_was_revoked() {
+    let f = Fixture::new().await.checking_shapes();
+    let now = now_ms();
+    let granted = f.call(set("me", &["rx", "ry", "rz"]), now).await;
+    assert_eq!(tokens(&granted), [Some(1), Some(1), Some(1)]);
+    let revoked = f
+        .call(
+            json!({"op": "revoke", "resource": "ry", "holder": "me", "reason": "stuck"}),
+            now + 1,
+        )
+        .await;
+    assert!(revoked.granted, "{revoked:?}");
+    let leases = json!([
+        {"resource": "rx", "token": 1}, {"resource": "ry", "token": 1}, {"resource": "rz", "token": 1}
+    ]);
+    let renewed = f
+        .call(
+            json!({"op": "renew", "leases": leases, "holder": "me", "ttlSeconds": 60}),
+            now + 2,
+        )
+        .await;
+    assert!(!renewed.granted, "{renewed:?}");
+    assert_eq!(rules(&renewed), ["REVOKED"]);
+    let released = f
+        .call(
+            json!({"op": "release", "leases": leases, "holder": "me"}),
+            now + 3,
+        )
+        .await;
+    assert!(released.granted, "{released:?}");
+    assert_eq!(rules(&released), ["REVOKED"]);
+    assert_eq!(released.witnesses[0].path, "/leases/1");
+    let members: Vec<bool> = released.leases.unwrap().iter().map(|m| m.granted).collect();
+    assert_eq!(members, [true, false, true]);
+    let next = f.call(set("next", &["rx", "rz"]), now + 4).await;
+    assert_eq!(tokens(&next), [Some(2), Some(2)], "{next:?}");
+}

@@ -27,6 +27,9 @@ pub(super) struct Folded {
     pub witnesses: Vec<Witness>,
     /// Each member as the writes leave it.
     pub after: Vec<LeaseState>,
+    /// The members a granted release did not end, because an operator had (reported, not
+    /// granted).
+    pub ended_already: Vec<usize>,
 }
 
 /// Whether `mutation` releases a permit an operator revoked: ended already, so a set's release
@@ -46,6 +49,7 @@ pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Mi
     // Members ended already: reported, with the hand-off their read noticed.
     let mut reported = Vec::new();
     let mut ended_writes = Vec::new();
+    let mut ended_already = Vec::new();
     // Each witness pointed at its member, kept with the member's index to list them in order.
     let at = |i: usize, witnesses: Vec<Witness>| {
         witnesses.into_iter().map(move |mut w| {
@@ -65,6 +69,7 @@ pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Mi
             Acquired::Refuse { write, witnesses } => (witnesses, Some(write)),
         };
         if releases_a_revoked_permit(mutation, state) {
+            ended_already.push(i);
             reported.extend(at(i, denied));
             ended_writes.extend(handoffs.map(|write| (i, write)));
         } else {
@@ -101,6 +106,7 @@ pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Mi
         writes,
         witnesses,
         after,
+        ended_already: if granted { ended_already } else { Vec::new() },
     }
 }
 
@@ -130,7 +136,7 @@ impl Planner for SetPlanner<'_> {
             .zip(&folded.after)
             .collect();
         let op = self.call.request.op;
-        let answer = LeaseAnswer::for_set(
+        let mut answer = LeaseAnswer::for_set(
             op,
             folded.granted,
             &shown,
@@ -138,6 +144,12 @@ impl Planner for SetPlanner<'_> {
             now,
             folded.witnesses,
         );
+        // A member an operator revoked was not released by this call: not shown as granted.
+        if let Some(leases) = answer.leases.as_mut() {
+            for i in &folded.ended_already {
+                leases[*i].granted = false;
+            }
+        }
         let answer = self.service.sign(answer, signing)?;
         let record = record_put(self.target, Some(&answer), signing, true)?;
         // A DynamoDB item holds at most 400 KB. A set's answer lists every member's permits and
@@ -385,6 +397,7 @@ mod tests {
             .map(|w| (w.rule_id.as_str(), w.path.as_str()))
             .collect();
         assert_eq!(said, [("REVOKED", "/leases/1")]);
+        assert_eq!(folded.ended_already, [1]);
         // A renew of the same set is refused whole: the holder must acquire B again.
         let renew = |token| {
             Mutation::Hold(HolderOp::Renew {
