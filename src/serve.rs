@@ -68,11 +68,18 @@ pub struct ServeArgs {
     /// without a byte moving either way; then it is closed.
     #[arg(long, default_value = "30", env = "LEASEKIT_IDLE_TIMEOUT", value_name = "SECONDS", value_parser = seconds)]
     idle_timeout: Duration,
-    /// Open connections at most. At the cap, the connection that has waited longest without a
-    /// request in flight is closed to make room (half-open ones first), else new ones wait.
-    /// Default: 4096, or half the open-file limit if that is lower.
+    /// Open connections at most. At the cap, the account with the most connections open (callers
+    /// without a key count as one account) gives one up: one without a request in flight, else
+    /// its slowest request body (arriving for a second or more), else one whose call waits
+    /// (answered at once, then closed); else new connections wait. Default: 4096, or half the
+    /// open-file limit if lower.
     #[arg(long, env = "LEASEKIT_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
+    /// Waiting calls (acquires with waitSeconds) one account or paying wallet may have in
+    /// progress at once; more are answered 429 RATE_LIMITED with Retry-After, nothing done.
+    /// Default: a quarter of --max-connections (at least 1).
+    #[arg(long, env = "LEASEKIT_MAX_WAITS_PER_ACCOUNT", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_waits_per_account: Option<u32>,
 }
 
 /// A timeout flag: decimal seconds, more than 0 and at most an hour.
@@ -111,6 +118,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     let issuer = crate::identity::load_or_create(&args.store.data_dir)?;
     tracing::info!(issuer = issuer.did(), "answers are signed by this key");
     let payments = payments(&store, &args)?;
+    let max_connections = args
+        .max_connections
+        .map_or_else(default_max_connections, |n| n as usize);
+    let waits_per_payer = args
+        .max_waits_per_account
+        .map_or(max_connections / 4, |n| n as usize);
     let sweeper = tokio::spawn(sweep_forever(
         payments.clone(),
         Duration::from_secs(args.settle_sweep_seconds),
@@ -134,17 +147,18 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             std::sync::Arc::new(crate::key_changes::KeysFile::new(&args.store.data_dir))
                 as std::sync::Arc<dyn leasekit_core::auth::KeyChanges>
         }),
+        waits_per_payer: Some(
+            std::num::NonZeroUsize::new(waits_per_payer).unwrap_or(std::num::NonZeroUsize::MIN),
+        ),
     });
     let app = router(state, Routes::All);
     let limits = connections::Limits {
         header: args.header_timeout,
         body: args.body_timeout,
         idle: args.idle_timeout,
-        max_connections: args
-            .max_connections
-            .map_or_else(default_max_connections, |n| n as usize),
+        max_connections,
     };
-    tracing::info!(?limits, public = public, "serving");
+    tracing::info!(?limits, waits_per_payer, public = public, "serving");
     // The first line on stdout is the URL: scripts and tests read it.
     println!("{served}");
     std::io::stdout().flush()?;

@@ -463,3 +463,42 @@ async fn waiting_guards_fall_back_to_asking_again_on_a_server_that_does_not_wait
     refused_after_a_wait_of_a_second(&c, "old", "later").await;
     guard.release().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_call_over_its_accounts_share_is_sent_again_after_retry_after() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start_with(dir.path(), &["--max-waits-per-account", "1"]);
+    let c = client(&server);
+    c.acquire("held", "owner", Duration::from_secs(60))
+        .await
+        .unwrap();
+    // The account's one wait: a second's, in progress while the client's first try arrives.
+    let blocker = c.clone();
+    let blocking = tokio::spawn(async move {
+        blocker
+            .send(
+                serde_json::json!({"op": "acquire", "resource": "held", "holder": "w",
+                                     "ttlSeconds": 5, "waitSeconds": 1}),
+            )
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let lease = c
+        .acquire_waiting(
+            "free",
+            "h",
+            Duration::from_secs(5),
+            1,
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("a 429 with Retry-After: 1 is waited out and the call sent again");
+    assert!(lease.granted);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "it was not refused first: the share was not taken ({:?})",
+        started.elapsed()
+    );
+    blocking.await.unwrap().unwrap();
+}

@@ -558,9 +558,13 @@ impl Client {
             Error::Unavailable(format!("no answer before the deadline (last: {last})"))
         };
         let mut last = String::from("none yet");
+        // What the last 429 asked to wait, instead of the doubling pause.
+        let mut asked: Option<Duration> = None;
         for attempt in 0..ATTEMPTS {
             if attempt > 0 {
-                let backoff = Duration::from_millis(200 << attempt);
+                let backoff = asked
+                    .take()
+                    .unwrap_or(Duration::from_millis(200 << attempt));
                 if by.is_some_and(|by| Instant::now() + backoff >= by) {
                     return Err(late(&last));
                 }
@@ -612,6 +616,15 @@ impl Client {
                     }
                     Auth::ApiKey { .. } => return Err(refused(answer.status, &answer.body)),
                 },
+                // Over a bound of the caller's own (a waiting call over its account's share of
+                // the server's waits): again after what Retry-After asks, if it asks little.
+                429 => match retry_after(answer.headers.get("retry-after").map(|v| v.as_bytes())) {
+                    Some(wait) if wait <= MAX_RETRY_AFTER => {
+                        asked = Some(wait);
+                        last = format!("429: {}", answer.body["error"].as_str().unwrap_or(""));
+                    }
+                    _ => return Err(refused(answer.status, &answer.body)),
+                },
                 502..=504 => {
                     last = format!(
                         "{}: {}",
@@ -623,6 +636,22 @@ impl Client {
             }
         }
         Err(Error::Unavailable(last))
+    }
+}
+
+/// The longest a 429's Retry-After is waited out; a longer one is the call's error at once.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// A 429's `Retry-After` in seconds (a second if it has none; `None` if it is not seconds).
+fn retry_after(header: Option<&[u8]>) -> Option<Duration> {
+    match header {
+        None => Some(Duration::from_secs(1)),
+        Some(value) => std::str::from_utf8(value)
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_secs),
     }
 }
 
@@ -671,6 +700,16 @@ fn page_body(op: &str, fields: &[(&str, Option<&str>)], page_size: Option<u32>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_429s_retry_after_is_read_as_seconds() {
+        assert_eq!(retry_after(None), Some(Duration::from_secs(1)));
+        assert_eq!(retry_after(Some(b"3")), Some(Duration::from_secs(3)));
+        assert_eq!(retry_after(Some(b" 7 ")), Some(Duration::from_secs(7)));
+        // An HTTP date, or garbage: not waited out.
+        assert_eq!(retry_after(Some(b"Wed, 21 Oct 2026 07:28:00 GMT")), None);
+        assert_eq!(retry_after(Some(b"-1")), None);
+    }
 
     #[test]
     fn a_failing_random_source_is_an_error_not_a_fixed_id() {

@@ -112,6 +112,7 @@ pub async fn serve_http(routes: Routes) -> Result<(), lambda_http::Error> {
         public,
         on_lambda: true,
         key_changes: None,
+        waits_per_payer: None,
     });
     lambda_http::run(crate::http::lambda::service(state, routes)).await
 }

@@ -38,6 +38,19 @@ impl Tenant {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Who answers for this tenant: an API key's account (`key:<account>`, whatever the
+    /// tenantId; names hold no `:`), or the paying wallet. What a server's shares are counted
+    /// by, so that more tenantIds buy no bigger share.
+    pub fn payer(&self) -> &str {
+        match self.0.strip_prefix("key:") {
+            Some(rest) => match rest.find(':') {
+                Some(colon) => &self.0[.."key:".len() + colon],
+                None => &self.0,
+            },
+            None => &self.0,
+        }
+    }
 }
 
 impl fmt::Display for Tenant {
@@ -56,6 +69,21 @@ mod tests {
         let b = Tenant::for_key("globex", "t1").unwrap();
         assert_eq!(a.as_str(), "key:acme:t1");
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn every_tenant_of_an_account_has_the_accounts_payer() {
+        let t1 = Tenant::for_key("acme", "t1").unwrap();
+        let t2 = Tenant::for_key("acme", "other.tenant").unwrap();
+        assert_eq!(t1.payer(), "key:acme");
+        assert_eq!(t2.payer(), "key:acme");
+        assert_eq!(Tenant::for_account("acme").unwrap().payer(), "key:acme");
+        assert_eq!(
+            Tenant::for_key("globex", "t1").unwrap().payer(),
+            "key:globex"
+        );
+        let wallet = Tenant::for_wallet(&crate::x402::eip712::Address([0xaa; 20]));
+        assert_eq!(wallet.payer(), wallet.as_str());
     }
 
     #[test]

@@ -48,6 +48,7 @@ async fn call_with(event: &str, account: Option<&str>) -> (u16, Value) {
         public: PublicUrl::default(),
         on_lambda: true,
         key_changes: None,
+        waits_per_payer: None,
     });
     let response = lambda::service(state, Routes::All)
         .oneshot(request)
@@ -463,6 +464,7 @@ async fn an_mcp_tool_failure_carries_its_cause_to_the_request_line() {
             .unwrap(),
         on_lambda: true,
         key_changes: None,
+        waits_per_payer: None,
     });
     let response = lambda::service(state, Routes::Mcp)
         .oneshot(request)

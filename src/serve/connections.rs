@@ -5,19 +5,25 @@
 //! connection's start or from its first byte after an answer), busy with requests (the body must
 //! arrive within `--body-timeout`; no bytes moving either way for `--idle-timeout` ends it), or
 //! idle between requests (`--idle-timeout`). At `--max-connections`, a new connection waits for a
-//! slot, and the connection that has waited longest without a request in flight is closed to
-//! make one: honest keep-alive callers are served, half-open ones go first.
+//! slot, and one open connection gives its own up ([`choose`]): one of the account that has the
+//! most connections open (the keyless caller's count as one account's), the cheapest it has to
+//! give: one without a request in flight, else its slowest request body (arriving for a second
+//! or more), else one whose call is waiting (answered at once, as if its wait had ended). So no
+//! account's connections can starve another's (the attack of 2026-12-05: one account's 600 waiting calls held every slot,
+//! and another's `get` took 38.8 s).
 
 use crate::embedded_store::Serving;
 use axum::Router;
 use hyper::body::Incoming;
+use hyper::header::HeaderValue;
 use hyper_util::rt::TokioIo;
+use leasekit_core::http::ConnectionOwner;
 use leasekit_core::http::body::Deadline;
 use leasekit_core::service::{HangUpWatch, HungUp, watching_hang_up};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -92,14 +98,40 @@ impl Phase {
 }
 
 /// The shared state of one connection: its phase, when bytes last moved, and a bell that rings
-/// when the deadline may have moved earlier or the connection should go.
+/// when the deadline may have moved earlier or the connection should go; and, for the cap, whose
+/// it is and what it could give up.
 struct Watch {
     phase: Mutex<Phase>,
     /// Milliseconds since `epoch` of the last read or write.
     last_io: AtomicU64,
     epoch: Instant,
     bell: Notify,
-    evicted: std::sync::atomic::AtomicBool,
+    evicted: AtomicBool,
+    /// The account of its last request whose API key checked out; `None`: the keyless caller.
+    owner: Mutex<Option<Arc<str>>>,
+    /// Request bodies not yet read in full.
+    receiving: AtomicUsize,
+    /// Milliseconds since `epoch` at which the last of them started.
+    body_since: AtomicU64,
+    /// Waits in progress of its requests.
+    waiting: AtomicUsize,
+    /// Its waits were ended at the cap: they answer now, and the connection closes after.
+    cut: AtomicBool,
+    cut_bell: Notify,
+}
+
+/// What an open connection could give up at the cap, cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Give {
+    /// No request in flight (for the eviction grace at least): closed, nothing is lost.
+    Quiet,
+    /// A request whose body has been arriving for the grace or longer (a whole body, 64 KiB at
+    /// most, takes milliseconds; a trickle is slowest first): closed, the request is not carried
+    /// out.
+    SlowBody,
+    /// A call that is waiting: its wait ends now and it is answered (what it would have been
+    /// told had its wait ended), then the connection closes.
+    Wait,
 }
 
 impl Watch {
@@ -110,6 +142,59 @@ impl Watch {
             epoch: now,
             bell: Notify::new(),
             evicted: false.into(),
+            owner: Mutex::new(None),
+            receiving: AtomicUsize::new(0),
+            body_since: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+            cut: false.into(),
+            cut_bell: Notify::new(),
+        }
+    }
+
+    fn owner(&self) -> Option<Arc<str>> {
+        self.owner.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set_owner(&self, account: &str) {
+        let mut owner = self.owner.lock().unwrap_or_else(|e| e.into_inner());
+        if owner.as_deref() != Some(account) {
+            *owner = Some(Arc::from(account));
+        }
+    }
+
+    /// What it could give up at `now`, and since when it could; `None` if nothing (a request
+    /// being carried out, or a connection already told to go).
+    fn could_give(&self, now: Instant, grace: Duration) -> Option<(Give, Instant)> {
+        if self.evicted.load(Ordering::Relaxed) || self.cut.load(Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(since) = self.phase().waiting_since() {
+            return (now.duration_since(since) >= grace).then_some((Give::Quiet, since));
+        }
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            return Some((Give::Wait, self.last_io()));
+        }
+        let body_since = self.at(self.body_since.load(Ordering::Relaxed));
+        (self.receiving.load(Ordering::Relaxed) > 0 && now.duration_since(body_since) >= grace)
+            .then_some((Give::SlowBody, body_since))
+    }
+
+    /// End its waits now; it closes once they are answered.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::Relaxed);
+        self.cut_bell.notify_waiters();
+    }
+
+    /// Resolves once [`Self::cut`] was called.
+    async fn cut_off(&self) {
+        loop {
+            let rung = self.cut_bell.notified();
+            tokio::pin!(rung);
+            rung.as_mut().enable();
+            if self.cut.load(Ordering::Relaxed) {
+                return;
+            }
+            rung.await;
         }
     }
 
@@ -128,12 +213,20 @@ impl Watch {
     }
 
     fn touch(&self, now: Instant) {
-        let ms = u64::try_from(now.duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX);
-        self.last_io.store(ms, Ordering::Relaxed);
+        self.last_io.store(self.ms(now), Ordering::Relaxed);
     }
 
     fn last_io(&self) -> Instant {
-        self.epoch + Duration::from_millis(self.last_io.load(Ordering::Relaxed))
+        self.at(self.last_io.load(Ordering::Relaxed))
+    }
+
+    /// `at` as milliseconds since `epoch`, as the atomics keep times.
+    fn ms(&self, at: Instant) -> u64 {
+        u64::try_from(at.duration_since(self.epoch).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.epoch + Duration::from_millis(ms)
     }
 
     fn deadline(&self, limits: &Limits) -> Instant {
@@ -191,12 +284,96 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// How a waiting request learns that its caller hung up (the end of the caller's side of the
-/// connection, or a reset), though hyper does not read while it serves a request (half-close,
-/// above): a copy of the socket's descriptor, made when a wait starts and closed when it ends,
-/// peeks for the end. A half-closing caller's wait ends too, answered at once.
-fn hang_up_watch(socket: Arc<Socket>) -> HangUpWatch {
-    Arc::new(move || -> HungUp { Box::pin(peer_closed(socket.clone())) })
+/// How a waiting request learns that its wait must end: its caller hung up (the end of the
+/// caller's side of the connection, or a reset), or the cap needs its connection ([`Give::Wait`]).
+/// hyper does not read while it serves a request (half-close, above): a copy of the socket's
+/// descriptor, made when a wait starts and closed when it ends, peeks for the end. A
+/// half-closing caller's wait ends too, answered at once. The wait is counted on the connection
+/// while it lasts.
+fn hang_up_watch(socket: Arc<Socket>, watch: Arc<Watch>) -> HangUpWatch {
+    Arc::new(move || -> HungUp {
+        let (socket, watch) = (socket.clone(), watch.clone());
+        Box::pin(async move {
+            let _counted = Counted::new(&watch.waiting);
+            tokio::select! {
+                () = peer_closed(socket) => {}
+                () = watch.cut_off() => {}
+            }
+        })
+    })
+}
+
+/// One in a connection's count while it lives.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request body, counted in its connection's `receiving` until it has arrived in full (or
+/// failed, or been dropped unread).
+struct Tracked<B> {
+    body: B,
+    watch: Option<Arc<Watch>>,
+}
+
+impl<B: hyper::body::Body> Tracked<B> {
+    fn new(body: B, watch: &Arc<Watch>) -> Self {
+        let watch = (!body.is_end_stream()).then(|| {
+            let now = watch.ms(Instant::now());
+            watch.body_since.store(now, Ordering::Relaxed);
+            watch.receiving.fetch_add(1, Ordering::Relaxed);
+            watch.clone()
+        });
+        Self { body, watch }
+    }
+}
+
+impl<B> Tracked<B> {
+    fn arrived(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            watch.receiving.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<B> Drop for Tracked<B> {
+    fn drop(&mut self) {
+        self.arrived();
+    }
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        let poll = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(poll, Poll::Ready(None | Some(Err(_)))) || self.body.is_end_stream() {
+            self.arrived();
+        }
+        poll
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Resolves when the peer of the connection has closed its side or reset it, or the connection
@@ -272,25 +449,54 @@ impl Registry {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Close the connection that has waited longest without a request in flight, if it has
-    /// waited at least `grace` (so that a keep-alive caller between two requests keeps its
-    /// connection). True if one was told to go.
+    /// Make room at the cap: the connection [`choose`] picks gives up what it can (closed, or
+    /// its waits ended and then closed). True if one was told to.
     fn evict_one(&self, now: Instant, grace: Duration) -> bool {
         let open = self.lock();
-        let oldest = open
+        let seen: Vec<Seen> = open
             .values()
-            .filter(|w| !w.evicted.load(Ordering::Relaxed))
-            .filter_map(|w| w.phase().waiting_since().map(|since| (since, w)))
-            .filter(|(since, _)| now.duration_since(*since) >= grace)
-            .min_by_key(|(since, _)| *since);
-        match oldest {
-            Some((_, watch)) => {
-                watch.evict();
-                true
-            }
-            None => false,
+            .map(|w| Seen {
+                owner: w.owner(),
+                gives: w.could_give(now, grace),
+            })
+            .collect();
+        let Some(chosen) = choose(&seen) else {
+            return false;
+        };
+        let Some(watch) = open.values().nth(chosen) else {
+            return false;
+        };
+        match seen[chosen].gives {
+            Some((Give::Wait, _)) => watch.cut(),
+            _ => watch.evict(),
         }
+        true
     }
+}
+
+/// What the cap sees of one open connection.
+struct Seen {
+    owner: Option<Arc<str>>,
+    gives: Option<(Give, Instant)>,
+}
+
+/// Which connection gives up its slot at the cap (an index of `seen`), pure: among those that can
+/// give something, one of the account with the most connections open (the keyless caller's count
+/// as one account's), the cheapest it can give, the longest it could. `None` if none can.
+fn choose(seen: &[Seen]) -> Option<usize> {
+    let mut open: HashMap<Option<&str>, usize> = HashMap::new();
+    for s in seen {
+        *open.entry(s.owner.as_deref()).or_default() += 1;
+    }
+    seen.iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let (give, since) = s.gives?;
+            let count = open[&s.owner.as_deref()];
+            Some((count, std::cmp::Reverse(give), std::cmp::Reverse(since), i))
+        })
+        .max()
+        .map(|(.., i)| i)
 }
 
 /// How long a connection must have waited without a request before it may be evicted.
@@ -363,6 +569,23 @@ async fn slot(
     }
 }
 
+/// A connection whose answer says "not now" closes once it is sent, and gives its slot back:
+/// a 429 (its caller is over a bound of its own), or an answer to a wait that was `cut` for
+/// another account's call (told `Retry-After: 1` too). A refused caller that calls again at once
+/// (the attack's did, every 50 ms) then queues for a slot behind the callers that came before
+/// it, instead of keeping its connection busy with refusals that never let it be evicted.
+fn closing_when_refused<B>(response: &mut hyper::Response<B>, cut: bool) {
+    let refused = response.status() == hyper::StatusCode::TOO_MANY_REQUESTS;
+    if !(cut || refused) {
+        return;
+    }
+    let headers = response.headers_mut();
+    headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    if cut {
+        headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+}
+
 /// One connection, until it closes, misses a deadline, is evicted, or the server stops.
 async fn connection(
     stream: TcpStream,
@@ -372,21 +595,30 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let socket = Arc::new(Socket(Mutex::new(Some(stream.as_raw_fd()))));
-    let hang_up = hang_up_watch(socket.clone());
+    let hang_up = hang_up_watch(socket.clone(), watch.clone());
     let io = TokioIo::new(Watched {
         io: stream,
         watch: watch.clone(),
     });
+    let owner_watch = watch.clone();
+    let owner = ConnectionOwner(Arc::new(move |account: &str| {
+        owner_watch.set_owner(account)
+    }));
     let service_watch = watch.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let (app, watch, hang_up) = (app.clone(), service_watch.clone(), hang_up.clone());
         watch.update(Phase::on_request);
         let serving = Serving::start();
+        let mut request = request.map(|body| {
+            axum::body::Body::new(Deadline::new(Tracked::new(body, &watch), limits.body))
+        });
+        request.extensions_mut().insert(owner.clone());
         async move {
             let _serving = serving;
-            let request =
-                request.map(|body| axum::body::Body::new(Deadline::new(body, limits.body)));
-            let response = watching_hang_up(hang_up, app.oneshot(request)).await;
+            let mut response = watching_hang_up(hang_up, app.oneshot(request)).await;
+            if let Ok(response) = &mut response {
+                closing_when_refused(response, watch.cut.load(Ordering::Relaxed));
+            }
             watch.update(|p| p.on_answer(Instant::now()));
             response
         }
@@ -502,5 +734,80 @@ mod tests {
         // The young one has not waited a second yet, the busy one is never evicted.
         assert!(!registry.evict_one(now, Duration::from_secs(1)));
         assert!(!busy.evicted.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_waiting_call_is_cut_not_closed_and_a_slow_body_is_closed() {
+        let t0 = Instant::now();
+        let registry = Registry::default();
+        let waiting = Arc::new(Watch::new(t0));
+        waiting.update(Phase::on_request);
+        let counted = Counted::new(&waiting.waiting);
+        let slow = Arc::new(Watch::new(t0));
+        slow.update(Phase::on_request);
+        // Its body started at t0 and trickles: bytes moved just now.
+        slow.receiving.fetch_add(1, Ordering::Relaxed);
+        slow.touch(t0 + Duration::from_millis(1_900));
+        for w in [&waiting, &slow] {
+            registry.add(w.clone());
+        }
+        let now = t0 + Duration::from_secs(2);
+        // The slow body goes first (cheaper), closed.
+        assert!(registry.evict_one(now, Duration::from_secs(1)));
+        assert!(slow.evicted.load(Ordering::Relaxed));
+        // Then the wait: told to end, its connection left to answer it.
+        assert!(registry.evict_one(now, Duration::from_secs(1)));
+        assert!(waiting.cut.load(Ordering::Relaxed));
+        assert!(!waiting.evicted.load(Ordering::Relaxed));
+        // Neither is picked again.
+        assert!(!registry.evict_one(now, Duration::from_secs(1)));
+        drop(counted);
+    }
+
+    fn seen(owner: Option<&str>, gives: Option<(Give, Instant)>) -> Seen {
+        Seen {
+            owner: owner.map(Arc::from),
+            gives,
+        }
+    }
+
+    #[test]
+    fn the_account_with_the_most_connections_gives_way_first() {
+        let t0 = Instant::now();
+        let later = t0 + Duration::from_secs(5);
+        let connections = [
+            // b: one idle connection, idle the longest.
+            seen(Some("b"), Some((Give::Quiet, t0))),
+            // a: three, two of them waiting calls, one busy.
+            seen(Some("a"), Some((Give::Wait, later))),
+            seen(Some("a"), Some((Give::Wait, t0))),
+            seen(Some("a"), None),
+        ];
+        // a's oldest wait, though b has an idle connection: a has more.
+        assert_eq!(choose(&connections), Some(2));
+        // Within one account the cheapest goes first: quiet, then a slow body, then a wait.
+        let one = [
+            seen(Some("a"), Some((Give::Wait, t0))),
+            seen(Some("a"), Some((Give::SlowBody, later))),
+            seen(Some("a"), Some((Give::Quiet, later))),
+        ];
+        assert_eq!(choose(&one), Some(2));
+        assert_eq!(choose(&one[..2]), Some(1));
+    }
+
+    #[test]
+    fn keyless_connections_count_as_one_account_and_busy_ones_never_give() {
+        let t0 = Instant::now();
+        let connections = [
+            seen(None, Some((Give::SlowBody, t0))),
+            seen(None, None),
+            seen(None, None),
+            seen(Some("a"), Some((Give::Quiet, t0))),
+            seen(Some("a"), Some((Give::Quiet, t0))),
+        ];
+        assert_eq!(choose(&connections), Some(0));
+        let busy = [seen(None, None), seen(Some("a"), None)];
+        assert_eq!(choose(&busy), None);
+        assert_eq!(choose(&[]), None);
     }
 }

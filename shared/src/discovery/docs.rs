@@ -166,7 +166,7 @@ fn sections(prices: &Prices) -> Vec<(&'static str, Vec<String>)> {
             format!("The sample at /api/v1/samples/lease is invented data: its credential is typed {SAMPLE_TYPE} and signed with a sample key of its own, so every verifier reports it as a sample, never as an answer."),
         ]),
         ("Errors", vec![
-            "Every error is {\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 403 FORBIDDEN (revoke or audit without the admin role), 409 IDEMPOTENCY_CONFLICT / PAYMENT_IDENTIFIER_CONFLICT / PAYMENT_IN_PROGRESS, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
+            "Every error is {\"error\": sentence, \"code\": CODE}: 400 INVALID_INPUT (witnesses name each field by JSON pointer; nothing written), 401 UNAUTHORIZED, 402 PAYMENT_REQUIRED / PAYMENT_INVALID, 403 FORBIDDEN (revoke or audit without the admin role), 409 IDEMPOTENCY_CONFLICT / PAYMENT_IDENTIFIER_CONFLICT / PAYMENT_IN_PROGRESS, 413 PAYLOAD_TOO_LARGE, 429 RATE_LIMITED (Retry-After: free claims over the hour's quota; on the local server, a waiting call over its account's share of waits), 502 STORE_UNAVAILABLE (nothing charged; retry with the same requestId).".into(),
         ]),
     ]
 }

@@ -160,6 +160,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "409": error("IDEMPOTENCY_CONFLICT: requestId reused with different input. PAYMENT_IDENTIFIER_CONFLICT: an x402 payment identifier used with another payment or another request. PAYMENT_IN_PROGRESS: the first call with this payment has not finished; send it again shortly."),
                 "413": error("Body over 64 KiB."),
                 "408": error("The body did not arrive in full in time (the local server's --body-timeout)."),
+                "429": {"description": "RATE_LIMITED: a waiting call (waitSeconds) while this account or wallet already has its share of the local server's waits in progress (--max-waits-per-account). Nothing was done or charged; retry after Retry-After seconds.", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": reference("Error")}}},
                 "500": error("Our own failure (INTERNAL_ERROR); details only in our log. Nothing charged."),
                 "502": error("The store or facilitator failed or its answer is unknown; nothing charged; retry with the same requestId."),
             }

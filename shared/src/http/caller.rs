@@ -76,13 +76,26 @@ impl Authenticator {
             .to_str()
             .map_err(|_| ApiError::Unauthorized("malformed API key"))?;
         match self.keys.resolve(presented).await? {
-            Some(holder) => Ok(Caller::Account(holder)),
+            Some(holder) => {
+                if let Some(owner) = parts.extensions.get::<ConnectionOwner>() {
+                    (owner.0)(&holder.account);
+                }
+                Ok(Caller::Account(holder))
+            }
             None => Err(ApiError::Unauthorized(
                 "malformed, unknown or revoked API key",
             )),
         }
     }
 }
+
+/// Told the account of each request whose API key checked out, by a server that shares its
+/// connections between accounts (`leasekit serve`: at its connection cap, the account with the
+/// most connections gives one up). Everything else on a connection (no key, a bad key, a head
+/// not yet read) counts as the keyless caller's. On Lambda no request carries one: API Gateway
+/// holds the connections.
+#[derive(Clone)]
+pub struct ConnectionOwner(pub Arc<dyn Fn(&str) + Send + Sync>);
 
 /// The key holder the authorizer put in the context. A context without the key's id or role
 /// (an authorizer from before they existed) is a key without the admin role.

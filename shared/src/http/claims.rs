@@ -188,7 +188,10 @@ pub(crate) async fn free_claim(
         .count_free(scope.as_str(), state.free_claims_per_hour, now)
         .await?
     {
-        return Err(ApiError::RateLimited(retry_after));
+        return Err(ApiError::RateLimited {
+            retry_after,
+            reason: format!("too many free claims this hour; retry after {retry_after} s"),
+        });
     }
     Ok(state
         .claims

@@ -54,8 +54,9 @@ pub enum ApiError {
     /// No usable answer from the facilitator (the cause is for the log).
     #[error("the payment facilitator is unavailable; nothing was charged, retry")]
     FacilitatorUnavailable(String),
-    #[error("too many free claims this hour; retry after {0} s")]
-    RateLimited(u64),
+    /// Over a bound of the caller's own: answered 429 with `Retry-After` (seconds).
+    #[error("{reason}")]
+    RateLimited { retry_after: u64, reason: String },
     #[error("{0}")]
     Forbidden(&'static str),
     #[error("{0}")]
@@ -120,7 +121,7 @@ impl ApiError {
             | Self::PaymentAnswerUnknown => StatusCode::CONFLICT,
             Self::StoreUnavailable(_) | Self::FacilitatorUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::Payment { .. } => StatusCode::PAYMENT_REQUIRED,
-            Self::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -141,7 +142,7 @@ impl ApiError {
             Self::StoreUnavailable(_) => "STORE_UNAVAILABLE",
             Self::FacilitatorUnavailable(_) => "FACILITATOR_UNAVAILABLE",
             Self::Payment { code, .. } => code,
-            Self::RateLimited(_) => "RATE_LIMITED",
+            Self::RateLimited { .. } => "RATE_LIMITED",
             Self::Forbidden(_) => "FORBIDDEN",
             Self::UnsupportedMediaType(_) => "UNSUPPORTED_MEDIA_TYPE",
             Self::BatchNotSupported => "BATCH_NOT_SUPPORTED",
@@ -238,6 +239,14 @@ impl From<LeaseError> for ApiError {
                 "/cursor",
                 "cursor is not one this service gave your tenant for this op: send the nextCursor of your previous page, unchanged",
             )]),
+            LeaseError::TooManyWaits(waiting) => Self::RateLimited {
+                retry_after: 1,
+                reason: format!(
+                    "this account already has {waiting} waiting calls in progress on this server, \
+                     its share of the server's waits; nothing was done: retry after a second, or \
+                     without waitSeconds"
+                ),
+            },
             LeaseError::Store(e) => e.into(),
             LeaseError::Internal(cause) => Self::Internal(cause),
         }
@@ -259,8 +268,8 @@ impl ApiError {
     fn answer(self) -> Response {
         let body = self.body();
         match &self {
-            Self::RateLimited(seconds) => {
-                let retry_after = [("retry-after", seconds.to_string())];
+            Self::RateLimited { retry_after, .. } => {
+                let retry_after = [("retry-after", retry_after.to_string())];
                 return (self.status(), retry_after, Json(body)).into_response();
             }
             Self::Payment { required, .. } => {
@@ -315,7 +324,7 @@ mod tests {
             ApiError::PayloadTooLarge(_) => (413, "PAYLOAD_TOO_LARGE"),
             ApiError::UnsupportedMediaType(_) => (415, "UNSUPPORTED_MEDIA_TYPE"),
             ApiError::Refused(..) => (409, "MCP_REQUEST_REFUSED"),
-            ApiError::RateLimited(_) => (429, "RATE_LIMITED"),
+            ApiError::RateLimited { .. } => (429, "RATE_LIMITED"),
             ApiError::Internal(_) => (500, "INTERNAL_ERROR"),
             ApiError::StoreUnavailable(_) => (502, "STORE_UNAVAILABLE"),
             ApiError::FacilitatorUnavailable(_) => (502, "FACILITATOR_UNAVAILABLE"),
@@ -361,7 +370,10 @@ mod tests {
             ApiError::PayloadTooLarge(65536),
             ApiError::UnsupportedMediaType("json"),
             ApiError::Refused(StatusCode::CONFLICT, "x".into()),
-            ApiError::RateLimited(30),
+            ApiError::RateLimited {
+                retry_after: 30,
+                reason: "x".into(),
+            },
             ApiError::Internal("x".into()),
             ApiError::StoreUnavailable("x".into()),
             ApiError::FacilitatorUnavailable("x".into()),

@@ -15,7 +15,7 @@ pub mod observe;
 pub mod paid;
 mod provenance;
 
-pub use caller::{Authenticator, Caller};
+pub use caller::{Authenticator, Caller, ConnectionOwner};
 pub use error::ApiError;
 
 use crate::auth::KeyChanges;
@@ -48,6 +48,9 @@ pub struct Settings {
     /// Off Lambda: what tells this process that the store's API keys changed, so that it can
     /// remember resolved keys until then (see [`Authenticator::new`]).
     pub key_changes: Option<Arc<dyn KeyChanges>>,
+    /// Waiting calls one payer (an account or a wallet) may have in progress at once in this
+    /// process; `None`: unbounded (Lambda: one call per execution, bounded by concurrency).
+    pub waits_per_payer: Option<std::num::NonZeroUsize>,
 }
 
 /// Which routes a process serves. Each Lambda function serves one resource and builds, loads
@@ -126,6 +129,7 @@ impl AppState {
             public,
             on_lambda,
             key_changes,
+            waits_per_payer,
         } = settings;
         let keys = KeyStore::new(dynamodb.clone(), &tables.keys);
         let auth = Authenticator::new(keys, on_lambda, key_changes);
@@ -135,10 +139,16 @@ impl AppState {
         let claims = ClaimStore::new(dynamodb.clone(), &tables.claims);
         let store = LeaseStore::new(dynamodb, &tables.leases, &tables.requests);
         Self(std::sync::Arc::new(AppParts {
-            leases: issuer.clone().map(|issuer| match on_lambda {
-                // Other instances write the same table: waiters read it again now and then.
-                true => LeaseService::new(store, issuer).polling(LAMBDA_WAIT_POLL),
-                false => LeaseService::new(store, issuer),
+            leases: issuer.clone().map(|issuer| {
+                let service = match on_lambda {
+                    // Other instances write the same table: waiters read it again now and then.
+                    true => LeaseService::new(store, issuer).polling(LAMBDA_WAIT_POLL),
+                    false => LeaseService::new(store, issuer),
+                };
+                match waits_per_payer {
+                    Some(each) => service.waits_per_payer(each),
+                    None => service,
+                }
             }),
             payments,
             claims,
@@ -247,6 +257,7 @@ mod tests {
             public: PublicUrl::default(),
             on_lambda: true,
             key_changes: None,
+            waits_per_payer: None,
         })
     }
 

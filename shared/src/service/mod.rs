@@ -5,6 +5,8 @@
 mod cursor;
 pub mod lease;
 pub mod payments;
+mod wait_shares;
 mod waiting;
 
+pub use wait_shares::ShareTaken;
 pub use waiting::{HangUpWatch, HungUp, carrying_hang_up, this_hang_up, watching_hang_up};

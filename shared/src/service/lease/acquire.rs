@@ -17,6 +17,16 @@ impl LeaseService {
         resource: &str,
         asked: Asked<'_>,
     ) -> Result<SignedAnswer, LeaseError> {
+        // A wait holds its caller's connection for up to its whole length: one payer's waits
+        // may take only their share of this server's (refused before anything is done).
+        let _share = match (&self.wait_shares, asked.wait_ms > 0) {
+            (Some(shares), true) => Some(
+                shares
+                    .take(call.actor.tenant)
+                    .map_err(|taken| LeaseError::TooManyWaits(taken.0))?,
+            ),
+            _ => None,
+        };
         let target = call.target([resource]);
         let key = &target.keys[0];
         let now = call.signing.now;

@@ -66,6 +66,10 @@ pub enum LeaseError {
     /// The answer is too large to keep for its requestId (in bytes): nothing was written.
     #[error("an answer of {0} bytes is too large to keep for a requestId")]
     TooLargeToKeep(usize),
+    /// A waiting call whose payer already has its share of this server's waits in progress
+    /// (this many): refused before anything was read or written.
+    #[error("this account already has {0} waiting calls in progress here, its share")]
+    TooManyWaits(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Our own failure (an answer that would not serialize): the details are for the log.
@@ -94,6 +98,9 @@ pub struct LeaseService {
     cursors: Cursors,
     views: Views,
     waits: Waits,
+    /// Each payer's share of this process's concurrent waits; `None`: unbounded (on Lambda,
+    /// where each call has an execution of its own and reserved concurrency bounds them).
+    wait_shares: Option<std::sync::Arc<crate::service::wait_shares::WaitShares>>,
 }
 
 /// One request as the op files see it: who asks, what, and how its answer is signed.
@@ -143,7 +150,15 @@ impl LeaseService {
             issuer,
             views: Views::default(),
             waits: Waits::default(),
+            wait_shares: None,
         }
+    }
+
+    /// At most `each` waiting calls of one payer (an API key's account, or a wallet) in
+    /// progress at once in this process; more are refused ([`LeaseError::TooManyWaits`]).
+    pub fn waits_per_payer(mut self, each: std::num::NonZeroUsize) -> Self {
+        self.wait_shares = Some(crate::service::wait_shares::WaitShares::new(each));
+        self
     }
 
     /// Waiters also read the store every `interval` (jittered): for a process that is not the

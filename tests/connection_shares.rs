@@ -1,0 +1,245 @@
+//! One account cannot starve another of `leasekit serve`'s connections or waits (the attack of
+//! 2026-12-05: one account's waiting calls at the connection cap made another account's `get`
+//! take 38.8 s, and keyless slow bodies delayed everyone by 5-8 s). Real server, real sockets:
+//! each scenario fills the cap as the attack did, then times another caller's call.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use support::{ACME_KEY, GLOBEX_KEY, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn addr(server: &Server) -> String {
+    server.url.strip_prefix("http://").unwrap().to_owned()
+}
+
+/// A raw POST /api/v1/lease on a connection of its own, written at once; the stream, to read
+/// the answer from later.
+async fn send(addr: &str, key: Option<&str>, body: &Value) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let body = body.to_string();
+    let key = key.map_or(String::new(), |k| format!("X-API-KEY: {k}\r\n"));
+    let request = format!(
+        "POST /api/v1/lease HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{key}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream
+}
+
+/// Everything the server sends until it closes the connection or `within` passes.
+async fn read_all(stream: &mut TcpStream, within: Duration) -> String {
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + within;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) | Ok(Ok(0) | Err(_)) => return String::from_utf8_lossy(&seen).into_owned(),
+            Ok(Ok(n)) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// globex's `get`, timed; it must be answered within 10 s at most.
+async fn timed_get(server: &Server) -> Duration {
+    let globex = server.client(Some(GLOBEX_KEY));
+    let started = Instant::now();
+    let answered = tokio::time::timeout(
+        Duration::from_secs(10),
+        globex.call(json!({"op": "get", "tenantId": "g", "resource": "x"})),
+    )
+    .await;
+    let (status, answer) = answered.expect("another account's get waited 10 s at the cap");
+    assert_eq!(status, 200, "{answer}");
+    started.elapsed()
+}
+
+fn waiting_acquire(holder: &str) -> Value {
+    json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": holder,
+           "ttlSeconds": 60, "waitSeconds": 20})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_accounts_waits_at_the_cap_give_way_to_another_accounts_call() {
+    let dir = tempfile::TempDir::new().unwrap();
+    // The wait share set out of the way: this is the cap's own fairness.
+    let server = Server::start_with(
+        dir.path(),
+        &["--max-connections", "16", "--max-waits-per-account", "64"],
+    );
+    let acme = server.client(Some(ACME_KEY));
+    let held = acme
+        .data(
+            json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": "owner",
+                     "ttlSeconds": 60}),
+        )
+        .await;
+    assert_eq!(held["granted"], true, "{held}");
+    let addr = addr(&server);
+    // 20 waiting calls for a cap of 16: every slot waits, 4 more in the backlog.
+    let mut waiters = Vec::new();
+    for i in 0..20 {
+        waiters.push(send(&addr, Some(ACME_KEY), &waiting_acquire(&format!("w{i}"))).await);
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let took = timed_get(&server).await;
+    assert!(
+        took < Duration::from_secs(3),
+        "another account's get took {took:?} behind one account's waits"
+    );
+    // The waits that gave way were answered, as a wait that ended is: not granted, who holds
+    // the lease; told to come back, on a new connection.
+    let mut cut = 0;
+    for mut waiter in waiters {
+        let answer = read_all(&mut waiter, Duration::from_millis(200)).await;
+        if answer.is_empty() {
+            continue;
+        }
+        cut += 1;
+        let lower = answer.to_ascii_lowercase();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(lower.contains("connection: close"), "{answer}");
+        assert!(lower.contains("retry-after: 1"), "{answer}");
+        assert!(answer.contains("\"granted\":false"), "{answer}");
+        assert!(answer.contains("\"holder\":\"owner\""), "{answer}");
+    }
+    assert!(cut >= 1, "no wait gave way");
+    assert!(cut <= 8, "{cut} waits ended for one get");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_waits_sent_again_at_once_do_not_hold_the_cap() {
+    let dir = tempfile::TempDir::new().unwrap();
+    // One wait at a time for the account: the other callers are refused, and call again 50 ms
+    // later on their kept-alive connections, as the attack's 600 did at a cap of 512.
+    let server = Server::start_with(
+        dir.path(),
+        &["--max-connections", "8", "--max-waits-per-account", "1"],
+    );
+    let acme = server.client(Some(ACME_KEY));
+    acme.data(
+        json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": "owner",
+                     "ttlSeconds": 60}),
+    )
+    .await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut abusers = Vec::new();
+    for i in 0..48 {
+        let (url, stop) = (acme.url.clone(), stop.clone());
+        abusers.push(tokio::spawn(async move {
+            let http = reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .build()
+                .unwrap();
+            let body = waiting_acquire(&format!("w{i}")).to_string();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let sent = http
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-api-key", ACME_KEY)
+                    .body(body.clone())
+                    .send()
+                    .await;
+                if let Ok(answer) = sent {
+                    let _ = answer.bytes().await;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let took = timed_get(&server).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        took < Duration::from_secs(3),
+        "another account's get took {took:?} behind one account's refused waits"
+    );
+    for abuser in abusers {
+        abuser.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accounts_waits_beyond_its_share_are_refused_with_429_and_nothing_done() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let server = Server::start_with(dir.path(), &["--max-waits-per-account", "2"]);
+    let acme = server.client(Some(ACME_KEY));
+    acme.data(
+        json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": "owner",
+                     "ttlSeconds": 60}),
+    )
+    .await;
+    let addr = addr(&server);
+    let _first = send(&addr, Some(ACME_KEY), &waiting_acquire("w1")).await;
+    let _second = send(&addr, Some(ACME_KEY), &waiting_acquire("w2")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A third, under another tenantId of the same account: the share is the account's.
+    let mut third = waiting_acquire("w3");
+    third["tenantId"] = json!("another");
+    third["requestId"] = json!("third-call");
+    let mut stream = send(&addr, Some(ACME_KEY), &third).await;
+    // What came within 1.5 s (the connection stays open after it).
+    let answer = read_all(&mut stream, Duration::from_millis(1_500)).await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    assert!(answer.contains("\"code\":\"RATE_LIMITED\""), "{answer}");
+    assert!(answer.contains("waiting calls"), "{answer}");
+    // Nothing was done: the requestId has no answer kept, the same call without a wait runs
+    // afresh (and takes the free resource of that tenant).
+    third.as_object_mut().unwrap().remove("waitSeconds");
+    let fresh = acme.data(third).await;
+    assert_eq!(fresh["granted"], true, "{fresh}");
+    assert_eq!(fresh["replayed"], false, "{fresh}");
+    // A call that does not wait is not counted, and another account has its own share.
+    let busy = acme
+        .data(json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": "x"}))
+        .await;
+    assert_eq!(busy["granted"], false, "{busy}");
+    let globex = server.client(Some(GLOBEX_KEY));
+    let waited = globex
+        .data(
+            json!({"op": "acquire", "tenantId": "g", "resource": "r", "holder": "h",
+                     "waitSeconds": 1}),
+        )
+        .await;
+    assert_eq!(waited["granted"], true, "{waited}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_slow_bodies_at_the_cap_give_way_to_a_keyed_call() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let server = Server::start_with(
+        dir.path(),
+        &["--max-connections", "8", "--body-timeout", "30"],
+    );
+    let addr = addr(&server);
+    // Every slot a request whose body trickles in, a byte every 300 ms, as the attack's 260
+    // slow bodies did.
+    let mut trickles = Vec::new();
+    for _ in 0..8 {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /api/v1/lease HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"op\":"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        trickles.push(tokio::spawn(async move {
+            while stream.write_all(b" ").await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let took = timed_get(&server).await;
+    assert!(
+        took < Duration::from_secs(4),
+        "a keyed get took {took:?} behind trickling keyless bodies"
+    );
+    for trickle in trickles {
+        trickle.abort();
+    }
+}
