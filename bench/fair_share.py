@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 
+from versus import machine_cpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ABUSER_KEY = "abuser-key-0123456789abcdef"
 VICTIM_KEY = "victim-key-0123456789abcdef"
@@ -42,13 +44,9 @@ def free_port():
 
 
 def machine():
-    model = "unknown CPU"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, load {os.getloadavg()[0]:.2f}"
+    cpu = machine_cpu()
+    return (f"{cpu['cpu']}, {cpu['cores']} cores, {platform.system()} {platform.release()}, "
+            f"load {os.getloadavg()[0]:.2f}")
 
 
 def call(conn, key, body):

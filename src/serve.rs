@@ -69,10 +69,9 @@ pub struct ServeArgs {
     #[arg(long, default_value = "30", env = "LEASEKIT_IDLE_TIMEOUT", value_name = "SECONDS", value_parser = seconds)]
     idle_timeout: Duration,
     /// Open connections at most. At the cap, the account with the most connections open (callers
-    /// without a key count as one account) gives one up: one without a request in flight, else
-    /// its slowest request body (arriving for a second or more), else one whose call waits
-    /// (answered at once, then closed); else new connections wait. Default: 4096, or half the
-    /// open-file limit if lower.
+    /// without a key count as one account) gives one up for a new one: one without a request in
+    /// flight, else its slowest request body, else one whose call waits (answered at once, then
+    /// closed); else the new one waits. Default: 4096, or half the open-file limit if lower.
     #[arg(long, env = "LEASEKIT_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
     /// Waiting calls (acquires with waitSeconds) one account or paying wallet may have in

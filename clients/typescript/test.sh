@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The TypeScript client's tests, run as a user would run the package: `npm ci` and `tsc --strict`
-# here, `npm pack`, then the tarball installed into a scratch project (with the official x402
+# The TypeScript client's tests, run as a user would run the package: `npm ci` here (which builds
+# with `tsc --strict`), `npm pack` (which builds again, from nothing), then the tarball installed into a scratch project (with the official x402
 # packages and viem, from its own lockfile) whose tests import "leasekit" and run with Node's own
 # test runner against `leasekit serve` (LEASEKIT_BIN, else the debug build).
 # Usage: clients/typescript/test.sh
@@ -8,10 +8,17 @@ set -euo pipefail
 cd "$(dirname "$0")"
 here=$PWD
 export LEASEKIT_BIN="${LEASEKIT_BIN:-$here/../../target/debug/leasekit}"
+# No dist/ to start from: `npm ci` builds it (its `prepare`, tsc --strict), and so does `npm pack`
+# alone, so a package packed from a fresh checkout has its code (it once had none).
+rm -rf dist leasekit-*.tgz
 npm ci --no-audit --no-fund --loglevel=error
-npx tsc -p tsconfig.json
-rm -f leasekit-*.tgz
-tarball="$here/$(npm pack --silent)"
+test -f dist/index.js || { echo "npm ci did not build dist/"; exit 1; }
+rm -rf dist
+tarball="$here/$(npm pack --silent | tail -n 1)"
+# (The listing whole first: `grep -q` stops reading at its match, and tar's broken pipe would
+# fail the pipeline.)
+listing=$(tar -tzf "$tarball")
+grep -qx 'package/dist/index.js' <<< "$listing" || { echo "npm pack shipped no dist/index.js"; exit 1; }
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch" "$tarball"' EXIT
 cp test-project/package.json test-project/package-lock.json "$scratch/"

@@ -7,10 +7,10 @@
 //! idle between requests (`--idle-timeout`). At `--max-connections`, a new connection waits for a
 //! slot, and one open connection gives its own up ([`choose`]): one of the account that has the
 //! most connections open (the keyless caller's count as one account's), the cheapest it has to
-//! give: one without a request in flight, else its slowest request body (arriving for a second
-//! or more), else one whose call is waiting (answered at once, as if its wait had ended). So no
-//! account's connections can starve another's (the attack of 2026-12-05: one account's 600 waiting calls held every slot,
-//! and another's `get` took 38.8 s).
+//! give: one without a request in flight, else its slowest request body, else one whose call is
+//! waiting (answered at once, as its wait had come to). So no account's connections can starve
+//! another's (the attack of 2026-12-05: one account's 600 waiting calls held every slot, and
+//! another's `get` took 38.8 s).
 
 use crate::embedded_store::Serving;
 use axum::Router;
@@ -87,14 +87,6 @@ impl Phase {
             _ => Self::Idle(now),
         }
     }
-
-    /// Since when a connection without a request in flight has waited; `None` while busy.
-    pub fn waiting_since(self) -> Option<Instant> {
-        match self {
-            Self::Head(since) | Self::Idle(since) => Some(since),
-            Self::Busy(_) => None,
-        }
-    }
 }
 
 /// The shared state of one connection: its phase, when bytes last moved, and a bell that rings
@@ -123,14 +115,14 @@ struct Watch {
 /// What an open connection could give up at the cap, cheapest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Give {
-    /// No request in flight (for the eviction grace at least): closed, nothing is lost.
+    /// No request in flight (for its [`Grace`] at least): closed, nothing is lost.
     Quiet,
-    /// A request whose body has been arriving for the grace or longer (a whole body, 64 KiB at
-    /// most, takes milliseconds; a trickle is slowest first): closed, the request is not carried
-    /// out.
+    /// A request whose body has been arriving for its grace or longer (a whole body, 64 KiB at
+    /// most, takes milliseconds on a LAN; a trickle is slowest first): closed, the request is not
+    /// carried out.
     SlowBody,
-    /// A call that is waiting: its wait ends now and it is answered (what it would have been
-    /// told had its wait ended), then the connection closes.
+    /// A call that is waiting: its wait ends now and it is answered with what it had come to (a
+    /// grant that came first included), then the connection closes.
     Wait,
 }
 
@@ -163,19 +155,22 @@ impl Watch {
     }
 
     /// What it could give up at `now`, and since when it could; `None` if nothing (a request
-    /// being carried out, or a connection already told to go).
-    fn could_give(&self, now: Instant, grace: Duration) -> Option<(Give, Instant)> {
+    /// being carried out, a connection already told to go, or one within its `grace`).
+    fn could_give(&self, now: Instant, grace: Grace) -> Option<(Give, Instant)> {
         if self.evicted.load(Ordering::Relaxed) || self.cut.load(Ordering::Relaxed) {
             return None;
         }
-        if let Some(since) = self.phase().waiting_since() {
-            return (now.duration_since(since) >= grace).then_some((Give::Quiet, since));
+        let past = |since: Instant, grace: Duration| now.duration_since(since) >= grace;
+        match self.phase() {
+            Phase::Head(since) => return past(since, grace.head).then_some((Give::Quiet, since)),
+            Phase::Idle(since) => return past(since, grace.idle).then_some((Give::Quiet, since)),
+            Phase::Busy(_) => {}
         }
         if self.waiting.load(Ordering::Relaxed) > 0 {
             return Some((Give::Wait, self.last_io()));
         }
         let body_since = self.at(self.body_since.load(Ordering::Relaxed));
-        (self.receiving.load(Ordering::Relaxed) > 0 && now.duration_since(body_since) >= grace)
+        (self.receiving.load(Ordering::Relaxed) > 0 && past(body_since, grace.idle))
             .then_some((Give::SlowBody, body_since))
     }
 
@@ -451,7 +446,7 @@ impl Registry {
 
     /// Make room at the cap: the connection [`choose`] picks gives up what it can (closed, or
     /// its waits ended and then closed). True if one was told to.
-    fn evict_one(&self, now: Instant, grace: Duration) -> bool {
+    fn evict_one(&self, now: Instant, grace: Grace) -> bool {
         let open = self.lock();
         let seen: Vec<Seen> = open
             .values()
@@ -480,28 +475,54 @@ struct Seen {
     gives: Option<(Give, Instant)>,
 }
 
-/// Which connection gives up its slot at the cap (an index of `seen`), pure: among those that can
-/// give something, one of the account with the most connections open (the keyless caller's count
-/// as one account's), the cheapest it can give, the longest it could. `None` if none can.
+/// Which connection gives up its slot at the cap (an index of `seen`), pure: one of the account
+/// with the most connections open (the keyless caller's count as one account's; with a tie, any
+/// of those), the cheapest it can give, the longest it could. `None` if that account has nothing
+/// to give now: no other account pays for it (the attack's round 2: a smaller account's waits
+/// were cut while the biggest kept its connections busy); its connections become quiet soon.
 fn choose(seen: &[Seen]) -> Option<usize> {
     let mut open: HashMap<Option<&str>, usize> = HashMap::new();
     for s in seen {
         *open.entry(s.owner.as_deref()).or_default() += 1;
     }
+    let most = open.values().copied().max()?;
     seen.iter()
         .enumerate()
+        .filter(|(_, s)| open[&s.owner.as_deref()] == most)
         .filter_map(|(i, s)| {
             let (give, since) = s.gives?;
-            let count = open[&s.owner.as_deref()];
-            Some((count, std::cmp::Reverse(give), std::cmp::Reverse(since), i))
+            Some((std::cmp::Reverse(give), std::cmp::Reverse(since), i))
         })
         .max()
         .map(|(.., i)| i)
 }
 
-/// How long a connection must have waited without a request before it may be evicted.
-fn eviction_grace(limits: &Limits) -> Duration {
-    limits.header.min(Duration::from_secs(1))
+/// How long a connection must have been at something before it may give way at the cap.
+#[derive(Debug, Clone, Copy)]
+struct Grace {
+    /// Reading a request head (or connected, nothing sent yet): an honest caller sends its head
+    /// at once and whole, so a tenth of a second (a flood of trickled heads then cycles through
+    /// the cap fast, instead of a second each: the attack of 2026-12-05, round 2, shut a keyed
+    /// caller out for 7-20 s so).
+    head: Duration,
+    /// Idle between requests, or receiving a body: a second, so that a keep-alive caller between
+    /// two requests keeps its connection (closing it races the caller's next request, which then
+    /// fails). A tenth of a second once the newcomer has waited a second: a caller that keeps
+    /// its connections in use with a request every so often cannot hold them (the attack's
+    /// round 2: a request every 0.4 s on each of 64 connections kept everyone else out).
+    idle: Duration,
+}
+
+impl Grace {
+    /// For a newcomer that has waited `waited` for its slot.
+    fn after(limits: &Limits, waited: Duration) -> Self {
+        let short = limits.header.min(Duration::from_millis(100));
+        let long = limits.header.min(Duration::from_secs(1));
+        Self {
+            head: short,
+            idle: if waited >= long { short } else { long },
+        }
+    }
 }
 
 /// Serve `app` on `listener` until `shutdown` resolves; then stop accepting, let requests in
@@ -517,10 +538,10 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            permit = slot(&slots, &registry, &limits) => permit,
-        };
+        // A connection first, then its slot: room is made at the cap only for a connection that
+        // is there (making it first closed one of a full house for a caller that might never
+        // come: the attack of 2026-12-05, round 2). One accepted connection waits for its slot
+        // at a time, one descriptor past the cap.
         let (stream, _) = tokio::select! {
             () = &mut shutdown => break,
             accepted = listener.accept() => match accepted {
@@ -532,6 +553,10 @@ pub async fn serve(
                     continue;
                 }
             },
+        };
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = slot(&slots, &registry, &limits) => permit,
         };
         let _ = stream.set_nodelay(true);
         let watch = Arc::new(Watch::new(Instant::now()));
@@ -550,18 +575,20 @@ pub async fn serve(
     let _ = slots.acquire_many(all).await;
 }
 
-/// A free connection slot: at once if there is one, else by evicting the connection that has
-/// waited longest, else when a busy one finishes.
+/// A free connection slot, for a connection accepted: at once if there is one, else by making one
+/// give way ([`choose`]), else when one closes.
 async fn slot(
     slots: &Arc<Semaphore>,
     registry: &Registry,
     limits: &Limits,
 ) -> tokio::sync::OwnedSemaphorePermit {
+    let started = Instant::now();
     loop {
         if let Ok(permit) = slots.clone().try_acquire_owned() {
             return permit;
         }
-        registry.evict_one(Instant::now(), eviction_grace(limits));
+        let now = Instant::now();
+        registry.evict_one(now, Grace::after(limits, now.duration_since(started)));
         let wait = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
         if let Ok(Ok(permit)) = wait.await {
             return permit;
@@ -569,20 +596,17 @@ async fn slot(
     }
 }
 
-/// A connection whose answer says "not now" closes once it is sent, and gives its slot back:
-/// a 429 (its caller is over a bound of its own), or an answer to a wait that was `cut` for
-/// another account's call (told `Retry-After: 1` too). A refused caller that calls again at once
-/// (the attack's did, every 50 ms) then queues for a slot behind the callers that came before
-/// it, instead of keeping its connection busy with refusals that never let it be evicted.
+/// A connection closes once its answer is sent, and gives its slot back, when that answer is a
+/// 429 (its caller is over a bound of its own: one that calls again at once, as the attack's did
+/// every 50 ms, then queues for a slot behind the callers that came before it, instead of keeping
+/// its connection busy with refusals), or answers a wait that was `cut` for another account's
+/// call. A cut wait's answer is what the wait had come to, a grant included, so it carries no
+/// `Retry-After` of its own (the attack's round 2 found grants told to come back).
 fn closing_when_refused<B>(response: &mut hyper::Response<B>, cut: bool) {
-    let refused = response.status() == hyper::StatusCode::TOO_MANY_REQUESTS;
-    if !(cut || refused) {
-        return;
-    }
-    let headers = response.headers_mut();
-    headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-    if cut {
-        headers.insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    if cut || response.status() == hyper::StatusCode::TOO_MANY_REQUESTS {
+        response
+            .headers_mut()
+            .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
     }
 }
 
@@ -714,7 +738,42 @@ mod tests {
         let phase = phase.on_answer(t1);
         assert_eq!(phase, Phase::Idle(t1));
         assert_eq!(phase.on_bytes(t1), Phase::Head(t1));
-        assert_eq!(Phase::Busy(1).waiting_since(), None);
+    }
+
+    /// A second's grace for everything.
+    const SECOND: Grace = Grace {
+        head: Duration::from_secs(1),
+        idle: Duration::from_secs(1),
+    };
+
+    #[test]
+    fn a_head_has_a_tenth_of_a_second_and_an_idle_connection_a_second_until_the_newcomer_waited_one()
+     {
+        let fresh = Grace::after(&LIMITS, Duration::ZERO);
+        assert_eq!(fresh.head, Duration::from_millis(100));
+        assert_eq!(fresh.idle, Duration::from_secs(1));
+        let pressed = Grace::after(&LIMITS, Duration::from_secs(1));
+        assert_eq!(pressed.idle, Duration::from_millis(100));
+        // Never longer than the header timeout itself.
+        let tight = Limits {
+            header: Duration::from_millis(50),
+            ..LIMITS
+        };
+        assert_eq!(
+            Grace::after(&tight, Duration::ZERO).idle,
+            Duration::from_millis(50)
+        );
+        // An idle keep-alive connection 0.5 s after its answer keeps its slot; a head 0.5 s old
+        // does not.
+        let t0 = Instant::now();
+        let idle = Watch::new(t0);
+        idle.update(Phase::on_request);
+        idle.update(|p| p.on_answer(t0));
+        let head = Watch::new(t0);
+        let now = t0 + Duration::from_millis(500);
+        assert_eq!(idle.could_give(now, fresh), None);
+        assert_eq!(head.could_give(now, fresh), Some((Give::Quiet, t0)));
+        assert_eq!(idle.could_give(now, pressed), Some((Give::Quiet, t0)));
     }
 
     #[test]
@@ -729,10 +788,10 @@ mod tests {
             registry.add(w.clone());
         }
         let now = t0 + Duration::from_millis(2_500);
-        assert!(registry.evict_one(now, Duration::from_secs(1)));
+        assert!(registry.evict_one(now, SECOND));
         assert!(old.evicted.load(Ordering::Relaxed));
         // The young one has not waited a second yet, the busy one is never evicted.
-        assert!(!registry.evict_one(now, Duration::from_secs(1)));
+        assert!(!registry.evict_one(now, SECOND));
         assert!(!busy.evicted.load(Ordering::Relaxed));
     }
 
@@ -753,14 +812,14 @@ mod tests {
         }
         let now = t0 + Duration::from_secs(2);
         // The slow body goes first (cheaper), closed.
-        assert!(registry.evict_one(now, Duration::from_secs(1)));
+        assert!(registry.evict_one(now, SECOND));
         assert!(slow.evicted.load(Ordering::Relaxed));
         // Then the wait: told to end, its connection left to answer it.
-        assert!(registry.evict_one(now, Duration::from_secs(1)));
+        assert!(registry.evict_one(now, SECOND));
         assert!(waiting.cut.load(Ordering::Relaxed));
         assert!(!waiting.evicted.load(Ordering::Relaxed));
         // Neither is picked again.
-        assert!(!registry.evict_one(now, Duration::from_secs(1)));
+        assert!(!registry.evict_one(now, SECOND));
         drop(counted);
     }
 
@@ -793,6 +852,27 @@ mod tests {
         ];
         assert_eq!(choose(&one), Some(2));
         assert_eq!(choose(&one[..2]), Some(1));
+    }
+
+    #[test]
+    fn only_the_account_with_the_most_connections_gives_way() {
+        let t0 = Instant::now();
+        let connections = [
+            // a: two connections, both busy with calls that are not waits.
+            seen(Some("a"), None),
+            seen(Some("a"), None),
+            // b: one wait, c: one quiet connection.
+            seen(Some("b"), Some((Give::Wait, t0))),
+            seen(Some("c"), Some((Give::Quiet, t0))),
+        ];
+        // a has nothing to give now: nobody else pays for it.
+        assert_eq!(choose(&connections), None);
+        // A tie at the top: either may give.
+        let tie = [
+            seen(Some("a"), None),
+            seen(Some("b"), Some((Give::Quiet, t0))),
+        ];
+        assert_eq!(choose(&tie), Some(1));
     }
 
     #[test]
