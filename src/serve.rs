@@ -102,6 +102,30 @@ fn default_max_connections() -> usize {
     if known { half.clamp(1, 4096) } else { 4096 }
 }
 
+/// Connections waiting to be accepted, at most (the kernel may allow fewer: somaxconn). At the
+/// connection cap, callers queue here in the order they came while room is made; with the usual
+/// 128, a flood filled the queue and a caller's connect was dropped and retried by its kernel
+/// after 1, 3, 7 s (the attack of 2026-12-05, round 2).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `addr` (its first address) with [`LISTEN_BACKLOG`].
+async fn bind(addr: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let addr = tokio::net::lookup_host(addr).await?.next().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolves to nothing",
+        )
+    })?;
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As std's bind does: a restarted server may take its port while old connections linger.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// A receiving address for local runs: nobody's wallet, and no money moves locally anyway.
 const LOCAL_PAY_TO: &str = "0x000000000000000000000000000000000000dEaD";
 
@@ -127,7 +151,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         payments.clone(),
         Duration::from_secs(args.settle_sweep_seconds),
     ));
-    let listener = tokio::net::TcpListener::bind(&args.addr)
+    let listener = bind(&args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
     let served = format!("http://{}", listener.local_addr()?);

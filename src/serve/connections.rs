@@ -117,9 +117,8 @@ struct Watch {
 enum Give {
     /// No request in flight (for its [`Grace`] at least): closed, nothing is lost.
     Quiet,
-    /// A request whose body has been arriving for its grace or longer (a whole body, 64 KiB at
-    /// most, takes milliseconds on a LAN; a trickle is slowest first): closed, the request is not
-    /// carried out.
+    /// A request whose body has been arriving for its grace or longer (a trickle is slowest
+    /// first): closed, the request is not carried out.
     SlowBody,
     /// A call that is waiting: its wait ends now and it is answered with what it had come to (a
     /// grant that came first included), then the connection closes.
@@ -170,7 +169,7 @@ impl Watch {
             return Some((Give::Wait, self.last_io()));
         }
         let body_since = self.at(self.body_since.load(Ordering::Relaxed));
-        (self.receiving.load(Ordering::Relaxed) > 0 && past(body_since, grace.idle))
+        (self.receiving.load(Ordering::Relaxed) > 0 && past(body_since, grace.head))
             .then_some((Give::SlowBody, body_since))
     }
 
@@ -500,16 +499,17 @@ fn choose(seen: &[Seen]) -> Option<usize> {
 /// How long a connection must have been at something before it may give way at the cap.
 #[derive(Debug, Clone, Copy)]
 struct Grace {
-    /// Reading a request head (or connected, nothing sent yet): an honest caller sends its head
-    /// at once and whole, so a tenth of a second (a flood of trickled heads then cycles through
-    /// the cap fast, instead of a second each: the attack of 2026-12-05, round 2, shut a keyed
-    /// caller out for 7-20 s so).
+    /// Reading a request head (or connected, nothing sent yet), or receiving its body: an honest
+    /// caller sends a request at once and whole (64 KiB at most), so a tenth of a second. A
+    /// flood of trickled heads or bodies then cycles through the cap fast: with a second each,
+    /// the cap took in a connection a second per slot, the listen queue overflowed, and a keyed
+    /// caller's connect was dropped and retried for 7-20 s (the attack of 2026-12-05, round 2).
     head: Duration,
-    /// Idle between requests, or receiving a body: a second, so that a keep-alive caller between
-    /// two requests keeps its connection (closing it races the caller's next request, which then
-    /// fails). A tenth of a second once the newcomer has waited a second: a caller that keeps
-    /// its connections in use with a request every so often cannot hold them (the attack's
-    /// round 2: a request every 0.4 s on each of 64 connections kept everyone else out).
+    /// Idle between requests: a second, so that a keep-alive caller between two requests keeps
+    /// its connection (closing it races the caller's next request, which then fails). A tenth of
+    /// a second once the newcomer has waited a second: a caller that keeps its connections in
+    /// use with a request every so often cannot hold them (the attack's round 2: a request every
+    /// 0.4 s on each of 64 connections kept everyone else out).
     idle: Duration,
 }
 
