@@ -6,12 +6,12 @@
 //! `--resource` given several times names a set (all or nothing); renew and release of a set
 //! take a `--token` for each `--resource`, in the same order.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use leasekit_client::Client;
 use leasekit_core::lease::Op;
 use leasekit_core::lease::ops::Field;
-use serde_json::json;
+use serde_json::{Value, json};
 
 pub const EXIT_GRANTED: u8 = 0;
 pub const EXIT_NOT_GRANTED: u8 = 1;
@@ -24,7 +24,7 @@ pub struct Connection {
     pub url: String,
     /// API key (X-API-KEY).
     #[arg(long, env = "LEASEKIT_API_KEY", hide_env_values = true)]
-    pub api_key: String,
+    pub api_key: Option<String>,
     /// Tenant id inside your account.
     #[arg(long, env = "LEASEKIT_TENANT", default_value = "default")]
     pub tenant: String,
@@ -35,11 +35,24 @@ pub struct Connection {
 
 impl Connection {
     pub fn client(&self) -> Result<Client> {
-        Ok(Client::with_api_key(
-            &self.url,
-            &self.api_key,
-            &self.tenant,
-        )?)
+        let Some(key) = &self.api_key else {
+            anyhow::bail!(
+                "no API key: pass --api-key or set LEASEKIT_API_KEY (make one with \
+                 `leasekit keys create --account NAME` on the server's data dir)"
+            );
+        };
+        Client::with_api_key(&self.url, key, &self.tenant)
+            .with_context(|| format!("--url {} (LEASEKIT_URL)", self.url))
+    }
+
+    /// `body` sent with `client`; a failure names the URL it was sent to.
+    pub async fn send(&self, client: &Client, body: Value) -> Result<Value> {
+        client.send(body).await.with_context(|| {
+            format!(
+                "calling {}/api/v1/lease (--url or LEASEKIT_URL)",
+                self.url.trim_end_matches('/')
+            )
+        })
     }
 
     pub fn holder(&self) -> String {
@@ -177,14 +190,14 @@ pub async fn page(op: Op, page: Page) -> Result<u8> {
     if let Some(size) = page.page_size {
         body["pageSize"] = json!(size);
     }
-    println!("{}", client.send(body).await?);
+    println!("{}", page.connection.send(&client, body).await?);
     Ok(EXIT_GRANTED)
 }
 
 /// Run one of acquire, renew, release, get, check; print the answer; the exit code.
 pub async fn run(op: Op, call: Call) -> Result<u8> {
     let client = call.connection.client()?;
-    let answer = client.send(body(op, &call)?).await?;
+    let answer = call.connection.send(&client, body(op, &call)?).await?;
     println!("{answer}");
     // pass: granted, answered (get) or current (check).
     Ok(if answer["data"]["status"] == "pass" {

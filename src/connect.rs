@@ -32,6 +32,25 @@ pub struct Store {
 /// The embedded store's file inside the data dir.
 const DATABASE_FILE: &str = "leasekit.sqlite3";
 
+/// Which store `args` name, for a person: the embedded store's file (absolute), or the endpoint
+/// and table prefix; and whether opening it will create it (an embedded store not there yet).
+pub fn location(args: &StoreArgs) -> (String, bool) {
+    match &args.dynamodb_endpoint {
+        Some(endpoint) => (
+            format!("DynamoDB at {endpoint}, tables {}*", args.table_prefix),
+            false,
+        ),
+        None => {
+            let file = args.data_dir.join(DATABASE_FILE);
+            let shown = std::path::absolute(&file).unwrap_or_else(|_| file.clone());
+            (
+                format!("the embedded store {}", shown.display()),
+                !file.exists(),
+            )
+        }
+    }
+}
+
 impl Store {
     /// Connect as `args` say, and create any missing table.
     pub async fn open(args: &StoreArgs) -> Result<Self> {

@@ -38,6 +38,7 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             if !is_valid_name(&account) {
                 bail!("--account must match [A-Za-z0-9_.-]{{1,64}}");
             }
+            let (location, creating) = crate::connect::location(&args);
             let store = Store::open(&args).await?;
             let keys = KeyStore::new(store.client.clone(), &store.tables.keys);
             let key = ApiKey::generate()
@@ -54,10 +55,19 @@ pub async fn run(command: KeysCommand) -> Result<()> {
             // create exited with an error and printed no key).
             println!("{}", key.expose());
             eprintln!(
-                "created {}key {} for account {account}; it is not shown again",
+                "created {}key {} for account {account} in {location}; it is not shown again",
                 if admin { "admin " } else { "" },
                 key.id().as_str()
             );
+            if creating {
+                // A key in a store no server reads answers 401 everywhere (the first hour's
+                // sharpest edge: `keys create` run outside the server's directory).
+                eprintln!(
+                    "warning: there was no store there, so a new one was made: a server knows this \
+                     key only if it runs on the same data dir (--data-dir or LEASEKIT_DATA_DIR; \
+                     default .leasekit in the directory it is started from)"
+                );
+            }
             announce(&args)
         }
         KeysCommand::Revoke {

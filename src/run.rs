@@ -209,10 +209,23 @@ async fn acquire(
     {
         Ok(guard) => Ok(Some(guard)),
         Err(leasekit_client::Error::Held { holder, .. }) => {
-            eprintln!("leasekit run: {} is held by {holder}", args.resource);
+            match args.wait {
+                0 => eprintln!(
+                    "leasekit run: {} is held by {holder} (--wait SECONDS waits for it, first \
+                     come first served)",
+                    args.resource
+                ),
+                wait => eprintln!(
+                    "leasekit run: {} is held by {holder}, still after waiting {wait} s",
+                    args.resource
+                ),
+            }
             Ok(None)
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(anyhow::Error::from(e).context(format!(
+            "acquiring {} at {} (--url or LEASEKIT_URL)",
+            args.resource, args.connection.url
+        ))),
     }
 }
 

@@ -154,7 +154,42 @@ fn run_passes_the_exit_code_through_and_gives_up_when_held() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(75), "held by another, no --wait");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("held by other"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("held by other"), "{stderr}");
+    assert!(stderr.contains("--wait"), "no hint of --wait: {stderr}");
+}
+
+/// What a first try gets wrong is named: the missing key with its variable, an unreachable
+/// server with its URL.
+#[test]
+fn cli_errors_name_the_key_variable_and_the_url() {
+    let out = leasekit()
+        .env_remove("LEASEKIT_API_KEY")
+        .env("LEASEKIT_URL", "http://127.0.0.1:9")
+        .args(["get", "--resource", "r"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("LEASEKIT_API_KEY") && stderr.contains("--api-key"),
+        "{stderr}"
+    );
+    for args in [
+        &["get", "--resource", "r"][..],
+        &["run", "--resource", "r", "--", "true"],
+    ] {
+        let out = leasekit()
+            .env("LEASEKIT_API_KEY", ACME_KEY)
+            .env("LEASEKIT_URL", "http://127.0.0.1:9")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("http://127.0.0.1:9"), "{args:?}: {stderr}");
+        assert!(stderr.contains("LEASEKIT_URL"), "{args:?}: {stderr}");
+    }
 }
 
 /// `leasekit acquire --wait` waits in the resource's queue: held throughout, it answers when the

@@ -350,6 +350,24 @@ async fn api_keys_are_required_and_checked() {
         key.starts_with("lk_") && !key.contains('\n'),
         "stdout is the key and nothing else: {key:?}"
     );
+    // stderr says where the key went, and that the store was new there: a server elsewhere
+    // would not know the key.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = dir.path().join("leasekit.sqlite3");
+    assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("warning: there was no store there"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("LEASEKIT_DATA_DIR"), "{stderr}");
+    let again = leasekit()
+        .args(["keys", "create", "--account", "initech", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "the store was there: {stderr}");
 
     let server = Server::start(dir.path());
     let body = acquire("t1", "r", "w");
@@ -362,7 +380,32 @@ async fn api_keys_are_required_and_checked() {
         let (status, answer) = server.client(bad).call(body.clone()).await;
         assert_eq!(status, 401, "{bad:?}: {answer}");
         assert_eq!(answer["code"], "UNAUTHORIZED");
+        assert!(
+            answer["error"].as_str().unwrap().contains("X-API-KEY"),
+            "{answer}"
+        );
     }
+    // No key: the payment offer names the header a key goes in; a key sent as a bearer token
+    // is told where it belongs.
+    let (status, answer) = server.client(None).call(body.clone()).await;
+    assert_eq!(status, 402, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("X-API-KEY"),
+        "{answer}"
+    );
+    let bearer = post(
+        &server.url,
+        "/api/v1/lease",
+        &body,
+        &[("authorization", format!("Bearer {key}"))],
+    )
+    .await;
+    assert_eq!(bearer.status, 402, "{}", bearer.body);
+    let told = bearer.body["error"].as_str().unwrap();
+    assert!(
+        told.contains("Bearer") && told.contains("X-API-KEY"),
+        "{told}"
+    );
     let c = server.client(Some(&key));
     assert_eq!(c.data(body.clone()).await["granted"], true);
 
@@ -664,4 +707,69 @@ async fn mcp_refuses_a_bad_key_and_lets_a_wallet_list_the_tools() {
     assert_eq!(response.status().as_u16(), 200);
     let listed: Value = response.json().await.unwrap();
     assert_eq!(listed["result"]["tools"][0]["name"], "lease", "{listed}");
+}
+
+/// GET / says where everything is, as a page or as JSON; /healthz answers without a key.
+#[tokio::test]
+async fn the_root_links_everything_and_healthz_answers() {
+    let (_dir, server) = serve();
+    let http = reqwest::Client::new();
+    let page = http.get(format!("{}/", server.url)).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let html = page.text().await.unwrap();
+    for path in [
+        "/docs/lease/",
+        "/console/",
+        "/openapi.json",
+        "/api/v1/catalog",
+        "/healthz",
+    ] {
+        assert!(
+            html.contains(&format!("href=\"{}{path}\"", server.url)),
+            "{path}: {html}"
+        );
+    }
+    assert!(
+        html.contains("POST /mcp") && html.contains("POST /api/v1/lease"),
+        "{html}"
+    );
+    let index: Value = http
+        .get(format!("{}/", server.url))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        index["links"]["lease"],
+        format!("{}/api/v1/lease", server.url)
+    );
+    assert_eq!(index["links"]["mcp"], format!("{}/mcp", server.url));
+    // Each link works (the GET ones): no dead end from the root.
+    for route in index["routes"].as_array().unwrap() {
+        if route["method"] == "GET" {
+            let url = route["url"].as_str().unwrap();
+            let status = http.get(url).send().await.unwrap().status();
+            assert_eq!(status, 200, "{url}");
+        }
+    }
+    let health = http
+        .get(format!("{}/healthz", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.headers()["cache-control"], "no-store");
+    assert_eq!(
+        health.json::<Value>().await.unwrap(),
+        json!({"status": "ok"})
+    );
 }

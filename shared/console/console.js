@@ -406,6 +406,7 @@ async function loadAudit() {
     if (seq !== page.seq) return;
     const data = payload.data;
     page.forbidden = false;
+    setAdmin("yes");
     page.next = nextCursor(data);
     show(ui.auditNotice, false);
     show(ui.audit, true);
@@ -416,6 +417,7 @@ async function loadAudit() {
     if (err.status === 403) {
       // Not an admin: say so once and stop asking every round ("Refresh" asks again).
       page.forbidden = true;
+      setAdmin("no");
       page.next = null;
       page.shown = null;
       ui.audit.replaceChildren();
@@ -566,6 +568,7 @@ async function submitRevoke(event) {
       signOut(describe(err), "error");
       return;
     }
+    if (err.status === 403) setAdmin("no");
     const message =
       err.status === 403
         ? "Forbidden: this key has no admin role. Nothing was revoked."
@@ -578,7 +581,15 @@ async function submitRevoke(event) {
 
 // ---------- sign in / out ----------
 
+// Whether this key may revoke: "yes" once the audit (an admin's op) answers, "no" once it or a
+// revoke is refused, "unknown" until then. The Revoke buttons show only for "yes" (console.css):
+// a key that may not revoke is not offered a button that can only be refused.
+function setAdmin(known) {
+  document.body.dataset.admin = known;
+}
+
 function resetPages() {
+  setAdmin("unknown");
   state.leases = { cursor: null, next: null, page: 1, seq: 0, shown: null };
   state.audit = { cursor: null, next: null, page: 1, seq: 0, shown: null, forbidden: false };
   state.countdowns = [];

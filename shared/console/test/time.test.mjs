@@ -2,7 +2,7 @@
 import { test, afterEach } from "node:test";
 import assert from "node:assert/strict";
 
-import { countdownText, formatTime, pad } from "../time.js";
+import { countdownText, durationText, formatTime, pad } from "../time.js";
 
 // formatTime shows this browser's local time: each test picks its zone (Node reads TZ anew when
 // it is set), and the zone is put back after it.
@@ -45,9 +45,10 @@ test("formatTime: what is not a time is shown as it came", () => {
 
 test("countdownText: whole seconds left, rounded down", () => {
   const now = 1_800_000_000_000;
-  assert.deepEqual(countdownText(now + 60_000, now), { text: "60 s", soon: false, expired: false, known: true });
+  assert.deepEqual(countdownText(now + 60_000, now), { text: "1 min", soon: false, expired: false, known: true });
   assert.equal(countdownText(now + 59_999, now).text, "59 s");
-  assert.equal(countdownText(now + 3_600_000, now).text, "3600 s");
+  assert.equal(countdownText(now + 3_600_000, now).text, "1 h");
+  assert.equal(countdownText(now + 5_363_000, now).text, "1 h 29 min");
 });
 
 test("countdownText: the prefix goes before the seconds, and a missing one adds nothing", () => {
@@ -99,4 +100,18 @@ test("countdownText: a missing or broken time shows ? and is neither soon nor ex
   assert.deepEqual(countdownText(Date.parse(undefined), 0), unknown);
   assert.deepEqual(countdownText(Date.parse("soon"), 0, "place kept "), unknown);
   assert.deepEqual(countdownText(Infinity, 0), unknown);
+});
+
+test("durationText: the two largest units, as a person reads them", () => {
+  assert.equal(durationText(0), "0 s");
+  assert.equal(durationText(1), "1 s");
+  assert.equal(durationText(59), "59 s");
+  assert.equal(durationText(60), "1 min");
+  assert.equal(durationText(61), "1 min 1 s");
+  assert.equal(durationText(1763), "29 min 23 s");
+  assert.equal(durationText(3599), "59 min 59 s");
+  assert.equal(durationText(3600), "1 h");
+  assert.equal(durationText(3659), "1 h", "seconds are not shown past an hour");
+  assert.equal(durationText(5363), "1 h 29 min");
+  assert.equal(durationText(86400 * 7 + 3600 * 5), "7 d 5 h");
 });

@@ -187,7 +187,21 @@ fn is_code(paragraph: &str) -> bool {
         .any(|start| paragraph.starts_with(start))
 }
 
-fn escape(text: &str) -> String {
+/// The start of a page for people, to its `<body>`: what every page of ours looks like.
+pub(crate) fn page_head(title: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <title>{}</title><style>{PAGE_STYLE}</style></head><body>\n",
+        escape(title)
+    )
+}
+
+const PAGE_STYLE: &str = "body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}\
+    h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem}code{background:#f3f3f3;padding:0 .2rem}\
+    pre{background:#f3f3f3;border:1px solid #ddd;border-radius:4px;padding:.6rem .8rem;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\
+    pre code{padding:0;font:14px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}";
+
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -196,15 +210,8 @@ fn escape(text: &str) -> String {
 
 /// /docs/lease/: the same content, as a page for people.
 pub fn page_html(base: &str, prices: &Prices) -> String {
-    let mut html = String::from(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-         <title>Leases with fencing tokens - leasekit</title>\
-         <style>body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;color:#222}\
-         h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem}code{background:#f3f3f3;padding:0 .2rem}\
-         pre{background:#f3f3f3;border:1px solid #ddd;border-radius:4px;padding:.6rem .8rem;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\
-         pre code{padding:0;font:14px/1.45 ui-monospace,SFMono-Regular,Menlo,monospace}</style></head><body>\n\
-         <h1>Leases with fencing tokens</h1>\n",
-    );
+    let mut html = page_head("Leases with fencing tokens - leasekit");
+    html.push_str("<h1>Leases with fencing tokens</h1>\n");
     for (title, paragraphs) in sections(prices) {
         html.push_str(&format!("<h2>{}</h2>\n", escape(title)));
         for p in paragraphs {

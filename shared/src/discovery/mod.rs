@@ -3,6 +3,7 @@
 //! handlers validate with (no copy that can drift) and from the deployment's prices.
 
 pub mod docs;
+pub mod home;
 pub mod openapi;
 
 use crate::config::ClaimPrices;

@@ -70,11 +70,13 @@ impl Authenticator {
         // Two keys are no key: which one a proxy or a framework keeps differs (found by the
         // attack of 2026-12-03: the first won, admin or not).
         if sent.next().is_some() {
-            return Err(ApiError::Unauthorized("send one API key, not several"));
+            return Err(ApiError::Unauthorized(
+                "send one API key (X-API-KEY header), not several",
+            ));
         }
         let presented = header
             .to_str()
-            .map_err(|_| ApiError::Unauthorized("malformed API key"))?;
+            .map_err(|_| ApiError::Unauthorized("malformed API key (the X-API-KEY header)"))?;
         match self.keys.resolve(presented).await? {
             Some(holder) => {
                 if let Some(owner) = parts.extensions.get::<ConnectionOwner>() {
@@ -83,7 +85,7 @@ impl Authenticator {
                 Ok(Caller::Account(holder))
             }
             None => Err(ApiError::Unauthorized(
-                "malformed, unknown or revoked API key",
+                "malformed, unknown or revoked API key (the X-API-KEY header)",
             )),
         }
     }

@@ -1,14 +1,15 @@
-//! The discovery routes: GET /openapi.json, /api/v1/catalog, /docs/index.json, /docs/lease/,
+//! The discovery routes: GET / and /healthz, /openapi.json, /api/v1/catalog, /docs/index.json, /docs/lease/,
 //! /docs/lease.json, /api/v1/samples/lease. Free, no key; every link starts with the configured
 //! public URL (never the caller's `Host` or `X-Forwarded-Proto`: links would point wherever a
 //! caller or a cache-poisoning header said).
 
 use super::{ApiError, AppState};
 use crate::clock::now_ms;
-use crate::discovery::{Prices, docs, openapi};
+use crate::discovery::{Prices, docs, home, openapi};
 use axum::Json;
 use axum::extract::State;
-use axum::response::Html;
+use axum::http::{HeaderMap, header};
+use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 
 fn prices(state: &AppState) -> Prices {
@@ -37,4 +38,26 @@ pub async fn lease_page_json(State(state): State<AppState>) -> Json<Value> {
 
 pub async fn lease_sample(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(docs::sample(state.issuer()?, now_ms())))
+}
+
+/// GET /: the page, or its JSON for a caller that asks for JSON first.
+pub async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let base = state.public.base();
+    let wants_json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| {
+            let json = accept.find("application/json");
+            let html = accept.find("text/html");
+            json.is_some_and(|j| html.is_none_or(|h| j < h))
+        });
+    match wants_json {
+        true => Json(home::index_json(&base)).into_response(),
+        false => Html(home::index_html(&base)).into_response(),
+    }
+}
+
+/// GET /healthz: no store call (see [`home::health`]); never cached.
+pub async fn health() -> Response {
+    ([(header::CACHE_CONTROL, "no-store")], Json(home::health())).into_response()
 }

@@ -46,7 +46,7 @@ pub enum ApiError {
         "the store is unavailable or its answer is unknown; retry (with the same requestId, if the call had one)"
     )]
     StoreUnavailable(String),
-    #[error("{}", .required.error.as_deref().unwrap_or("payment required: pay with x402 (see accepts) or send an API key"))]
+    #[error("{}", .required.error.as_deref().unwrap_or("payment required: pay with x402 (see accepts), or send an API key in the X-API-KEY header"))]
     Payment {
         required: Box<PaymentRequired>,
         code: &'static str,

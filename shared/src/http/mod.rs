@@ -199,6 +199,8 @@ pub fn router(state: AppState, routes: Routes) -> Router {
     }
     if all || routes == Routes::Public {
         router = router
+            .route("/", get(discovery::index))
+            .route("/healthz", get(discovery::health))
             .route("/api/v1/verify-provenance", post(provenance::verify))
             .route("/.well-known/did.json", get(provenance::did_document))
             .route("/openapi.json", get(discovery::openapi))

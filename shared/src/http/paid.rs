@@ -70,7 +70,7 @@ pub async fn accept(
             };
             match err {
                 PaymentError::Required => ApiError::Payment {
-                    required: required(None),
+                    required: required(bearer_hint(parts)),
                     code: "PAYMENT_REQUIRED",
                 },
                 PaymentError::Refused(refusal) => ApiError::Payment {
@@ -84,6 +84,21 @@ pub async fn accept(
                 PaymentError::Internal(cause) => ApiError::Internal(cause),
             }
         })
+}
+
+/// For a caller that sent its key as `Authorization: Bearer` (as many APIs take one): what to do
+/// instead, in the 402's sentence. Nothing for anyone else.
+fn bearer_hint(parts: &Parts) -> Option<String> {
+    let authorization = parts.headers.get(axum::http::header::AUTHORIZATION)?;
+    let bearer = authorization
+        .as_bytes()
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"bearer "));
+    bearer.then(|| {
+        "payment required: an Authorization: Bearer header is not read here; send the API key \
+         in the X-API-KEY header, or pay with x402 (see accepts)"
+            .to_owned()
+    })
 }
 
 /// What paid work answers: charged, or not charged because it replays an answer that was paid
