@@ -38,16 +38,18 @@ venv() { # DIR REQUIREMENTS: made again only when the requirements change
   fi
 }
 debian_packages() {
-  # Chromium and its driver for the console's browser test; Docker and debootstrap for sam local.
+  # Chromium and its driver for the console's browser test; Docker and debootstrap for sam local;
+  # jq for the README's first five minutes (tests/readme.rs).
   if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null \
-    || ! command -v dockerd > /dev/null || ! command -v debootstrap > /dev/null; then
+    || ! command -v dockerd > /dev/null || ! command -v debootstrap > /dev/null \
+    || ! command -v jq > /dev/null; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker.io debootstrap > /dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker.io debootstrap jq > /dev/null
   fi
 }
 # Left to finish if the run stops early: a dpkg cut off would break the next runs. A venv cut off
 # has no requirements.txt copied in, so the next run makes it again.
-JOB_KEEP=1 job debian "Debian packages (chromium, docker.io, debootstrap)" debian_packages
+JOB_KEEP=1 job debian "Debian packages (chromium, docker.io, debootstrap, jq)" debian_packages
 job venv "Python test tools (.venv)" venv .venv tests/requirements.txt
 sam_tools() {
   source infra/local/venv.sh
