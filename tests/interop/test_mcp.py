@@ -139,17 +139,61 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     def without_meta(schema):
         return {k: v for k, v in schema.items() if k != "$schema"}
 
-    # The lease tool is the REST input narrowed to the ops that end no one else's permit.
-    lease_input = without_meta(tools["lease"].input_schema)
+    # Each lease tool's input lists the REST request's own fields (those its ops take), each with
+    # the REST type and bounds and a line of its own; the rules between fields stay the server's.
+    rest = without_meta(api["LeaseRequest"])
+    kept = ("type", "enum", "minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "pattern")
+    for name in ("lease", "lease_read", "lease_list", "lease_audit", "lease_revoke"):
+        schema = tools[name].input_schema
+        assert schema["additionalProperties"] is False and schema["required"] == rest["required"], name
+        for field, compact in schema["properties"].items():
+            assert field in rest["properties"], (name, field)
+            published = rest["properties"][field]
+            assert {k: compact[k] for k in kept if k in compact and k != "enum"} == {
+                k: published[k] for k in kept if k in published and k != "enum"}, (name, field)
+            assert field == "op" or compact.get("description"), (name, field)
+    lease_input = tools["lease"].input_schema
     assert lease_input["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check"]
     assert not {"reason", "cursor", "pageSize", "prefix"} & set(lease_input["properties"])
-    rest = without_meta(api["LeaseRequest"])
-    assert {k: v for k, v in lease_input["properties"].items() if k != "op"} == {
-        k: v for k, v in rest["properties"].items() if k in lease_input["properties"] and k != "op"}
-    assert without_meta(tools["lease"].output_schema) == without_meta(api["LeaseAnswer"])
-    assert without_meta(tools["lease_read"].output_schema) == without_meta(api["LeaseAnswer"])
+    # Outputs: the answer's two parts (every field of data is LeaseAnswer's, which the answers
+    # above were checked against over REST: test_discovery.py).
+    for name in ("lease", "lease_read", "lease_list", "lease_audit", "lease_revoke"):
+        assert tools[name].output_schema["required"] == ["data", "_provenance"], name
     assert without_meta(tools["claim_free"].input_schema) == without_meta(api["ClaimFreeRequest"])
     assert without_meta(tools["claim_free"].output_schema) == without_meta(api["ClaimAnswer"])
+
+
+def mcp_post(server, message):
+    """One JSON-RPC message to /mcp with the API key, as raw bytes: (answer bytes, answer JSON)."""
+    import json, urllib.request
+
+    request = urllib.request.Request(
+        server + "/mcp",
+        data=json.dumps(message).encode(),
+        headers={"X-API-KEY": API_KEY, "Content-Type": "application/json",
+                 "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"},
+    )
+    raw = urllib.request.urlopen(request, timeout=10).read()
+    return raw, json.loads(raw)
+
+
+def test_tools_list_and_a_tool_result_fit_an_agents_context(server):
+    """What an agent pays in context for the tools and for one answer: tools/list was 69,756
+    bytes (each lease tool carried the whole request schema's rules and the 8 kB answer schema)
+    and a tool result 5,288 (the signed answer twice, as structuredContent and as text)."""
+    listed, _ = mcp_post(server, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    tenant = unique("mcp-size")
+    called, answer = mcp_post(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "lease", "arguments": {"op": "acquire", "resource": "size", "holder": "agent-1", "tenantId": tenant}}})
+    print(f"\ntools/list: {len(listed):,} bytes; a lease tool result: {len(called):,} bytes")
+    assert len(listed) < 12_000, len(listed)
+    assert len(called) < 4_000, len(called)
+    result = answer["result"]
+    # The text is the answer's data, once; the signed answer is the structured content.
+    import json
+
+    assert json.loads(result["content"][0]["text"]) == result["structuredContent"]["data"]
+    assert result["structuredContent"]["data"]["granted"] is True and "_provenance" in result["structuredContent"]
 
 
 def as_x402_result(result):

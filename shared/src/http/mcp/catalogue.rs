@@ -1,12 +1,151 @@
-//! The tools: names, descriptions, annotations and the published schemas as their input and
-//! output schemas.
+//! The tools: names, descriptions, annotations, and input and output schemas sized for an
+//! agent's context window (issue #42: `tools/list` was 70 kB, each lease tool carrying the whole
+//! request schema's rules and the 8 kB answer schema). A tool's input schema lists its fields
+//! with their types, bounds and a line each; the rules between fields stay the server's, which
+//! checks every call against the full published schema and answers a 400 naming the field. The
+//! output schema says what the result holds; `/openapi.json` has its every field.
 
-use crate::schema::{
-    CLAIM_ANSWER_JSON, CLAIM_FREE_INPUT_JSON, LEASE_ANSWER_JSON, LeaseTool, lease_tool,
-};
+use crate::schema::{CLAIM_ANSWER_JSON, CLAIM_FREE_INPUT_JSON, LeaseTool, lease_tool};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 use std::sync::Arc;
+
+/// One line on each lease request field, for the tools' compact input schemas.
+const FIELD_LINES: &[(&str, &str)] = &[
+    ("op", "What to do."),
+    (
+        "tenantId",
+        "Your namespace inside your account; required with an API key, ignored when a wallet pays.",
+    ),
+    (
+        "resource",
+        "The name, e.g. deploy:prod; list and audit do without.",
+    ),
+    (
+        "holder",
+        "Your worker id; required for acquire, renew and release.",
+    ),
+    (
+        "token",
+        "The fencingToken your acquire returned; required for renew, release and check.",
+    ),
+    ("ttlSeconds", "Lease length in seconds (default 30)."),
+    (
+        "limit",
+        "acquire: how many may hold it at once, a token each (default 1).",
+    ),
+    (
+        "waitSeconds",
+        "acquire: wait this long in a first-come-first-served queue (default 0).",
+    ),
+    (
+        "requestId",
+        "Your id for this mutation: a retry with it applies once and answers the same.",
+    ),
+    (
+        "resources",
+        "acquire of 2-50 resources at once, all or nothing.",
+    ),
+    (
+        "leases",
+        "renew or release of a set: each resource with its token.",
+    ),
+    ("reason", "Why (kept in the audit)."),
+    (
+        "holder_revoke",
+        "Whose permit to end (all of the resource's when absent).",
+    ),
+    ("prefix", "Only names that start with this."),
+    ("cursor", "The nextCursor of the page before."),
+    ("pageSize", "Entries per page (default 50)."),
+];
+
+/// What a field's compact schema keeps of the published one, besides its one line.
+const KEPT: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "pattern",
+];
+
+/// `full` (a published field schema) cut to what an agent needs: its type and bounds, and
+/// `line`; arrays keep their items' shape, objects their fields' types.
+fn compact_field(full: &Value, line: Option<&str>) -> Value {
+    let mut field = serde_json::Map::new();
+    for key in KEPT {
+        if let Some(value) = full.get(*key) {
+            field.insert((*key).to_owned(), value.clone());
+        }
+    }
+    if let Some(items) = full.get("items") {
+        field.insert("items".into(), compact_field(items, None));
+    }
+    if let Some(properties) = full.get("properties").and_then(Value::as_object) {
+        let fields: serde_json::Map<String, Value> = properties
+            .iter()
+            .map(|(name, schema)| (name.clone(), compact_field(schema, None)))
+            .collect();
+        field.insert("properties".into(), Value::Object(fields));
+        for key in ["required", "additionalProperties"] {
+            if let Some(value) = full.get(key) {
+                field.insert(key.into(), value.clone());
+            }
+        }
+    }
+    if let Some(line) = line {
+        field.insert("description".into(), line.into());
+    }
+    Value::Object(field)
+}
+
+/// `tool`'s input schema for `tools/list`: its fields (those of its ops: [`lease_tool`]) in
+/// compact form, nothing else allowed.
+fn compact_input(tool: LeaseTool) -> Arc<JsonObject> {
+    let full = lease_tool(tool).0;
+    let line = |name: &str| {
+        let key = match (tool, name) {
+            (LeaseTool::Revoke, "holder") => "holder_revoke",
+            _ => name,
+        };
+        FIELD_LINES
+            .iter()
+            .find(|(field, _)| *field == key)
+            .map(|(_, line)| *line)
+    };
+    let properties: serde_json::Map<String, Value> = full["properties"]
+        .as_object()
+        .map(|fields| {
+            fields
+                .iter()
+                .map(|(name, schema)| (name.clone(), compact_field(schema, line(name))))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert("properties".into(), Value::Object(properties));
+    schema.insert("required".into(), full["required"].clone());
+    schema.insert("additionalProperties".into(), false.into());
+    Arc::new(schema)
+}
+
+/// The lease tools' output schema: the answer's two parts (every field of `data` is the
+/// LeaseAnswer schema's, in `/openapi.json`).
+fn lease_output() -> Arc<JsonObject> {
+    let schema = serde_json::json!({
+        "type": "object",
+        "description": "data: the answer (status pass or fail, granted, holder, fencingToken, expiresAt, holders, witnesses naming each broken rule; LeaseAnswer in /openapi.json). _provenance: its signature (a W3C verifiable credential), for anyone to check offline.",
+        "properties": {"data": {"type": "object"}, "_provenance": {"type": "object"}},
+        "required": ["data", "_provenance"],
+    });
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
 
 /// A published schema as an MCP tool's input or output schema (without `$schema`).
 fn tool_schema(text: &str) -> Arc<JsonObject> {
@@ -28,9 +167,9 @@ fn tools() -> Vec<Tool> {
              Every new acquisition returns a strictly larger fencingToken; pass it to the store you write to. \
              limit (1-64) lets up to that many holders in at once, a token each. \
              tenantId is required with an API key (a paying wallet is its own tenant); requestId makes a retry safe. The answer is signed (_provenance).",
-            tool_schema(&lease_tool(LeaseTool::Lease).0.to_string()),
+            compact_input(LeaseTool::Lease),
         )
-        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        .with_raw_output_schema(lease_output())
         // acquire and renew change the lease, so not read-only; nothing is destroyed (a release
         // ends only the caller's own hold, by its token); repeated calls are not without effect
         // (a repeated acquire by the holder extends it) unless they carry the same requestId,
@@ -47,9 +186,9 @@ fn tools() -> Vec<Tool> {
             "Read a lease without changing it: op get shows the resource's live permits (holders, fencingTokens, expiry); \
              op check answers whether a fencing token (of a holder, if given) is still a live permit's: current true or false. \
              tenantId is required with an API key. The answer is signed (_provenance).",
-            tool_schema(&lease_tool(LeaseTool::Read).0.to_string()),
+            compact_input(LeaseTool::Read),
         )
-        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        .with_raw_output_schema(lease_output())
         // It only reads: nothing changes, and the same call answers the same while nothing else
         // writes.
         .with_annotations(
@@ -65,9 +204,9 @@ fn tools() -> Vec<Tool> {
              (fencingToken, expiresAt) and waiters. prefix filters by name; pageSize 1-100 (default 50); send nextCursor \
              back as cursor for the next page (null: the end). Advisory (an index, about 2 s behind): use lease_read to decide. \
              tenantId is required with an API key. The answer is signed (_provenance).",
-            tool_schema(&lease_tool(LeaseTool::List).0.to_string()),
+            compact_input(LeaseTool::List),
         )
-        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        .with_raw_output_schema(lease_output())
         .with_annotations(
             ToolAnnotations::with_title("List live leases")
                 .read_only(true)
@@ -80,9 +219,9 @@ fn tools() -> Vec<Tool> {
             "The revoke audit of your tenant, newest first (kept 90 days): each entry's time, actor (key:<id> or the wallet), \
              resource, the permits it ended and the reason. resource filters; cursor and pageSize page. \
              Only for API keys with the admin role and paying wallets (others: 403 FORBIDDEN). The answer is signed (_provenance).",
-            tool_schema(&lease_tool(LeaseTool::Audit).0.to_string()),
+            compact_input(LeaseTool::Audit),
         )
-        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        .with_raw_output_schema(lease_output())
         .with_annotations(
             ToolAnnotations::with_title("Read the revoke audit")
                 .read_only(true)
@@ -96,9 +235,9 @@ fn tools() -> Vec<Tool> {
              (1-200 characters) kept in the audit. Waiters are served as after a release; the revoked holder's next renew \
              or release fails with REVOKED. Only for API keys with the admin role and paying wallets in their own tenant \
              (others: 403 FORBIDDEN, nothing changes). requestId makes a retry safe. The answer is signed (_provenance).",
-            tool_schema(&lease_tool(LeaseTool::Revoke).0.to_string()),
+            compact_input(LeaseTool::Revoke),
         )
-        .with_raw_output_schema(tool_schema(LEASE_ANSWER_JSON))
+        .with_raw_output_schema(lease_output())
         // It ends another holder's permit: destructive; a second revoke of the same permit
         // finds nothing to end (NO_HOLD), but a repeated call without requestId may end a newer
         // one, so not idempotent.

@@ -19,8 +19,9 @@ use crate::x402::check::Refusal;
 use crate::x402::types::{PaymentPayload, SettlementResponse};
 use axum::http::request::Parts;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, JsonObject, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ServerCapabilities,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -194,6 +195,16 @@ impl ServerHandler for LeaseTools {
             Ok(answered) => {
                 outcome.note = Some(answered.note);
                 let mut result = CallToolResult::structured(answered.content);
+                // The text is the answer's `data` alone: the signed document is in
+                // structuredContent, and repeating it as text doubled every result (about
+                // 5 kB of an agent's context; issue #42).
+                if let Some(data) = result
+                    .structured_content
+                    .as_ref()
+                    .and_then(|v| v.get("data"))
+                {
+                    result.content = vec![ContentBlock::text(data.to_string())];
+                }
                 if let Some(settlement) = answered.settlement {
                     let mut meta = JsonObject::new();
                     meta.insert(PAYMENT_RESPONSE_META.into(), json!(settlement));
