@@ -58,10 +58,12 @@ pub async fn run(args: LocalAwsArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("binding {}", args.addr))?;
+    // Handlers first: whoever reads the URL may stop it at once (see `shutdown_signal`).
+    let shutdown = crate::serve::shutdown_signal();
     println!("http://{}", listener.local_addr()?);
     std::io::stdout().flush()?;
     axum::serve(listener, app)
-        .with_graceful_shutdown(crate::serve::shutdown_signal())
+        .with_graceful_shutdown(shutdown)
         .await
         .context("serving")
 }

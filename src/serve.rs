@@ -182,10 +182,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         max_connections,
     };
     tracing::info!(?limits, waits_per_payer, public = public, "serving");
+    // Before the URL is out: whoever reads it may stop the server at once.
+    let shutdown = shutdown_signal();
     // The first line on stdout is the URL: scripts and tests read it.
     println!("{served}");
     std::io::stdout().flush()?;
-    connections::serve(listener, app, limits, shutdown_signal()).await;
+    connections::serve(listener, app, limits, shutdown).await;
     sweeper.abort();
     drop(store);
     tracing::info!("stopped");
@@ -229,24 +231,25 @@ async fn sweep_forever(payments: Payments, every: Duration) {
     }
 }
 
-/// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Ctrl-C or SIGTERM. The handlers are installed now, not when the future is first polled: a
+/// server prints its URL before its loop first polls, and a SIGTERM sent in between (a test that
+/// stops its server at once) found no handler and killed the process outright.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let interrupt = signal(SignalKind::interrupt());
+    let terminate = signal(SignalKind::terminate());
+    async move {
+        let wait = |registered: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match registered {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            () = wait(interrupt) => {},
+            () = wait(terminate) => {},
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
     }
 }

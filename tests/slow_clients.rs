@@ -284,3 +284,15 @@ async fn sigterm_lets_a_request_in_flight_finish() {
     assert!(closed);
     assert!(server.wait().success());
 }
+
+/// A SIGTERM sent the moment the URL is printed stops the server cleanly: the handlers are
+/// installed before the URL goes out (a test that stopped its server at once once found none,
+/// and the process died of the signal: CI of 2026-12-05).
+#[tokio::test]
+async fn sigterm_right_after_the_url_stops_it_cleanly() {
+    for _ in 0..20 {
+        let server = Serve::start(&[], None);
+        let status = server.stop();
+        assert!(status.success(), "{status}");
+    }
+}
