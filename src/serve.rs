@@ -1,6 +1,8 @@
 //! `leasekit serve`: every route on 127.0.0.1, the store embedded in the process.
 
+mod cap;
 mod connections;
+mod socket;
 
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};

@@ -331,15 +331,20 @@ async fn bad_input_is_a_400_naming_the_field_and_writes_nothing() {
     assert_eq!(d["fencingToken"], 1);
 }
 
+/// `leasekit keys create --account initech` on the store in `data_dir`.
+fn create_key(data_dir: &std::path::Path) -> std::process::Output {
+    leasekit()
+        .args(["keys", "create", "--account", "initech", "--data-dir"])
+        .arg(data_dir)
+        .output()
+        .unwrap()
+}
+
 #[tokio::test]
 async fn api_keys_are_required_and_checked() {
     let dir = TempDir::new().unwrap();
     // A key created with the CLI against the same data dir, before the server starts.
-    let out = leasekit()
-        .args(["keys", "create", "--account", "initech", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = create_key(dir.path());
     assert!(
         out.status.success(),
         "{}",
@@ -360,11 +365,7 @@ async fn api_keys_are_required_and_checked() {
         "{stderr}"
     );
     assert!(stderr.contains("LEASEKIT_DATA_DIR"), "{stderr}");
-    let again = leasekit()
-        .args(["keys", "create", "--account", "initech", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let again = create_key(dir.path());
     let stderr = String::from_utf8_lossy(&again.stderr);
     assert!(again.status.success(), "{stderr}");
     assert!(!stderr.contains("warning"), "the store was there: {stderr}");
@@ -444,11 +445,7 @@ async fn api_keys_are_required_and_checked() {
 async fn a_key_is_shown_even_when_the_server_cannot_be_told() {
     let dir = TempDir::new().unwrap();
     std::fs::create_dir(dir.path().join("keys.generation")).unwrap();
-    let out = leasekit()
-        .args(["keys", "create", "--account", "initech", "--data-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = create_key(dir.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("up to 60 s"), "{stderr}");

@@ -292,7 +292,23 @@ async fn sigterm_lets_a_request_in_flight_finish() {
 async fn sigterm_right_after_the_url_stops_it_cleanly() {
     for _ in 0..20 {
         let server = Serve::start(&[], None);
+        // The moment the URL is out, SIGTERM is already caught (the kernel's SigCgt mask).
+        assert!(
+            catches_sigterm(server.child.id()),
+            "SIGTERM not caught when the URL was printed"
+        );
         let status = server.stop();
         assert!(status.success(), "{status}");
     }
+}
+
+/// Whether process `pid` has a handler for SIGTERM (bit 15 of SigCgt in /proc/PID/status).
+fn catches_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap();
+    mask & (1 << (libc::SIGTERM - 1)) != 0
 }

@@ -10,13 +10,17 @@
 //! Pay per call with x402 by giving a [`PayFn`] that turns the service's 402 offer into a
 //! `PAYMENT-SIGNATURE` header value, or use an API key.
 
+mod answers;
 pub mod guard;
+mod retry;
 pub use leasekit_json_http as http;
 
+pub use answers::{
+    AuditEntry, AuditPage, Lease, ListPage, Listed, Member, Permit, Waiter, Witness,
+};
 pub use guard::{Guard, Lost, Renewals, safety_margin};
 
 use http::JsonHttp;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,118 +33,6 @@ pub type PayFn = Arc<dyn Fn(&Value) -> Result<String, String> + Send + Sync>;
 enum Auth {
     ApiKey { key: String, tenant: String },
     Pay(PayFn),
-}
-
-/// One rule that stopped an op.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Witness {
-    pub rule_id: String,
-    pub detail: String,
-}
-
-/// The `data` of a lease answer.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Lease {
-    /// acquire/renew: you hold it now; release: it was released; get: someone holds it;
-    /// check: the token is current. For a set: every resource of it.
-    pub granted: bool,
-    /// Your permit when you have one, else the live permit with the largest token (null for a
-    /// set: see `leases`).
-    pub holder: Option<String>,
-    pub fencing_token: Option<u64>,
-    /// ISO 8601 UTC.
-    pub expires_at: Option<String>,
-    /// How many holders the resource takes at once (1: a lease).
-    pub limit: u32,
-    /// The live permits, by token.
-    pub holders: Vec<Permit>,
-    /// check: whether the token is a live permit's.
-    #[serde(default)]
-    pub current: Option<bool>,
-    /// A set's resources, in request order.
-    #[serde(default)]
-    pub leases: Option<Vec<Member>>,
-    /// acquire with a wait that ended ungranted: your place in the queue (1 = next).
-    #[serde(default)]
-    pub queue_position: Option<u32>,
-    /// revoke: the permits it ended.
-    #[serde(default)]
-    pub revoked: Option<Vec<Permit>>,
-    pub replayed: bool,
-    pub witnesses: Vec<Witness>,
-}
-
-/// One live permit of a resource.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Permit {
-    pub holder: String,
-    pub fencing_token: u64,
-    pub expires_at: String,
-}
-
-/// One resource of a set, as it stands after the call.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Member {
-    pub resource: String,
-    pub granted: bool,
-    pub holder: Option<String>,
-    pub fencing_token: Option<u64>,
-    pub expires_at: Option<String>,
-    pub limit: u32,
-    pub holders: Vec<Permit>,
-}
-
-/// A page of [`Client::list`]: your tenant's resources with a live permit or waiter, by name.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ListPage {
-    pub leases: Vec<Listed>,
-    /// Pass it back for the next page; `None` at the end.
-    pub next_cursor: Option<String>,
-}
-
-/// One resource of a list page.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Listed {
-    pub resource: String,
-    pub limit: u32,
-    pub holders: Vec<Permit>,
-    pub waiters: Vec<Waiter>,
-}
-
-/// A live place in a resource's queue.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Waiter {
-    pub holder: String,
-    /// ISO 8601 UTC: the place lapses then unless its holder calls again.
-    pub until: String,
-}
-
-/// A page of [`Client::audit`], newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditPage {
-    pub entries: Vec<AuditEntry>,
-    pub next_cursor: Option<String>,
-}
-
-/// One revoke, as the audit keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditEntry {
-    pub id: String,
-    pub at: String,
-    /// `key:<key id>`, or the paying wallet's tenant.
-    pub actor: String,
-    pub resource: String,
-    pub ended: Vec<Permit>,
-    pub reason: String,
 }
 
 /// The ops that only read: no requestId (nothing is recorded), and a retry is harmless. The
@@ -173,9 +65,6 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
 }
-
-/// Attempts per call: the first and two retries (with the same requestId).
-const ATTEMPTS: u32 = 3;
 
 /// How long one attempt waits for its answer (plus the wait it asked the server for).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -560,11 +449,9 @@ impl Client {
         let mut last = String::from("none yet");
         // What the last 429 asked to wait, instead of the doubling pause.
         let mut asked: Option<Duration> = None;
-        for attempt in 0..ATTEMPTS {
+        for attempt in 0..retry::ATTEMPTS {
             if attempt > 0 {
-                let backoff = asked
-                    .take()
-                    .unwrap_or(Duration::from_millis(200 << attempt));
+                let backoff = retry::pause(attempt, asked.take());
                 if by.is_some_and(|by| Instant::now() + backoff >= by) {
                     return Err(late(&last));
                 }
@@ -618,8 +505,10 @@ impl Client {
                 },
                 // Over a bound of the caller's own (a waiting call over its account's share of
                 // the server's waits): again after what Retry-After asks, if it asks little.
-                429 => match retry_after(answer.headers.get("retry-after").map(|v| v.as_bytes())) {
-                    Some(wait) if wait <= MAX_RETRY_AFTER => {
+                429 => match retry::retry_after(
+                    answer.headers.get("retry-after").map(|v| v.as_bytes()),
+                ) {
+                    Some(wait) if wait <= retry::MAX_RETRY_AFTER => {
                         asked = Some(wait);
                         last = format!("429: {}", answer.body["error"].as_str().unwrap_or(""));
                     }
@@ -636,22 +525,6 @@ impl Client {
             }
         }
         Err(Error::Unavailable(last))
-    }
-}
-
-/// The longest a 429's Retry-After is waited out; a longer one is the call's error at once.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
-
-/// A 429's `Retry-After` in seconds (a second if it has none; `None` if it is not seconds).
-fn retry_after(header: Option<&[u8]>) -> Option<Duration> {
-    match header {
-        None => Some(Duration::from_secs(1)),
-        Some(value) => std::str::from_utf8(value)
-            .ok()?
-            .trim()
-            .parse::<u64>()
-            .ok()
-            .map(Duration::from_secs),
     }
 }
 
@@ -700,16 +573,6 @@ fn page_body(op: &str, fields: &[(&str, Option<&str>)], page_size: Option<u32>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_429s_retry_after_is_read_as_seconds() {
-        assert_eq!(retry_after(None), Some(Duration::from_secs(1)));
-        assert_eq!(retry_after(Some(b"3")), Some(Duration::from_secs(3)));
-        assert_eq!(retry_after(Some(b" 7 ")), Some(Duration::from_secs(7)));
-        // An HTTP date, or garbage: not waited out.
-        assert_eq!(retry_after(Some(b"Wed, 21 Oct 2026 07:28:00 GMT")), None);
-        assert_eq!(retry_after(Some(b"-1")), None);
-    }
 
     #[test]
     fn a_failing_random_source_is_an_error_not_a_fixed_id() {

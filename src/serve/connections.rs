@@ -12,6 +12,8 @@
 //! another's (the attack of 2026-12-05: one account's 600 waiting calls held every slot, and
 //! another's `get` took 38.8 s).
 
+use super::cap::{Give, Grace, Seen, choose};
+use super::socket::{Closing, Socket, peer_closed};
 use crate::embedded_store::Serving;
 use axum::Router;
 use hyper::body::Incoming;
@@ -20,8 +22,7 @@ use hyper_util::rt::TokioIo;
 use leasekit_core::http::ConnectionOwner;
 use leasekit_core::http::body::Deadline;
 use leasekit_core::service::{HangUpWatch, HungUp, watching_hang_up};
-use std::collections::{BTreeMap, HashMap};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -110,19 +111,6 @@ struct Watch {
     /// Its waits were ended at the cap: they answer now, and the connection closes after.
     cut: AtomicBool,
     cut_bell: Notify,
-}
-
-/// What an open connection could give up at the cap, cheapest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Give {
-    /// No request in flight (for its [`Grace`] at least): closed, nothing is lost.
-    Quiet,
-    /// A request whose body has been arriving for its grace or longer (a trickle is slowest
-    /// first): closed, the request is not carried out.
-    SlowBody,
-    /// A call that is waiting: its wait ends now and it is answered with what it had come to (a
-    /// grant that came first included), then the connection closes.
-    Wait,
 }
 
 impl Watch {
@@ -370,57 +358,6 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
     }
 }
 
-/// Resolves when the peer of the connection has closed its side or reset it, or the connection
-/// has closed. Pending for ever if the descriptor cannot be copied (out of descriptors: the
-/// wait then runs its course).
-async fn peer_closed(socket: Arc<Socket>) {
-    let copy = match socket.copy() {
-        None => return,
-        Some(Err(_)) => return std::future::pending().await,
-        Some(Ok(copy)) => copy,
-    };
-    let Ok(peer) = TcpStream::from_std(std::net::TcpStream::from(copy)) else {
-        return std::future::pending().await;
-    };
-    let mut byte = [0u8; 1];
-    loop {
-        match peer.peek(&mut byte).await {
-            Ok(0) | Err(_) => return,
-            // Bytes hyper has not read yet (the next request of a pipelining caller): look
-            // again later, not at once (they stay readable until hyper reads them).
-            Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
-
-/// A connection's socket descriptor while the connection is open: a request runs in a task of
-/// its own and may outlive its connection, so it copies the descriptor only through this.
-struct Socket(Mutex<Option<RawFd>>);
-
-impl Socket {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<RawFd>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A copy of the descriptor, its own; `None` once the connection has closed.
-    fn copy(&self) -> Option<std::io::Result<OwnedFd>> {
-        let fd = self.lock();
-        // SAFETY: the descriptor is open while it is in here: the connection takes it out, under
-        // this lock, before its socket is closed ([`Closing`]).
-        fd.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned())
-    }
-}
-
-/// Takes the descriptor out of its [`Socket`] when dropped: declared after the connection's
-/// hyper future, so it is dropped first, before the socket inside that future closes.
-struct Closing(Arc<Socket>);
-
-impl Drop for Closing {
-    fn drop(&mut self) {
-        *self.0.lock() = None;
-    }
-}
-
 /// The open connections, oldest first, for eviction at the cap.
 #[derive(Default)]
 struct Registry {
@@ -465,63 +402,6 @@ impl Registry {
             _ => watch.evict(),
         }
         true
-    }
-}
-
-/// What the cap sees of one open connection.
-struct Seen {
-    owner: Option<Arc<str>>,
-    gives: Option<(Give, Instant)>,
-}
-
-/// Which connection gives up its slot at the cap (an index of `seen`), pure: one of the account
-/// with the most connections open (the keyless caller's count as one account's; with a tie, any
-/// of those), the cheapest it can give, the longest it could. `None` if that account has nothing
-/// to give now: no other account pays for it (the attack's round 2: a smaller account's waits
-/// were cut while the biggest kept its connections busy); its connections become quiet soon.
-fn choose(seen: &[Seen]) -> Option<usize> {
-    let mut open: HashMap<Option<&str>, usize> = HashMap::new();
-    for s in seen {
-        *open.entry(s.owner.as_deref()).or_default() += 1;
-    }
-    let most = open.values().copied().max()?;
-    seen.iter()
-        .enumerate()
-        .filter(|(_, s)| open[&s.owner.as_deref()] == most)
-        .filter_map(|(i, s)| {
-            let (give, since) = s.gives?;
-            Some((std::cmp::Reverse(give), std::cmp::Reverse(since), i))
-        })
-        .max()
-        .map(|(.., i)| i)
-}
-
-/// How long a connection must have been at something before it may give way at the cap.
-#[derive(Debug, Clone, Copy)]
-struct Grace {
-    /// Reading a request head (or connected, nothing sent yet), or receiving its body: an honest
-    /// caller sends a request at once and whole (64 KiB at most), so a tenth of a second. A
-    /// flood of trickled heads or bodies then cycles through the cap fast: with a second each,
-    /// the cap took in a connection a second per slot, the listen queue overflowed, and a keyed
-    /// caller's connect was dropped and retried for 7-20 s (the attack of 2026-12-05, round 2).
-    head: Duration,
-    /// Idle between requests: a second, so that a keep-alive caller between two requests keeps
-    /// its connection (closing it races the caller's next request, which then fails). A tenth of
-    /// a second once the newcomer has waited a second: a caller that keeps its connections in
-    /// use with a request every so often cannot hold them (the attack's round 2: a request every
-    /// 0.4 s on each of 64 connections kept everyone else out).
-    idle: Duration,
-}
-
-impl Grace {
-    /// For a newcomer that has waited `waited` for its slot.
-    fn after(limits: &Limits, waited: Duration) -> Self {
-        let short = limits.header.min(Duration::from_millis(100));
-        let long = limits.header.min(Duration::from_secs(1));
-        Self {
-            head: short,
-            idle: if waited >= long { short } else { long },
-        }
     }
 }
 
@@ -588,7 +468,10 @@ async fn slot(
             return permit;
         }
         let now = Instant::now();
-        registry.evict_one(now, Grace::after(limits, now.duration_since(started)));
+        registry.evict_one(
+            now,
+            Grace::after(limits.header, now.duration_since(started)),
+        );
         let wait = tokio::time::timeout(Duration::from_millis(100), slots.clone().acquire_owned());
         if let Ok(Ok(permit)) = wait.await {
             return permit;
@@ -618,7 +501,7 @@ async fn connection(
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let socket = Arc::new(Socket(Mutex::new(Some(stream.as_raw_fd()))));
+    let socket = Arc::new(Socket::of(&stream));
     let hang_up = hang_up_watch(socket.clone(), watch.clone());
     let io = TokioIo::new(Watched {
         io: stream,
@@ -747,22 +630,9 @@ mod tests {
     };
 
     #[test]
-    fn a_head_has_a_tenth_of_a_second_and_an_idle_connection_a_second_until_the_newcomer_waited_one()
-     {
-        let fresh = Grace::after(&LIMITS, Duration::ZERO);
-        assert_eq!(fresh.head, Duration::from_millis(100));
-        assert_eq!(fresh.idle, Duration::from_secs(1));
-        let pressed = Grace::after(&LIMITS, Duration::from_secs(1));
-        assert_eq!(pressed.idle, Duration::from_millis(100));
-        // Never longer than the header timeout itself.
-        let tight = Limits {
-            header: Duration::from_millis(50),
-            ..LIMITS
-        };
-        assert_eq!(
-            Grace::after(&tight, Duration::ZERO).idle,
-            Duration::from_millis(50)
-        );
+    fn an_idle_connection_keeps_its_slot_for_its_grace_and_a_head_does_not() {
+        let fresh = Grace::after(LIMITS.header, Duration::ZERO);
+        let pressed = Grace::after(LIMITS.header, Duration::from_secs(1));
         // An idle keep-alive connection 0.5 s after its answer keeps its slot; a head 0.5 s old
         // does not.
         let t0 = Instant::now();
@@ -821,73 +691,5 @@ mod tests {
         // Neither is picked again.
         assert!(!registry.evict_one(now, SECOND));
         drop(counted);
-    }
-
-    fn seen(owner: Option<&str>, gives: Option<(Give, Instant)>) -> Seen {
-        Seen {
-            owner: owner.map(Arc::from),
-            gives,
-        }
-    }
-
-    #[test]
-    fn the_account_with_the_most_connections_gives_way_first() {
-        let t0 = Instant::now();
-        let later = t0 + Duration::from_secs(5);
-        let connections = [
-            // b: one idle connection, idle the longest.
-            seen(Some("b"), Some((Give::Quiet, t0))),
-            // a: three, two of them waiting calls, one busy.
-            seen(Some("a"), Some((Give::Wait, later))),
-            seen(Some("a"), Some((Give::Wait, t0))),
-            seen(Some("a"), None),
-        ];
-        // a's oldest wait, though b has an idle connection: a has more.
-        assert_eq!(choose(&connections), Some(2));
-        // Within one account the cheapest goes first: quiet, then a slow body, then a wait.
-        let one = [
-            seen(Some("a"), Some((Give::Wait, t0))),
-            seen(Some("a"), Some((Give::SlowBody, later))),
-            seen(Some("a"), Some((Give::Quiet, later))),
-        ];
-        assert_eq!(choose(&one), Some(2));
-        assert_eq!(choose(&one[..2]), Some(1));
-    }
-
-    #[test]
-    fn only_the_account_with_the_most_connections_gives_way() {
-        let t0 = Instant::now();
-        let connections = [
-            // a: two connections, both busy with calls that are not waits.
-            seen(Some("a"), None),
-            seen(Some("a"), None),
-            // b: one wait, c: one quiet connection.
-            seen(Some("b"), Some((Give::Wait, t0))),
-            seen(Some("c"), Some((Give::Quiet, t0))),
-        ];
-        // a has nothing to give now: nobody else pays for it.
-        assert_eq!(choose(&connections), None);
-        // A tie at the top: either may give.
-        let tie = [
-            seen(Some("a"), None),
-            seen(Some("b"), Some((Give::Quiet, t0))),
-        ];
-        assert_eq!(choose(&tie), Some(1));
-    }
-
-    #[test]
-    fn keyless_connections_count_as_one_account_and_busy_ones_never_give() {
-        let t0 = Instant::now();
-        let connections = [
-            seen(None, Some((Give::SlowBody, t0))),
-            seen(None, None),
-            seen(None, None),
-            seen(Some("a"), Some((Give::Quiet, t0))),
-            seen(Some("a"), Some((Give::Quiet, t0))),
-        ];
-        assert_eq!(choose(&connections), Some(0));
-        let busy = [seen(None, None), seen(Some("a"), None)];
-        assert_eq!(choose(&busy), None);
-        assert_eq!(choose(&[]), None);
     }
 }

@@ -5,8 +5,8 @@ urllib POSTs) acquires and releases leases whose holders are hostile markup; the
 them within 5 s as literal text (no element made, no script run), offer no revoke to the plain key
 (its audit is refused: FORBIDDEN), revoke with the admin key (the lease goes, the audit shows the
 reason as text), fit a phone's width, and run under its CSP without a single violation. With
-LEASEKIT_SCREENSHOTS=1 the wide page's picture, and the docs page's, go to docs/console.png and
-docs/docs-page.png (else to a temporary folder, so a test run leaves the tree as it was).
+LEASEKIT_SCREENSHOTS=1 the wide page's picture, the docs page's and the root page's go to docs/console.png,
+docs/docs-page.png and docs/root-page.png (else to a temporary folder, so a test run leaves the tree as it was).
 
 The browser must be Debian's (`apt-get install chromium chromium-driver`, tests/run.sh does it):
 Selenium is given the driver and the binary, so Selenium Manager never runs (it would download).
@@ -421,6 +421,23 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
     assert any(b.get_property("textContent").startswith("curl ") for b in blocks)
     browser.execute_script("document.querySelector('pre').scrollIntoView()")
     assert browser.save_screenshot(DOCS_SCREENSHOT)
+
+
+def test_the_root_page_links_every_place_in_a_real_browser(console, browser):
+    """GET / as a person opens it: every GET place is a link that works, the rest named."""
+    wide(browser)
+    browser.get(console + "/")
+    assert browser.title == "leasekit"
+    links = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "li a")]
+    for path in ("/docs/lease/", "/console/", "/openapi.json", "/api/v1/catalog", "/healthz"):
+        assert console + path in links, (path, links)
+    named = browser.find_element(By.TAG_NAME, "ul").get_property("textContent")
+    assert "POST /api/v1/lease" in named and "POST /mcp" in named, named
+    # The docs link leads to the docs page.
+    browser.find_element(By.CSS_SELECTOR, f'a[href="{console}/docs/lease/"]').click()
+    assert browser.find_elements(By.CSS_SELECTOR, "pre > code"), "the docs page after the click"
+    browser.get(console + "/")
+    assert browser.save_screenshot(os.path.join(SCREENSHOTS, "root-page.png"))
 
 
 class Markup(HTMLParser):

@@ -35,6 +35,8 @@ ROUTES = [
     ("get", "/docs/lease.json"),
     ("get", "/api/v1/samples/lease"),
     ("get", "/.well-known/did.json"),
+    ("get", "/"),
+    ("get", "/healthz"),
 ]
 # The console's files in this tree: what the server under test must serve as they are.
 CONSOLE_DIR = pathlib.Path(__file__).resolve().parents[2] / "shared" / "console"
@@ -86,6 +88,21 @@ def test_the_openapi_document_lists_every_route(server):
     assert document["openapi"].startswith("3.1") and document["servers"][0]["url"] == server
     missing = [(m, p) for m, p in ROUTES if m not in document["paths"].get(p, {})]
     assert missing == []
+
+
+def test_the_root_links_every_route_and_healthz_answers(server):
+    """GET / (a page; JSON on request) and GET /healthz, here and through the deployed shape."""
+    page = requests.get(server + "/", timeout=TIMEOUT)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), page.text
+    index = requests.get(server + "/", headers={"Accept": "application/json"}, timeout=TIMEOUT).json()
+    urls = [route["url"] for route in index["routes"]]
+    # Every route but the claims (their own section of the docs) and the docs' JSON twins.
+    for _, path in ROUTES:
+        if path not in ("/claim", "/claim/free", "/docs/index.json", "/docs/lease.json", "/"):
+            assert any(url.endswith(path) for url in urls), (path, urls)
+    health = requests.get(server + "/healthz", timeout=TIMEOUT)
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    assert health.headers["cache-control"] == "no-store"
 
 
 def test_lease_with_a_key(server, did):

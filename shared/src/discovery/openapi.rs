@@ -314,6 +314,8 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
             "/docs/lease.json": get_json("leaseDocsJson", "The lease docs page as JSON"),
             "/api/v1/samples/lease": get_json("leaseSample", "A worked lease request and an invented answer, signed as a sample (never verifies as an answer)"),
             "/docs/lease/": {"get": {"operationId": "leaseDocs", "summary": "The lease docs page", "security": [], "responses": {"200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            "/": {"get": {"operationId": "index", "summary": "Where everything is: a page linking every route, or the same as JSON (links, routes) with Accept: application/json", "security": [], "responses": {"200": {"description": "HTML, or JSON when asked for first", "content": {"text/html": {"schema": {"type": "string"}}, "application/json": {"schema": {"type": "object", "required": ["links", "routes"]}}}}}}},
+            "/healthz": get_json("health", "Liveness of the process: {\"status\": \"ok\"}, never cached, no store call"),
         },
         "components": {
             "schemas": schemas,

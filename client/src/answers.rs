@@ -1,0 +1,115 @@
+//! What the service answers, as this client hands it back.
+
+use serde::Deserialize;
+
+/// One rule that stopped an op.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Witness {
+    pub rule_id: String,
+    pub detail: String,
+}
+
+/// The `data` of a lease answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lease {
+    /// acquire/renew: you hold it now; release: it was released; get: someone holds it;
+    /// check: the token is current. For a set: every resource of it.
+    pub granted: bool,
+    /// Your permit when you have one, else the live permit with the largest token (null for a
+    /// set: see `leases`).
+    pub holder: Option<String>,
+    pub fencing_token: Option<u64>,
+    /// ISO 8601 UTC.
+    pub expires_at: Option<String>,
+    /// How many holders the resource takes at once (1: a lease).
+    pub limit: u32,
+    /// The live permits, by token.
+    pub holders: Vec<Permit>,
+    /// check: whether the token is a live permit's.
+    #[serde(default)]
+    pub current: Option<bool>,
+    /// A set's resources, in request order.
+    #[serde(default)]
+    pub leases: Option<Vec<Member>>,
+    /// acquire with a wait that ended ungranted: your place in the queue (1 = next).
+    #[serde(default)]
+    pub queue_position: Option<u32>,
+    /// revoke: the permits it ended.
+    #[serde(default)]
+    pub revoked: Option<Vec<Permit>>,
+    pub replayed: bool,
+    pub witnesses: Vec<Witness>,
+}
+
+/// One live permit of a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permit {
+    pub holder: String,
+    pub fencing_token: u64,
+    pub expires_at: String,
+}
+
+/// One resource of a set, as it stands after the call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    pub resource: String,
+    pub granted: bool,
+    pub holder: Option<String>,
+    pub fencing_token: Option<u64>,
+    pub expires_at: Option<String>,
+    pub limit: u32,
+    pub holders: Vec<Permit>,
+}
+
+/// A page of [`Client::list`]: your tenant's resources with a live permit or waiter, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPage {
+    pub leases: Vec<Listed>,
+    /// Pass it back for the next page; `None` at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// One resource of a list page.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listed {
+    pub resource: String,
+    pub limit: u32,
+    pub holders: Vec<Permit>,
+    pub waiters: Vec<Waiter>,
+}
+
+/// A live place in a resource's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Waiter {
+    pub holder: String,
+    /// ISO 8601 UTC: the place lapses then unless its holder calls again.
+    pub until: String,
+}
+
+/// A page of [`Client::audit`], newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditPage {
+    pub entries: Vec<AuditEntry>,
+    pub next_cursor: Option<String>,
+}
+
+/// One revoke, as the audit keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    pub id: String,
+    pub at: String,
+    /// `key:<key id>`, or the paying wallet's tenant.
+    pub actor: String,
+    pub resource: String,
+    pub ended: Vec<Permit>,
+    pub reason: String,
+}
