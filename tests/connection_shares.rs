@@ -72,6 +72,16 @@ async fn serve_held(extra: &[&str]) -> (tempfile::TempDir, Server) {
     (dir, server)
 }
 
+/// `count` of acme's waiting acquires of `r` (holders w0, w1, ...), each on a connection of
+/// its own, sent at once.
+async fn waiting(addr: &str, count: usize) -> Vec<TcpStream> {
+    let mut waiters = Vec::new();
+    for i in 0..count {
+        waiters.push(send(addr, Some(ACME_KEY), &waiting_acquire(&format!("w{i}"))).await);
+    }
+    waiters
+}
+
 fn waiting_acquire(holder: &str) -> Value {
     json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": holder,
            "ttlSeconds": 60, "waitSeconds": 20})
@@ -84,10 +94,7 @@ async fn one_accounts_waits_at_the_cap_give_way_to_another_accounts_call() {
         serve_held(&["--max-connections", "16", "--max-waits-per-account", "64"]).await;
     let addr = addr(&server);
     // 20 waiting calls for a cap of 16: every slot waits, 4 more in the backlog.
-    let mut waiters = Vec::new();
-    for i in 0..20 {
-        waiters.push(send(&addr, Some(ACME_KEY), &waiting_acquire(&format!("w{i}"))).await);
-    }
+    let waiters = waiting(&addr, 20).await;
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let took = timed_get(&server).await;
     assert!(
@@ -269,10 +276,7 @@ async fn nothing_gives_way_at_the_cap_until_a_connection_comes() {
     let (_dir, server) =
         serve_held(&["--max-connections", "4", "--max-waits-per-account", "4"]).await;
     let addr = addr(&server);
-    let mut waiters = Vec::new();
-    for i in 0..4 {
-        waiters.push(send(&addr, Some(ACME_KEY), &waiting_acquire(&format!("w{i}"))).await);
-    }
+    let mut waiters = waiting(&addr, 4).await;
     // At the cap with nobody else there: every wait goes on (one used to be cut at once).
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     for waiter in &mut waiters {
@@ -286,10 +290,7 @@ async fn a_smaller_accounts_wait_is_not_cut_for_the_biggest_accounts_sake() {
     let (_dir, server) = serve_held(&["--max-connections", "16"]).await;
     let addr = addr(&server);
     // acme: two waits. globex: the other 14 connections, each in use every 0.3 s.
-    let mut waiters = Vec::new();
-    for i in 0..2 {
-        waiters.push(send(&addr, Some(ACME_KEY), &waiting_acquire(&format!("w{i}"))).await);
-    }
+    let mut waiters = waiting(&addr, 2).await;
     let url = server.client(None).url;
     let body = |_| json!({"op": "get", "tenantId": "g", "resource": "x"});
     let stop = cycling(&url, Some(GLOBEX_KEY), body, 14, Duration::from_millis(300));
