@@ -1,14 +1,17 @@
-//! `leasekit acquire|renew|release|get|check|revoke|list|audit`: the lease API from scripts. The answer's JSON goes
-//! to stdout; the exit code says what happened: 0 the answer's status is pass (granted; get:
+//! `leasekit acquire|renew|release|get|check|revoke|list|audit`: the lease API from scripts and
+//! terminals. The answer's JSON goes to stdout (a short text view instead when stdout is a
+//! terminal, unless `--json`); the exit code says what happened: 0 the answer's status is pass (granted; get:
 //! answered; check: current), 1 fail (a rule stopped it: held by another, lapsed, wrong token,
 //! not current), 2 an error (see stderr).
 //!
 //! `--resource` given several times names a set (all or nothing); renew and release of a set
 //! take a `--token` for each `--resource`, in the same order.
 
+use crate::text_view;
 use anyhow::{Context, Result};
 use clap::Args;
 use leasekit_client::Client;
+use leasekit_core::clock::now_ms;
 use leasekit_core::lease::Op;
 use leasekit_core::lease::ops::Field;
 use serde_json::{Value, json};
@@ -86,6 +89,9 @@ pub struct Call {
     /// Makes a retry of this call safe (one is made up otherwise).
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Print the whole signed JSON answer on a terminal too (it always goes to pipes and files).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// One page of `list` or `audit`.
@@ -105,6 +111,14 @@ pub struct Page {
     /// Entries per page (1-100, default 50).
     #[arg(long)]
     pub page_size: Option<u32>,
+    /// Print the whole signed JSON answer on a terminal too (it always goes to pipes and files).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Whether to print the text view: a person at a terminal who did not ask for JSON.
+fn for_a_person(json: bool) -> bool {
+    !json && std::io::IsTerminal::is_terminal(&std::io::stdout())
 }
 
 /// The default holder: host name and process id.
@@ -174,7 +188,7 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     Ok(body)
 }
 
-/// Print one page of list or audit (the whole answer; `data.nextCursor` continues it).
+/// Print one page of list or audit (`data.nextCursor` continues it).
 pub async fn page(op: Op, page: Page) -> Result<u8> {
     let client = page.connection.client()?;
     let mut body = json!({"op": op.as_str()});
@@ -190,7 +204,12 @@ pub async fn page(op: Op, page: Page) -> Result<u8> {
     if let Some(size) = page.page_size {
         body["pageSize"] = json!(size);
     }
-    println!("{}", page.connection.send(&client, body).await?);
+    let answer = page.connection.send(&client, body).await?;
+    if for_a_person(page.json) {
+        print!("{}", text_view::page(op, &answer, now_ms()));
+    } else {
+        println!("{answer}");
+    }
     Ok(EXIT_GRANTED)
 }
 
@@ -198,7 +217,14 @@ pub async fn page(op: Op, page: Page) -> Result<u8> {
 pub async fn run(op: Op, call: Call) -> Result<u8> {
     let client = call.connection.client()?;
     let answer = call.connection.send(&client, body(op, &call)?).await?;
-    println!("{answer}");
+    if for_a_person(call.json) {
+        print!(
+            "{}",
+            text_view::answer(op, &call.resource, &answer, now_ms())
+        );
+    } else {
+        println!("{answer}");
+    }
     // pass: granted, answered (get) or current (check).
     Ok(if answer["data"]["status"] == "pass" {
         EXIT_GRANTED

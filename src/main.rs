@@ -17,6 +17,7 @@ mod payments;
 mod process_group;
 mod run;
 mod serve;
+mod text_view;
 mod watchdog;
 
 use clap::{Parser, Subcommand};

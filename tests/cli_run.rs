@@ -885,3 +885,59 @@ fn list_revoke_and_audit_from_the_command_line() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["data"]["entries"][0]["reason"], "wedged");
 }
+
+/// `args` run on a pseudo-terminal (util-linux `script`), as a person at a shell runs them:
+/// the exit code and what the terminal showed (line ends as written, without the `\r`s).
+fn on_a_terminal(server: &Server, args: &str) -> (Option<i32>, String) {
+    let command = format!("{} {args}", env!("CARGO_BIN_EXE_leasekit"));
+    let out = Command::new("script")
+        .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+        .env("LEASEKIT_URL", &server.url)
+        .env("LEASEKIT_API_KEY", ACME_KEY)
+        .env("LEASEKIT_TENANT", "cli")
+        .env("LEASEKIT_HOLDER", "h1")
+        .output()
+        .expect("util-linux script");
+    let shown = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    (out.status.code(), shown)
+}
+
+#[test]
+fn a_terminal_gets_a_short_text_view_and_json_when_it_asks() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let (code, shown) = on_a_terminal(&server, "acquire --resource deploy:prod --ttl 3600");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.starts_with("granted: deploy:prod\nholder   h1\ntoken    1\nexpires  "),
+        "{shown}"
+    );
+    // Just sent: an hour, less the moment it took.
+    assert!(
+        shown.contains("(in 59 min 5") || shown.contains("(in 1 h)\n"),
+        "{shown}"
+    );
+    let (code, shown) = on_a_terminal(&server, "list");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        shown.starts_with("RESOURCE     HOLDER  TOKEN  EXPIRES"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("\ndeploy:prod  h1      1      in 59 min 5")
+            || shown.contains("\ndeploy:prod  h1      1      in 1 h"),
+        "{shown}"
+    );
+    let (code, shown) = on_a_terminal(&server, "check --resource deploy:prod --token 2");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.starts_with("not current: deploy:prod\n  TOKEN_NOT_CURRENT: "),
+        "{shown}"
+    );
+    // --json: the whole signed answer, as scripts get it.
+    let (code, shown) = on_a_terminal(&server, "get --resource deploy:prod --json");
+    assert_eq!(code, Some(0), "{shown}");
+    let answer: Value = serde_json::from_str(shown.trim()).expect("JSON on the terminal");
+    assert_eq!(answer["data"]["holder"], "h1");
+    assert!(answer["_provenance"]["credential"].is_object());
+}

@@ -770,3 +770,115 @@ async fn the_root_links_everything_and_healthz_answers() {
         json!({"status": "ok"})
     );
 }
+
+/// An answer reads top down: `data` first, what happened before the resource and the resource
+/// before what the answer rests on. `?signed=false` leaves out what is there for a verifier
+/// (`_provenance`) and for the record (`versions`, `limits`); any other value is refused before
+/// anything is done. A page (list, audit) carries none of one resource's fields.
+#[tokio::test]
+async fn answers_put_data_first_and_are_signed_unless_asked_not_to_be() {
+    let (_dir, server) = serve();
+    let http = reqwest::Client::new();
+    let send = |key: &'static str, query: &'static str, body: Value| {
+        let request = http
+            .post(format!("{}{query}", server.client(None).url))
+            .header("x-api-key", key)
+            .json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let keys = |v: &Value| -> Vec<String> { v.as_object().unwrap().keys().cloned().collect() };
+    let one_resource = [
+        "status",
+        "op",
+        "granted",
+        "holder",
+        "fencingToken",
+        "expiresAt",
+        "limit",
+        "holders",
+        "replayed",
+        "witnesses",
+    ];
+
+    let (status, text) = send(ACME_KEY, "", acquire("t1", "r", "w1")).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.starts_with(r#"{"data":{"status":"pass","op":"acquire","granted":true"#),
+        "{text}"
+    );
+    let signed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(keys(&signed), ["data", "_provenance"]);
+    let mut expected: Vec<&str> = one_resource.to_vec();
+    expected.extend(["versions", "limits", "deterministic"]);
+    assert_eq!(keys(&signed["data"]), expected);
+
+    let renew =
+        json!({"op": "renew", "tenantId": "t1", "resource": "r", "holder": "w1", "token": 1});
+    let (status, text) = send(ACME_KEY, "?signed=false", renew.clone()).await;
+    assert_eq!(status, 200, "{text}");
+    let unsigned: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(keys(&unsigned), ["data"]);
+    let mut expected: Vec<&str> = one_resource.to_vec();
+    expected.push("deterministic");
+    assert_eq!(keys(&unsigned["data"]), expected);
+    assert_eq!(unsigned["data"]["granted"], true);
+
+    // signed=true is the default spelled out; anything else is refused, and nothing is done.
+    let (status, text) = send(ACME_KEY, "?signed=true", get("t1", "r")).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"_provenance\""), "{text}");
+    let release =
+        json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w1", "token": 1});
+    for query in ["?signed=no", "?signed", "?signed=FALSE", "?x=1&signed="] {
+        let (status, text) = send(ACME_KEY, query, release.clone()).await;
+        assert_eq!(status, 400, "{query}: {text}");
+        let refusal: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(refusal["code"], "INVALID_REQUEST", "{query}: {text}");
+        assert!(
+            refusal["error"].as_str().unwrap().contains("signed"),
+            "{text}"
+        );
+    }
+    let c = server.client(Some(ACME_KEY));
+    assert_eq!(c.data(get("t1", "r")).await["holder"], "w1");
+
+    // Pages: what happened, the page, what it rests on; no lease fields that would read "free".
+    let (status, text) = send(ACME_KEY, "", json!({"op": "list", "tenantId": "t1"})).await;
+    assert_eq!(status, 200, "{text}");
+    let listed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        keys(&listed["data"]),
+        [
+            "status",
+            "op",
+            "leases",
+            "nextCursor",
+            "replayed",
+            "witnesses",
+            "versions",
+            "limits",
+            "deterministic"
+        ]
+    );
+    assert_eq!(listed["data"]["leases"][0]["holder"], "w1");
+    let audit = json!({"op": "audit", "tenantId": "t1"});
+    let (status, text) = send(ACME_ADMIN_KEY, "?signed=false", audit).await;
+    assert_eq!(status, 200, "{text}");
+    let audited: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        keys(&audited["data"]),
+        [
+            "status",
+            "op",
+            "entries",
+            "nextCursor",
+            "replayed",
+            "witnesses",
+            "deterministic"
+        ]
+    );
+}

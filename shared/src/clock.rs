@@ -36,9 +36,29 @@ pub fn iso8601(ms: Millis) -> String {
     }
 }
 
+/// The time an answer's ISO 8601 string names (as [`iso8601`] writes it, or any RFC 3339
+/// time); `None` for anything else.
+pub fn parse_iso8601(text: &str) -> Option<Millis> {
+    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339);
+    i64::try_from(t.ok()?.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_what_it_writes() {
+        for ms in [0, 1_795_946_400_123, -86_400_000] {
+            assert_eq!(parse_iso8601(&iso8601(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_iso8601("2026-11-29T11:00:00+01:00"),
+            Some(1_795_946_400_000)
+        );
+        assert_eq!(parse_iso8601("yesterday"), None);
+        assert_eq!(parse_iso8601("@5ms"), None);
+    }
 
     #[test]
     fn formats_with_milliseconds_in_utc() {

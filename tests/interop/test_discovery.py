@@ -7,6 +7,7 @@ import urllib.error
 import urllib.request
 
 import jsonschema
+import pytest
 from openapi_spec_validator import validate
 
 from conftest import API_KEY, unique
@@ -67,9 +68,20 @@ def test_the_sample_validates_and_is_reported_as_a_sample(server):
 def test_real_answers_match_the_documented_schemas(server):
     s = schemas(server)
     key = {"x-api-key": API_KEY}
-    status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs", "holder": "w", "tenantId": unique("t")}, key)
+    tenant = unique("t")
+    status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs", "holder": "w", "tenantId": tenant}, key)
     assert status == 200
     check(answer, s["LeaseAnswer"])
+    # One resource's fields are required of one resource's answer, and absent from a page's.
+    lacking = {**answer, "data": {k: v for k, v in answer["data"].items() if k != "granted"}}
+    with pytest.raises(jsonschema.ValidationError):
+        check(lacking, s["LeaseAnswer"])
+    status, page = post(server + "/api/v1/lease", {"op": "list", "tenantId": tenant}, key)
+    assert status == 200 and "granted" not in page["data"]
+    check(page, s["LeaseAnswer"])
+    status, unsigned = post(server + "/api/v1/lease?signed=false", {"op": "get", "resource": "docs", "tenantId": "t"}, key)
+    assert status == 200 and list(unsigned) == ["data"]
+    check(unsigned, s["LeaseAnswer"])
     status, answer = post(server + "/api/v1/lease", {"op": "acquire", "resource": "docs"}, key)
     assert status == 400
     check(answer, s["Error"])

@@ -132,11 +132,13 @@ function entries(value: unknown): AuditEntry[] | null {
 /** The lease a 200 answer carries; a body of another shape is the service's error. */
 export function leaseFrom(answer: unknown): Lease {
   const data = isObject(answer) ? answer.data : undefined;
-  if (!isObject(data) || typeof data.granted !== "boolean") {
+  // A page (list, audit) is about no one resource: it has no `granted` and no permit fields.
+  const page = isObject(data) && (data.op === "list" || data.op === "audit");
+  if (!isObject(data) || (!page && typeof data.granted !== "boolean")) {
     throw new ServiceError("the service's answer is not a lease answer", { status: 200 });
   }
   return {
-    granted: data.granted,
+    granted: data.granted === true,
     token: int(data.fencingToken),
     holder: str(data.holder),
     expiresAt: time(data.expiresAt),

@@ -27,6 +27,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let (parts, body) = request.into_parts();
     // A bad key is refused first, as API Gateway's authorizer does before the function runs.
     let caller = state.auth.caller(&parts).await?;
+    let signed = signed(&parts)?;
     let bytes = read_limited(body).await?;
     // Invalid input is a 400 before any payment is looked at.
     let value =
@@ -41,13 +42,51 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             paid_for(&state, &parts, payment, request, request_sha256, now).await?
         }
     };
-    let mut response = Json(replied.body).into_response();
+    let body = if signed {
+        replied.body
+    } else {
+        data_only(replied.body)
+    };
+    let mut response = Json(body).into_response();
     response.extensions_mut().insert(replied.note);
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
     if let Some(settlement) = &replied.settlement {
         paid::attach(&mut response, settlement);
     }
     Ok(response)
+}
+
+/// Whether the caller wants the answer signed: yes unless it asks `?signed=false`.
+fn signed(parts: &axum::http::request::Parts) -> Result<bool, ApiError> {
+    let pairs = parts.uri.query().unwrap_or("").split('&');
+    let mut signed = true;
+    for (name, value) in pairs.map(|pair| pair.split_once('=').unwrap_or((pair, ""))) {
+        if name == "signed" {
+            signed = match value {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(ApiError::InvalidRequest(
+                        "the query parameter signed is true (the default) or false".into(),
+                    ));
+                }
+            };
+        }
+    }
+    Ok(signed)
+}
+
+/// An answer without what is there for a verifier (`_provenance`) and for the record
+/// (`versions`, `limits`): what a person or an agent reads. The rest keeps its order.
+fn data_only(mut body: Value) -> Value {
+    if let Some(answer) = body.as_object_mut() {
+        answer.shift_remove("_provenance");
+        if let Some(Value::Object(data)) = answer.get_mut("data") {
+            data.shift_remove("versions");
+            data.shift_remove("limits");
+        }
+    }
+    body
 }
 
 /// A lease answer as every channel sends it: its JSON, its log note, and a paid call's

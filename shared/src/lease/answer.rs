@@ -4,7 +4,8 @@ use super::model::LeaseState;
 use super::ops::Op;
 use crate::clock::{Millis, iso8601};
 use crate::witness::Witness;
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,15 +17,21 @@ pub enum Status {
     Fail,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Serialized by hand (below): a page (list, audit) is about no one resource, so it leaves out
+/// the fields that describe one (`granted` to `holders`), which would only read as "free".
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeaseAnswer {
     pub status: Status,
     pub op: Op,
     /// acquire/renew: the caller holds the lease now; release: it was released; get: someone holds it.
+    #[serde(default)]
     pub granted: bool,
+    #[serde(default)]
     pub holder: Option<String>,
+    #[serde(default)]
     pub fencing_token: Option<u64>,
+    #[serde(default)]
     pub expires_at: Option<String>,
     /// How many holders the resource takes at once (1 = a lease).
     #[serde(default = "one")]
@@ -33,22 +40,22 @@ pub struct LeaseAnswer {
     #[serde(default)]
     pub holders: Vec<Holder>,
     /// The caller's place in the resource's queue (1 = next), when it waits and was not granted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub queue_position: Option<usize>,
     /// check: whether the token is a live permit's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub current: Option<bool>,
     /// A set's resources, in request order; list: the page of live resources, by name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub leases: Option<Vec<SetMember>>,
     /// revoke: the permits it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub revoked: Option<Vec<Holder>>,
     /// audit: the page of entries, newest first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub entries: Option<Vec<AuditEntry>>,
     /// list, audit: where the next page starts (null at the end); absent for other ops.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub next_cursor: Option<Option<String>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
@@ -57,6 +64,48 @@ pub struct LeaseAnswer {
     #[serde(default = "limits")]
     pub limits: Vec<String>,
     pub deterministic: bool,
+}
+
+impl Serialize for LeaseAnswer {
+    /// The fields in the order people read them: what happened, then the resource, then what
+    /// the answer rests on.
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("status", &self.status)?;
+        map.serialize_entry("op", &self.op)?;
+        if !self.op.spec().pages {
+            map.serialize_entry("granted", &self.granted)?;
+            map.serialize_entry("holder", &self.holder)?;
+            map.serialize_entry("fencingToken", &self.fencing_token)?;
+            map.serialize_entry("expiresAt", &self.expires_at)?;
+            map.serialize_entry("limit", &self.limit)?;
+            map.serialize_entry("holders", &self.holders)?;
+        }
+        if let Some(position) = &self.queue_position {
+            map.serialize_entry("queuePosition", position)?;
+        }
+        if let Some(current) = &self.current {
+            map.serialize_entry("current", current)?;
+        }
+        if let Some(leases) = &self.leases {
+            map.serialize_entry("leases", leases)?;
+        }
+        if let Some(revoked) = &self.revoked {
+            map.serialize_entry("revoked", revoked)?;
+        }
+        if let Some(entries) = &self.entries {
+            map.serialize_entry("entries", entries)?;
+        }
+        if let Some(next_cursor) = &self.next_cursor {
+            map.serialize_entry("nextCursor", next_cursor)?;
+        }
+        map.serialize_entry("replayed", &self.replayed)?;
+        map.serialize_entry("witnesses", &self.witnesses)?;
+        map.serialize_entry("versions", &self.versions)?;
+        map.serialize_entry("limits", &self.limits)?;
+        map.serialize_entry("deterministic", &self.deterministic)?;
+        map.end()
+    }
 }
 
 /// One live permit, as answers list them.

@@ -149,7 +149,9 @@ def _entries(value: object) -> tuple[AuditEntry, ...] | None:
 def lease_from(answer: object) -> Lease:
     """Read the `data` of a lease answer; a body of another shape is the service's error."""
     data = answer.get("data") if isinstance(answer, dict) else None
-    if not isinstance(data, dict) or not isinstance(data.get("granted"), bool):
+    # A page (list, audit) is about no one resource: it has no `granted` and no permit fields.
+    page = isinstance(data, dict) and data.get("op") in ("list", "audit")
+    if not isinstance(data, dict) or not (page or isinstance(data.get("granted"), bool)):
         raise ServiceError("the service's answer is not a lease answer", status=200)
     expires = data.get("expiresAt")
     token = data.get("fencingToken")
@@ -157,7 +159,7 @@ def lease_from(answer: object) -> Lease:
     witnesses = data.get("witnesses") or []
     current = data.get("current")
     return Lease(
-        granted=data["granted"],
+        granted=data.get("granted") is True,
         token=_int(token),
         holder=holder if isinstance(holder, str) else None,
         expires_at=_time(expires),
