@@ -3,6 +3,7 @@
 //! handlers validate with (no copy that can drift) and from the deployment's prices.
 
 pub mod docs;
+pub mod examples;
 pub mod home;
 pub mod openapi;
 
@@ -33,7 +34,7 @@ pub fn usdc(atomic: u64) -> String {
 pub(crate) fn schema(text: &str) -> Value {
     let mut value: Value = serde_json::from_str(text).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
-        object.remove("$schema");
+        object.shift_remove("$schema");
     }
     value
 }

@@ -1,0 +1,95 @@
+"""The docs page as a guide: every op's command, pasted into bash as the page shows it (with the
+README's $URL, $KEY and $ADMIN_KEY), gets the answer the page shows, field for field and in the
+same order; times and ids aside. A fresh server of its own, so the page's names are new there."""
+
+import json
+import os
+import subprocess
+import tempfile
+import urllib.request
+
+from conftest import BIN, needs_own_server
+
+KEY = "docs-key-0123456789"
+ADMIN_KEY = "docs-admin-key-0123456789"
+#: What may differ from the page: when, and the ids a store makes.
+VARYING = {"expiresAt", "at", "id", "actor", "until"}
+
+
+def same(got, shown, where="data"):
+    """`got` has `shown`'s fields in its order and its values, but for VARYING ones."""
+    if isinstance(shown, dict):
+        assert isinstance(got, dict) and list(got) == list(shown), f"{where}: {list(got)} != {list(shown)}"
+        for field in shown:
+            if field not in VARYING:
+                same(got[field], shown[field], f"{where}.{field}")
+    elif isinstance(shown, list):
+        assert isinstance(got, list) and len(got) == len(shown), f"{where}: {got} != {shown}"
+        for i, (g, s) in enumerate(zip(got, shown)):
+            same(g, s, f"{where}[{i}]")
+    else:
+        assert got == shown, f"{where}: {got!r} != {shown!r}"
+
+
+def test_every_op_on_the_docs_page_answers_as_the_page_shows():
+    needs_own_server("a store where the page's names are new")
+    workdir = tempfile.mkdtemp(prefix="docs-")
+    server = subprocess.Popen(
+        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", workdir,
+         "--api-key", f"docs:{KEY}", "--admin-key", f"docs:{ADMIN_KEY}"],
+        stdout=subprocess.PIPE, env={**os.environ, "RUST_LOG": "error"}, text=True,
+    )
+    try:
+        url = server.stdout.readline().strip()
+        with urllib.request.urlopen(url + "/docs/lease.json", timeout=10) as response:
+            page = json.loads(response.read())
+        ops = [s for s in page["sections"] if s["id"].startswith("op-")]
+        assert [s["title"] for s in ops] == [
+            "acquire", "acquire, refused", "renew", "get", "check", "list", "revoke", "audit", "release"]
+        env = {**os.environ, "URL": url, "KEY": KEY, "ADMIN_KEY": ADMIN_KEY}
+
+        def paste(command):
+            run = subprocess.run(["bash", "-euo", "pipefail", "-c", command], capture_output=True,
+                                 text=True, timeout=30, env=env)
+            assert run.returncode == 0, run.stderr
+            return json.loads(run.stdout)
+
+        for section in ops:
+            says, command, shown = section["paragraphs"]
+            assert command.startswith('curl -s "$URL/api/v1/lease?signed=false"'), command
+            if section["id"] == "op-release":
+                # The page's release is worker-8's, which took the resource after the revoke.
+                took = paste(command.replace('"op":"release"', '"op":"acquire"').replace(',"token":2', ""))
+                assert (took["data"]["granted"], took["data"]["fencingToken"]) == (True, 2), took
+            same(paste(command), json.loads(shown))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_the_docs_page_has_contents_and_reference_tables():
+    needs_own_server("the page of a server of its own")
+    workdir = tempfile.mkdtemp(prefix="docs-")
+    server = subprocess.Popen([BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", workdir, "--api-key", f"docs:{KEY}"],
+                              stdout=subprocess.PIPE, env={**os.environ, "RUST_LOG": "error"}, text=True)
+    try:
+        url = server.stdout.readline().strip()
+        with urllib.request.urlopen(url + "/docs/lease/", timeout=10) as response:
+            html = response.read().decode()
+        with urllib.request.urlopen(url + "/docs/lease.json", timeout=10) as response:
+            page = json.loads(response.read())
+        # Contents: a link to every section, in order.
+        for section in page["sections"]:
+            assert f'<li><a href="#{section["id"]}">' in html and f'<h2 id="{section["id"]}">' in html
+        tables = {s["id"]: s["table"] for s in page["sections"] if "table" in s}
+        fields = [row[0] for row in tables["fields"]["rows"]]
+        for field in ("status", "granted", "holder, fencingToken, expiresAt", "nextCursor", "witnesses"):
+            assert field in fields
+        codes = " ".join(row[1] for row in tables["errors"]["rows"])
+        for code in ("INVALID_INPUT", "INVALID_REQUEST", "UNAUTHORIZED", "FORBIDDEN", "IDEMPOTENCY_CONFLICT",
+                     "RATE_LIMITED", "STORE_UNAVAILABLE", "INTERNAL_ERROR"):
+            assert code in codes
+        assert html.count("<table>") == 2
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
