@@ -184,13 +184,32 @@ fn duration(seconds: i64) -> String {
     text
 }
 
-/// A field as shown: a string as it is, `-` for null, anything else as JSON.
+/// A field as shown: a string as it is (but for what a terminal would act on), `-` for null,
+/// anything else as JSON.
 fn text(value: &Value) -> String {
     match value {
-        Value::String(s) => s.clone(),
+        Value::String(s) => inert(s),
         Value::Null => "-".into(),
         other => other.to_string(),
     }
+}
+
+/// `text` with every character a terminal would act on written out as `\u{..}`: holder names and
+/// revoke reasons are anyone's strings, and printed raw, an escape sequence in one could recolour,
+/// retitle or rewrite another user's terminal, a newline fake a line, a bidi override reorder
+/// what is read. JSON output escapes control characters itself.
+fn inert(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let acts = c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if acts => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn array(value: &Value) -> &[Value] {
@@ -207,6 +226,23 @@ mod tests {
 
     fn at(seconds: i64) -> String {
         iso8601(NOW + seconds * 1000)
+    }
+
+    #[test]
+    fn what_a_terminal_would_act_on_is_written_out() {
+        let hostile = "\u{1b}]0;pwned\u{7}\u{1b}[31mw1\nholder   admin\r\u{202e}txt.exe\u{9b}2J\\";
+        let answer = json!({"data": {"status": "pass", "op": "get", "granted": true, "holder": hostile,
+            "fencingToken": 1, "expiresAt": at(30), "limit": 1, "holders": [], "witnesses": []}});
+        let text = super::answer(Op::Get, &["r".into()], &answer, NOW);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.contains(r"holder   \u{1b}]0;pwned\u{7}\u{1b}[31mw1\u{a}holder   admin\u{d}\u{202e}txt.exe\u{9b}2J\\"), "{text}");
+        let audit = json!({"data": {"op": "audit", "entries": [{"at": "t", "actor": "key:k", "resource": "r",
+            "ended": [{"holder": "\u{1b}[2J", "fencingToken": 1}], "reason": "why\u{1b}[8m"}]}});
+        assert!(!page(Op::Audit, &audit, NOW).contains('\u{1b}'));
     }
 
     #[test]
