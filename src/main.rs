@@ -83,7 +83,22 @@ fn main() -> ExitCode {
         // Colours only for a person at a terminal, not for files and log collectors.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // A revoke ends whose permit --holder names, and every permit without one: an exported
+    // LEASEKIT_HOLDER (who you are, for acquire and renew) must not quietly narrow it to your own
+    // (found by the attack of the second session of 2026-12-05).
+    if let Command::Revoke(call) = &mut cli.command {
+        let revoke = matches.subcommand_matches("revoke");
+        if revoke.and_then(|m| m.value_source("holder"))
+            == Some(clap::parser::ValueSource::EnvVariable)
+        {
+            call.connection.holder = None;
+        }
+    }
     if let Command::Watchdog = cli.command {
         // Plain threads: no runtime to start, nothing that could stall it.
         return watchdog::main();

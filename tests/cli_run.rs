@@ -864,8 +864,10 @@ fn list_revoke_and_audit_from_the_command_line() {
     let out = cli(&server, "worker-7").args(revoke).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "no admin role");
     assert!(String::from_utf8_lossy(&out.stderr).contains("FORBIDDEN"));
+    // The operator's own LEASEKIT_HOLDER is exported: a revoke without --holder still ends
+    // every permit (it used to send the operator's name, and end nothing).
     let admin = |args: &[&str]| {
-        cli(&server, "worker-7")
+        cli(&server, "operator")
             .env("LEASEKIT_API_KEY", &admin_key)
             .args(args)
             .output()
@@ -881,9 +883,45 @@ fn list_revoke_and_audit_from_the_command_line() {
     assert_eq!(json(&out)["data"]["revoked"][0]["holder"], "worker-7");
     let out = admin(&revoke);
     assert_eq!(out.status.code(), Some(1), "nothing left to revoke");
+    // --holder on the command line narrows it.
+    let out = cli(&server, "worker-9")
+        .args(["acquire", "--resource", "deploy:prod", "--ttl", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = admin(&[
+        "revoke",
+        "--resource",
+        "deploy:prod",
+        "--reason",
+        "x",
+        "--holder",
+        "worker-8",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "worker-8 holds nothing");
+    let out = admin(&[
+        "revoke",
+        "--resource",
+        "deploy:prod",
+        "--reason",
+        "y",
+        "--holder",
+        "worker-9",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
     let out = admin(&["audit", "--resource", "deploy:prod"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(json(&out)["data"]["entries"][0]["reason"], "wedged");
+    let reasons: Vec<Value> = json(&out)["data"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].clone())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["y", "wedged"],
+        "newest first; a revoke of nothing is no entry"
+    );
 }
 
 /// `args` run on a pseudo-terminal (util-linux `script`), as a person at a shell runs them:

@@ -833,7 +833,18 @@ async fn answers_put_data_first_and_are_signed_unless_asked_not_to_be() {
     assert!(text.contains("\"_provenance\""), "{text}");
     let release =
         json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w1", "token": 1});
-    for query in ["?signed=no", "?signed", "?signed=FALSE", "?x=1&signed="] {
+    // The query is a form: an encoded name is the name, and two answers that disagree are no
+    // answer (the attack of the second session of 2026-12-05: sig%6Eed was ignored, and the
+    // last of two values won).
+    let refused = [
+        "?signed=no",
+        "?signed",
+        "?signed=FALSE",
+        "?x=1&signed=",
+        "?sig%6Eed=bogus",
+        "?signed=false&signed=true",
+    ];
+    for query in refused {
         let (status, text) = send(ACME_KEY, query, release.clone()).await;
         assert_eq!(status, 400, "{query}: {text}");
         let refusal: Value = serde_json::from_str(&text).unwrap();
@@ -845,6 +856,15 @@ async fn answers_put_data_first_and_are_signed_unless_asked_not_to_be() {
     }
     let c = server.client(Some(ACME_KEY));
     assert_eq!(c.data(get("t1", "r")).await["holder"], "w1");
+    for query in [
+        "?sig%6Eed=false",
+        "?signed=fals%65",
+        "?signed=false&signed=false",
+    ] {
+        let (status, text) = send(ACME_KEY, query, get("t1", "r")).await;
+        assert_eq!(status, 200, "{query}: {text}");
+        assert!(!text.contains("_provenance"), "{query}: {text}");
+    }
 
     // Pages: what happened, the page, what it rests on; no lease fields that would read "free".
     let (status, text) = send(ACME_KEY, "", json!({"op": "list", "tenantId": "t1"})).await;

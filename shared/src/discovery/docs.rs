@@ -161,18 +161,11 @@ fn sections(prices: &Prices) -> Vec<Section> {
         ]),
     ];
     for example in examples() {
-        let id = match (example.op, example.answer["data"]["status"] == "fail") {
-            (op, true) => format!("op-{}-refused", op.as_str()),
-            (op, false) => format!("op-{}", op.as_str()),
-        };
-        let title = match example.answer["data"]["status"] == "fail" {
-            true => format!("{}, refused", example.op.as_str()),
-            false => example.op.as_str().to_owned(),
-        };
+        let id = format!("op-{}", example.title.replace(", ", "-").replace(' ', "-"));
         let answer = serde_json::to_string_pretty(&example.answer).unwrap_or_default();
         sections.push(Section::new(
             &id,
-            &title,
+            example.title,
             vec![example.says.into(), example.curl(), answer],
         ));
     }

@@ -14,6 +14,8 @@ const SECOND: Millis = 1_000;
 
 /// One op as the docs page shows it.
 pub struct Example {
+    /// Its heading: the op, and what sets this call apart when the op comes twice.
+    pub title: &'static str,
     pub op: Op,
     /// What it is for, in a sentence.
     pub says: &'static str,
@@ -48,6 +50,7 @@ pub fn examples() -> Vec<Example> {
     let refused = json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-8", "ttlSeconds": 60});
     vec![
         Example {
+            title: "acquire",
             op: Op::Acquire,
             says: "Take the resource for ttlSeconds (1-3600, default 30). Granted with a fencing token one above any issued before for it; a requestId makes a retry safe.",
             key: "KEY",
@@ -60,6 +63,7 @@ pub fn examples() -> Vec<Example> {
             request: acquire,
         },
         Example {
+            title: "acquire, refused",
             op: Op::Acquire,
             says: "While another holds it: fail, a witness naming the rule, and who holds it until when.",
             key: "KEY",
@@ -67,6 +71,7 @@ pub fn examples() -> Vec<Example> {
             request: refused,
         },
         Example {
+            title: "renew",
             op: Op::Renew,
             says: "Keep it: holder and token must match the live lease; it is held ttlSeconds from now. A renew that fails is how a holder learns it lost the lease.",
             key: "KEY",
@@ -79,6 +84,7 @@ pub fn examples() -> Vec<Example> {
             )),
         },
         Example {
+            title: "get",
             op: Op::Get,
             says: "Who holds it: always pass; granted says whether someone does.",
             key: "KEY",
@@ -86,6 +92,7 @@ pub fn examples() -> Vec<Example> {
             answer: data(LeaseAnswer::observed(&renewed, None, NOW + 21 * SECOND)),
         },
         Example {
+            title: "check",
             op: Op::Check,
             says: "Whether a token (and holder) is a live permit's: what a store that cannot keep the highest token asks before a write.",
             key: "KEY",
@@ -98,6 +105,7 @@ pub fn examples() -> Vec<Example> {
             )),
         },
         Example {
+            title: "list",
             op: Op::List,
             says: "Your tenant's resources with a live permit or a waiter, by name, a page at a time (nextCursor continues; null at the end).",
             key: "KEY",
@@ -109,6 +117,7 @@ pub fn examples() -> Vec<Example> {
             )),
         },
         Example {
+            title: "revoke",
             op: Op::Revoke,
             says: "End a holder's permit at once, with a reason the audit keeps: an admin key only. The revoked holder's next renew fails with REVOKED.",
             key: "ADMIN_KEY",
@@ -120,15 +129,16 @@ pub fn examples() -> Vec<Example> {
             )),
         },
         Example {
+            title: "audit",
             op: Op::Audit,
             says: "The revokes, newest first, kept 90 days: an admin key only.",
             key: "ADMIN_KEY",
             request: json!({"op": "audit", "tenantId": "team-a", "resource": "deploy:prod"}),
             answer: data(LeaseAnswer::audited(
                 vec![AuditEntry {
-                    id: "01KB6Z0W0GQ8T0S3YV5R2M4N7P".into(),
+                    id: "6f1c0e9a4b2d47e8a3c5b7d9e1f20384".into(),
                     at: iso8601(NOW + 30 * SECOND),
-                    actor: "key:3f9a2c71".into(),
+                    actor: "key:3f9a2c71d04b8e65".into(),
                     resource: "deploy:prod".into(),
                     ended: vec![permit],
                     reason: "wedged since 03:00".into(),
@@ -138,8 +148,22 @@ pub fn examples() -> Vec<Example> {
             )),
         },
         Example {
+            title: "acquire, after the revoke",
+            op: Op::Acquire,
+            says: "The next holder gets the next token: a store that refuses tokens below 2 is now safe from worker-7, however long it was paused.",
+            key: "KEY",
+            request: json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-8", "ttlSeconds": 60}),
+            answer: data(LeaseAnswer::granted(
+                Op::Acquire,
+                &LeaseState::granted(2, "worker-8", NOW + 100 * SECOND),
+                Some("worker-8"),
+                NOW + 40 * SECOND,
+            )),
+        },
+        Example {
+            title: "release",
             op: Op::Release,
-            says: "Done: holder and token must match (here worker-8's, which took it after the revoke with token 2). The next acquire gets a larger token still.",
+            says: "Done: holder and token must match. The next acquire gets a larger token still.",
             key: "KEY",
             request: json!({"op": "release", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-8", "token": 2}),
             answer: data(LeaseAnswer::granted(
@@ -205,6 +229,12 @@ mod tests {
         let ops: std::collections::BTreeSet<&str> =
             examples.iter().map(|e| e.op.as_str()).collect();
         assert_eq!(ops.len(), 8, "every op has an example: {ops:?}");
+        let titles: std::collections::BTreeSet<&str> = examples.iter().map(|e| e.title).collect();
+        assert_eq!(
+            titles.len(),
+            examples.len(),
+            "each example has a heading of its own"
+        );
         let refused = &examples[1].answer["data"];
         assert_eq!(refused["status"], "fail");
         assert_eq!(refused["witnesses"][0]["ruleId"], "LEASE_HELD");

@@ -113,6 +113,40 @@ pub fn health() -> Value {
     json!({"status": "ok"})
 }
 
+/// Whether an `Accept` header prefers JSON to HTML: the media range that names each most closely
+/// (`application/json`, then `application/*`, then `*/*`; case aside) gives its quality, and JSON
+/// wins only with a higher one, or an equal one named first. No header, or none naming either:
+/// HTML, the page a person opens.
+pub fn prefers_json(accept: &str) -> bool {
+    // (quality, how closely it names the type, position) of the closest range for each.
+    let mut json = (0.0_f32, 0, usize::MAX);
+    let mut html = (0.0_f32, 0, usize::MAX);
+    for (position, range) in accept.split(',').enumerate() {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let quality = parts
+            .filter_map(|p| p.trim().split_once('='))
+            .find(|(name, _)| name.trim().eq_ignore_ascii_case("q"))
+            .map_or(1.0, |(_, q)| q.trim().parse::<f32>().unwrap_or(0.0))
+            .clamp(0.0, 1.0);
+        for (target, kind, best) in [
+            ("application/json", "application/*", &mut json),
+            ("text/html", "text/*", &mut html),
+        ] {
+            let closeness = match media.as_str() {
+                m if m == target => 3,
+                m if m == kind => 2,
+                "*/*" => 1,
+                _ => 0,
+            };
+            if closeness > best.1 {
+                *best = (quality, closeness, position);
+            }
+        }
+    }
+    json.0 > 0.0 && (json.0 > html.0 || (json.0 == html.0 && json.2 < html.2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +165,31 @@ mod tests {
             }
         }
         assert_eq!(index["routes"].as_array().unwrap().len(), PLACES.len());
+    }
+
+    /// The attack of the second session of 2026-12-05: the first type named used to win,
+    /// whatever its quality (`application/json;q=0` got JSON).
+    #[test]
+    fn accept_is_read_with_its_qualities() {
+        let cases = [
+            ("application/json", true),
+            ("application/JSON", true),
+            ("application/json;q=0", false),
+            ("application/json;q=0.1, text/html", false),
+            ("text/html;q=0.1, application/json", true),
+            ("text/html, application/json", false),
+            ("application/json, text/html", true),
+            (
+                "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+                false,
+            ),
+            ("*/*", false),
+            ("application/*", true),
+            ("", false),
+            ("application/json; charset=utf-8; q=0.5, text/*;q=0.4", true),
+        ];
+        for (accept, json) in cases {
+            assert_eq!(prefers_json(accept), json, "{accept}");
+        }
     }
 }

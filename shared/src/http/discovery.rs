@@ -46,11 +46,7 @@ pub async fn index(State(state): State<AppState>, headers: HeaderMap) -> Respons
     let wants_json = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| {
-            let json = accept.find("application/json");
-            let html = accept.find("text/html");
-            json.is_some_and(|j| html.is_none_or(|h| j < h))
-        });
+        .is_some_and(home::prefers_json);
     match wants_json {
         true => Json(home::index_json(&base)).into_response(),
         false => Html(home::index_html(&base)).into_response(),

@@ -56,24 +56,33 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     Ok(response)
 }
 
-/// Whether the caller wants the answer signed: yes unless it asks `?signed=false`.
+/// Whether the caller wants the answer signed: yes unless it asks `?signed=false`. The query is
+/// read as a form (`sig%6Eed=false` is `signed=false`); a value other than true or false, or two
+/// that disagree, is refused rather than guessed at.
 fn signed(parts: &axum::http::request::Parts) -> Result<bool, ApiError> {
-    let pairs = parts.uri.query().unwrap_or("").split('&');
-    let mut signed = true;
-    for (name, value) in pairs.map(|pair| pair.split_once('=').unwrap_or((pair, ""))) {
-        if name == "signed" {
-            signed = match value {
-                "true" => true,
-                "false" => false,
-                _ => {
-                    return Err(ApiError::InvalidRequest(
-                        "the query parameter signed is true (the default) or false".into(),
-                    ));
-                }
-            };
+    let query = parts.uri.query().unwrap_or("");
+    let mut asked = None;
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        if name != "signed" {
+            continue;
         }
+        let this = match value.as_ref() {
+            "true" => true,
+            "false" => false,
+            _ => {
+                return Err(ApiError::InvalidRequest(
+                    "the query parameter signed is true (the default) or false".into(),
+                ));
+            }
+        };
+        if asked.is_some_and(|before| before != this) {
+            return Err(ApiError::InvalidRequest(
+                "the query parameter signed is given twice, true and false".into(),
+            ));
+        }
+        asked = Some(this);
     }
-    Ok(signed)
+    Ok(asked.unwrap_or(true))
 }
 
 /// An answer without what is there for a verifier (`_provenance`) and for the record

@@ -5,6 +5,7 @@ pub use super::ops::Op;
 use crate::lease::model::Ticket;
 use crate::witness::Witness;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Names the input schema in `shared/schemas/lease-input.json`; bump it when that file changes.
@@ -235,34 +236,59 @@ impl LeaseRequest {
     fn not_taken(&self) -> Vec<Witness> {
         let spec = self.op.spec();
         let takes = |field: Field| field != Field::Unused;
-        // (field, sent, the op takes it)
+        // (field, the value sent, the op takes it)
         let fields = [
-            ("resource", self.resource.is_some(), takes(spec.resource)),
-            ("holder", self.holder.is_some(), takes(spec.holder)),
-            ("token", self.token.is_some(), takes(spec.token)),
-            ("ttlSeconds", self.ttl_seconds.is_some(), spec.ttl),
-            ("limit", self.limit.is_some(), takes(spec.limit)),
-            ("waitSeconds", self.wait_seconds.is_some(), takes(spec.wait)),
+            (
+                "resource",
+                self.resource.as_deref().map(Value::from),
+                takes(spec.resource),
+            ),
+            (
+                "holder",
+                self.holder.as_deref().map(Value::from),
+                takes(spec.holder),
+            ),
+            ("token", self.token.map(Value::from), takes(spec.token)),
+            ("ttlSeconds", self.ttl_seconds.map(Value::from), spec.ttl),
+            ("limit", self.limit.map(Value::from), takes(spec.limit)),
+            (
+                "waitSeconds",
+                self.wait_seconds.map(Value::from),
+                takes(spec.wait),
+            ),
             (
                 "requestId",
-                self.request_id.is_some(),
+                self.request_id.as_deref().map(Value::from),
                 takes(spec.request_id),
             ),
-            ("reason", self.reason.is_some(), takes(spec.reason)),
-            ("cursor", self.cursor.is_some(), spec.pages),
-            ("pageSize", self.page_size.is_some(), spec.pages),
-            ("prefix", self.prefix.is_some(), takes(spec.prefix)),
+            (
+                "reason",
+                self.reason.as_deref().map(Value::from),
+                takes(spec.reason),
+            ),
+            (
+                "cursor",
+                self.cursor.as_deref().map(Value::from),
+                spec.pages,
+            ),
+            ("pageSize", self.page_size.map(Value::from), spec.pages),
+            (
+                "prefix",
+                self.prefix.as_deref().map(Value::from),
+                takes(spec.prefix),
+            ),
         ];
         fields
             .into_iter()
-            .filter(|(_, sent, taken)| *sent && !*taken)
-            .map(|(field, ..)| {
+            .filter_map(|(field, value, taken)| value.filter(|_| !taken).map(|v| (field, v)))
+            .map(|(field, value)| {
                 Witness::new(
                     "NOT_TAKEN",
                     &format!("/{field}"),
                     format!("op {} does not take {field}", self.op.as_str()),
                 )
-                .actual(self.op.as_str())
+                .expected(format!("no {field} with op {}", self.op.as_str()))
+                .actual(value)
             })
             .collect()
     }
@@ -373,6 +399,26 @@ mod tests {
 
     fn parse(v: serde_json::Value) -> LeaseRequest {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// A refused field's witness shows what was sent, not the op (the attack of the second
+    /// session of 2026-12-05 found `actual: "release"` for a ttlSeconds of 5).
+    #[test]
+    fn a_refused_field_shows_the_value_sent() {
+        let request = parse(
+            json!({"op": "release", "resource": "r", "holder": "h", "token": 3, "ttlSeconds": 5}),
+        );
+        let witnesses = request.shape_errors();
+        assert_eq!(witnesses.len(), 1, "{witnesses:?}");
+        assert_eq!(
+            (witnesses[0].rule_id.as_str(), witnesses[0].path.as_str()),
+            ("NOT_TAKEN", "/ttlSeconds")
+        );
+        assert_eq!(witnesses[0].actual, Some(json!(5)));
+        assert_eq!(
+            witnesses[0].expected,
+            Some(json!("no ttlSeconds with op release"))
+        );
     }
 
     /// A field an op does not take is refused, naming it, on every op: never accepted and then
