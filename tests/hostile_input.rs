@@ -244,8 +244,9 @@ async fn a_signed_answer_with_a_duplicated_member_is_not_verified() {
         (200, Some(true)),
         "{report}"
     );
-    // The answer's own `data` is its last member (the manifest before it mentions data too).
-    let at = answer.rfind("\"data\":{").expect("a data member") + "\"data\":{".len();
+    // The answer's own `data` is its first member (the manifest after it mentions data too).
+    assert!(answer.starts_with("{\"data\":{"), "{answer}");
+    let at = "{\"data\":{".len();
     let forged = format!(
         "{}\"holder\":\"mallory\",\"granted\":false,{}",
         &answer[..at],
