@@ -12,6 +12,7 @@ pub mod model;
 pub mod ops;
 pub mod request;
 pub mod rules;
+pub mod session;
 
 pub use answer::LeaseAnswer;
 pub use decide::{Decision, Effect, Guard, Write, as_of, decide};

@@ -14,6 +14,9 @@ pub struct Permit {
     /// A permit handed to a place whose waiting call had a requestId, until that call (or its
     /// retry) takes it: the grant that call is answered (docs/adr/0008).
     pub handoff: Option<Handoff>,
+    /// The session it lives in (docs/adr/0010): its expiry is then the session's, resolved
+    /// between the read and the rules (`lease::session::resolve`).
+    pub session: Option<String>,
 }
 
 impl Permit {
@@ -23,6 +26,7 @@ impl Permit {
             token,
             expires_at,
             handoff: None,
+            session: None,
         }
     }
 }

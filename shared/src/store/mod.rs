@@ -35,6 +35,7 @@ mod lease_item;
 pub mod lease_store;
 pub mod payment_store;
 pub mod rounds;
+pub mod session_store;
 pub mod tables;
 pub mod usage;
 
@@ -43,6 +44,7 @@ pub use key_store::KeyStore;
 pub use lease_store::{Applied, LeaseKey, LeaseStore, RecordKey, StoredRecord};
 pub use payment_store::PaymentLedger;
 pub use rounds::{Commit, Outcome, RecordPut, Rounds, Snapshot};
+pub use session_store::{SessionStore, SessionWritten};
 pub use tables::{Tables, ensure_tables};
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
