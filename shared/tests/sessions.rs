@@ -181,3 +181,188 @@ async fn keepalives_racing_a_close_never_bring_it_back() {
         "{kept} keepalives got in"
     );
 }
+
+/// A resource holding a session's permit (docs/adr/0010): stored as never lapsing by itself, read
+/// through its session. A keepalive moves the permit's expiry without writing it; a lapse or a
+/// close ends it at once for every reader; and no blind take gets past it, even once its session
+/// has ended, without reading.
+#[tokio::test]
+async fn a_sessions_permit_lives_and_ends_with_its_session() {
+    use leasekit_core::lease::model::{Permit, UNTIL_ITS_SESSION_ENDS};
+    use leasekit_core::lease::{Effect, Guard, LeaseState, Write};
+    use leasekit_core::store::{Commit, LeaseKey, LeaseStore, Outcome, Rounds};
+
+    let s = test_store().await;
+    let sessions = SessionStore::new(s.client.clone(), &s.tables.leases);
+    let leases = LeaseStore::new(s.client.clone(), &s.tables.leases, &s.tables.requests);
+    let t = tenant("t1");
+    let t0 = now_ms();
+    let mut session = opened("s-permit", t0);
+    session
+        .permits
+        .insert("deploy:prod".into(), SessionPermit { token: 1, limit: 1 });
+    sessions.open(&t, &session).await.unwrap();
+    let key = LeaseKey::new(&t, "deploy:prod");
+    let held = LeaseState {
+        last_token: 1,
+        version: 1,
+        permits: vec![Permit {
+            session: Some("s-permit".into()),
+            ..Permit::new("agent-1", 1, session.expires_at)
+        }],
+        ..LeaseState::default()
+    };
+    let take = Write {
+        guard: Guard::Version {
+            last_token: 0,
+            version: 0,
+            single_expiry: None,
+        },
+        effect: Effect::Replace(held.clone()),
+    };
+    let commit = Commit::Together {
+        writes: vec![(key.clone(), take)],
+        unchanged: None,
+        audit: vec![],
+        record: None,
+    };
+    assert_eq!(
+        leases.commit(&commit, t0).await.unwrap(),
+        Outcome::Committed(None)
+    );
+
+    // As stored: the session's id, and an expiry that never comes by itself.
+    let stored = leases.get(&key).await.unwrap();
+    assert_eq!(stored.permits[0].expires_at, UNTIL_ITS_SESSION_ENDS);
+    assert_eq!(stored.permits[0].session.as_deref(), Some("s-permit"));
+    // As read: the session's end.
+    let read = |now: Millis| {
+        let (leases, key) = (&leases, &key);
+        async move {
+            leases
+                .read(std::slice::from_ref(key), None, now)
+                .await
+                .unwrap()
+                .leases
+                .remove(0)
+        }
+    };
+    let at = t0 + 1_000;
+    assert_eq!(
+        read(at).await.live(at).map(|l| l.expires_at),
+        Some(t0 + 30_000)
+    );
+    assert_eq!(
+        leases.read_one(&key, at).await.unwrap().permits[0].expires_at,
+        t0 + 30_000
+    );
+
+    // A keepalive moves it, with no write of the resource.
+    let kept_at = t0 + 20_000;
+    let keep = session.keepalive("agent-1", None, kept_at).unwrap();
+    sessions
+        .write(&t, "s-permit", Some("agent-1"), &keep, kept_at)
+        .await
+        .unwrap();
+    let at = t0 + 40_000;
+    assert_eq!(
+        read(at).await.live(at).map(|l| l.expires_at),
+        Some(kept_at + 30_000)
+    );
+    assert_eq!(
+        leases.get(&key).await.unwrap(),
+        stored,
+        "the resource's item is untouched"
+    );
+
+    // Lapsed: free to every reader at that instant...
+    let lapsed = kept_at + 30_000;
+    assert!(
+        read(lapsed - 1)
+            .await
+            .is_current(1, Some("agent-1"), lapsed - 1)
+    );
+    assert!(read(lapsed).await.live(lapsed).is_none());
+    assert!(!read(lapsed).await.is_current(1, None, lapsed));
+    // ...but a blind take, which reads nothing, cannot take it: its guard sees the stored
+    // expiry, and what comes back is not planned on (its expiries are unresolved).
+    let blind = Write {
+        guard: Guard::Vacant,
+        effect: Effect::Take {
+            holder: "agent-2".into(),
+            expires_at: lapsed + 30_000,
+        },
+    };
+    let outcome = leases
+        .commit(
+            &Commit::Lone {
+                key: key.clone(),
+                write: blind,
+            },
+            lapsed,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Changed(None));
+    assert_eq!(leases.get(&key).await.unwrap(), stored);
+
+    // A closed session's permit is free at once, long before its expiry; an unknown one's too.
+    let other = opened("s-closed", t0);
+    sessions.open(&t, &other).await.unwrap();
+    let key2 = LeaseKey::new(&t, "gpu-pool");
+    let held2 = LeaseState {
+        permits: vec![Permit {
+            session: Some("s-closed".into()),
+            ..Permit::new("agent-1", 1, other.expires_at)
+        }],
+        ..held.clone()
+    };
+    let gone = LeaseState {
+        permits: vec![Permit {
+            session: Some("s-never-opened".into()),
+            ..Permit::new("agent-1", 1, t0 + 30_000)
+        }],
+        ..held
+    };
+    let key3 = LeaseKey::new(&t, "never");
+    for (key, state) in [(&key2, held2), (&key3, gone)] {
+        let write = Write {
+            guard: Guard::Version {
+                last_token: 0,
+                version: 0,
+                single_expiry: None,
+            },
+            effect: Effect::Replace(state),
+        };
+        let commit = Commit::Together {
+            writes: vec![(key.clone(), write)],
+            unchanged: None,
+            audit: vec![],
+            record: None,
+        };
+        assert_eq!(
+            leases.commit(&commit, t0).await.unwrap(),
+            Outcome::Committed(None)
+        );
+    }
+    let at = t0 + 2_000;
+    let both = leases
+        .read(&[key2.clone(), key3.clone()], None, at)
+        .await
+        .unwrap()
+        .leases;
+    assert!(
+        both[0].live(at).is_some() && both[1].live(at).is_none(),
+        "{both:?}"
+    );
+    let close = other.close("agent-1", at).unwrap();
+    sessions
+        .write(&t, "s-closed", Some("agent-1"), &close, at)
+        .await
+        .unwrap();
+    assert!(leases.read_one(&key2, at).await.unwrap().live(at).is_none());
+    // list shows only what lives.
+    let page = leases.list(&t, "", None, 10, at).await.unwrap();
+    let names: Vec<&str> = page.leases.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["deploy:prod"]);
+}

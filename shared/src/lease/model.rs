@@ -19,7 +19,21 @@ pub struct Permit {
     pub session: Option<String>,
 }
 
+/// A session permit's expiry as stored: "never by itself" (9999-12-31T23:59:59.999Z). Every
+/// guard on the stored item then sees it live, so nothing takes the resource over it without
+/// reading its session first (docs/adr/0010); a read makes it the session's end.
+pub const UNTIL_ITS_SESSION_ENDS: Millis = 253_402_300_799_999;
+
 impl Permit {
+    /// Its expiry as the store keeps it: a session's permit lives until its session ends,
+    /// whatever `expires_at` a read resolved it to.
+    pub fn stored_expiry(&self) -> Millis {
+        match self.session {
+            Some(_) => UNTIL_ITS_SESSION_ENDS,
+            None => self.expires_at,
+        }
+    }
+
     pub fn new(holder: &str, token: u64, expires_at: Millis) -> Self {
         Self {
             holder: holder.to_owned(),
@@ -173,7 +187,16 @@ impl LeaseState {
     /// lease's writes with no read could not do). Otherwise it is a lease, whose writes need no
     /// read.
     pub fn is_versioned(&self) -> bool {
-        self.limit > 1 || !self.waiters.is_empty() || self.has_live_handoff()
+        self.limit > 1
+            || !self.waiters.is_empty()
+            || self.has_live_handoff()
+            || self.has_session_permit()
+    }
+
+    /// Whether a permit, live or lapsed, is a session's (docs/adr/0010): its expiry is then
+    /// only known through the session, and its writes replace the item whole.
+    pub fn has_session_permit(&self) -> bool {
+        self.permits.iter().any(|p| p.session.is_some())
     }
 
     /// Whether a permit, live or lapsed, was handed to a waiting call that has not taken it.

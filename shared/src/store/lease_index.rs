@@ -100,9 +100,14 @@ impl LeaseStore {
             };
             let keys: Vec<LeaseKey> = names.iter().map(|r| LeaseKey::new(tenant, r)).collect();
             let states = self.read_many(&keys).await?;
+            let stored: Vec<LeaseState> = keys
+                .iter()
+                .map(|key| states.get(&key.0).cloned().unwrap_or_default())
+                .collect();
+            // A session's permits live as long as their sessions (docs/adr/0010).
+            let states = self.through_sessions(&keys, stored, now).await?;
             let mut free = Vec::new();
-            for (name, key) in names.into_iter().zip(&keys) {
-                let state = states.get(&key.0).cloned().unwrap_or_default();
+            for ((name, key), state) in names.into_iter().zip(&keys).zip(states) {
                 if state.live(now).is_some() || state.live_waiters(now).next().is_some() {
                     leases.push((name, state));
                 } else if tidied < TIDY_PER_PAGE {

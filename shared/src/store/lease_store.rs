@@ -7,15 +7,18 @@ use super::expr::Expr;
 use super::lease_item::conditions;
 pub(super) use super::lease_item::lease_from_item;
 use super::lease_item::updates::write_expressions;
+use super::session_store::{from_item as session_from_item, session_pk_in};
 use super::{
     FirstAttempt, Item, StoreError, Written, get_s, guarded, n, read_item, req_n, req_s, s,
 };
 use crate::clock::Millis;
+use crate::lease::session::{SessionEnds, end_of, resolve};
 use crate::lease::{Guard, LeaseState, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, Update,
+    AttributeValue, ConditionCheck, Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactGetItem, Update,
 };
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
@@ -93,10 +96,87 @@ impl LeaseStore {
         }
     }
 
-    /// The lease as stored (strongly consistent).
+    /// The lease as stored (strongly consistent), its session permits unresolved: what the
+    /// item says, for tests that look at it. What rules are given is [`Self::read_one`]'s.
     pub async fn get(&self, key: &LeaseKey) -> Result<LeaseState, StoreError> {
         let item = read_item(&self.client, &self.leases, &key.0).await?;
         lease_from_item(item.as_ref())
+    }
+
+    /// The lease of `key` as of `now`, its session permits judged through their sessions.
+    pub async fn read_one(&self, key: &LeaseKey, now: Millis) -> Result<LeaseState, StoreError> {
+        let lease = self.get(key).await?;
+        let mut resolved = self
+            .through_sessions(std::slice::from_ref(key), vec![lease], now)
+            .await?;
+        Ok(resolved.remove(0))
+    }
+
+    /// `leases` (of `keys`, as stored) with each session permit's expiry made its session's end,
+    /// read now (docs/adr/0010): one `TransactGetItems` of the sessions they name, at most 100
+    /// a call; none when no permit is in a session, which is every lease but a session's.
+    pub async fn through_sessions(
+        &self,
+        keys: &[LeaseKey],
+        leases: Vec<LeaseState>,
+        now: Millis,
+    ) -> Result<Vec<LeaseState>, StoreError> {
+        let named: std::collections::BTreeSet<(String, String)> = keys
+            .iter()
+            .zip(&leases)
+            .flat_map(|(key, lease)| {
+                let tenant = key.0.split_once('|').map_or("", |(t, _)| t);
+                let ids = lease.permits.iter().filter_map(|p| p.session.clone());
+                ids.map(move |id| (session_pk_in(tenant, &id), id))
+            })
+            .collect();
+        if named.is_empty() {
+            return Ok(leases);
+        }
+        let named: Vec<(String, String)> = named.into_iter().collect();
+        let mut ends: std::collections::HashMap<String, Millis> = std::collections::HashMap::new();
+        for chunk in named.chunks(100) {
+            let mut gets = Vec::with_capacity(chunk.len());
+            for (pk, _) in chunk {
+                let get = Get::builder()
+                    .table_name(&self.leases)
+                    .key("pk", s(pk))
+                    .build()
+                    .map_err(StoreError::built)?;
+                gets.push(TransactGetItem::builder().get(get).build());
+            }
+            let out = self
+                .client
+                .transact_get_items()
+                .set_transact_items(Some(gets))
+                .send()
+                .await
+                .map_err(StoreError::sdk)?;
+            for ((pk, id), response) in chunk.iter().zip(out.responses()) {
+                let session = response
+                    .item()
+                    .map(|item| session_from_item(id, item))
+                    .transpose()?;
+                ends.insert(pk.clone(), end_of(session.as_ref(), now));
+            }
+        }
+        Ok(keys
+            .iter()
+            .zip(leases)
+            .map(|(key, lease)| {
+                let tenant = key.0.split_once('|').map_or("", |(t, _)| t);
+                let of_lease: SessionEnds = lease
+                    .permits
+                    .iter()
+                    .filter_map(|p| p.session.as_ref())
+                    .filter_map(|id| {
+                        let end = ends.get(&session_pk_in(tenant, id))?;
+                        Some((id.clone(), *end))
+                    })
+                    .collect();
+                resolve(&lease, &of_lease, now)
+            })
+            .collect())
     }
 
     /// One conditional UpdateItem: commit `write` if its guard holds at `now`. A retry refused

@@ -101,7 +101,7 @@ impl Rounds for LeaseStore {
     ) -> Result<Snapshot, StoreError> {
         if let ([key], None) = (keys, record) {
             return Ok(Snapshot {
-                leases: vec![self.get(key).await?],
+                leases: vec![self.read_one(key, now).await?],
                 record: None,
             });
         }
@@ -133,6 +133,7 @@ impl Rounds for LeaseStore {
         let leases = (0..keys.len())
             .map(|i| lease_from_item(item(i)))
             .collect::<Result<Vec<_>, _>>()?;
+        let leases = self.through_sessions(keys, leases, now).await?;
         let record = match record {
             Some(_) => item(keys.len())
                 .map(record_from_item)
@@ -145,9 +146,12 @@ impl Rounds for LeaseStore {
 
     async fn commit(&self, commit: &Commit, now: Millis) -> Result<Outcome, StoreError> {
         match commit {
+            // A lease that comes back with session permits is as stored, their expiries
+            // unresolved: never planned on or remembered (docs/adr/0010). The engine reads
+            // again, or keeps what it planned.
             Commit::Lone { key, write } => Ok(match self.apply(key, write, now).await? {
-                Applied::Committed(after) => Outcome::Committed(Some(after)),
-                Applied::GuardFailed(old) => Outcome::Changed(Some(old)),
+                Applied::Committed(after) => Outcome::Committed(plannable(after)),
+                Applied::GuardFailed(old) => Outcome::Changed(plannable(old)),
             }),
             Commit::Together {
                 writes,
@@ -259,8 +263,14 @@ impl LeaseStore {
         // The first lease as its guard was checked, when it came back. No item: the lease does
         // not exist, or an emulator omitted it; a conflict: it was being written. Read it again.
         Ok(Outcome::Changed(match reasons.first() {
-            Some(Cancelled::Condition(Some(item))) => Some(lease_from_item(Some(item))?),
+            Some(Cancelled::Condition(Some(item))) => plannable(lease_from_item(Some(item))?),
             _ => None,
         }))
     }
+}
+
+/// A lease that came back from a write, if a round may plan on it: not one with session
+/// permits, whose expiries only a read through their sessions tells.
+fn plannable(lease: LeaseState) -> Option<LeaseState> {
+    (!lease.has_session_permit()).then_some(lease)
 }

@@ -31,6 +31,11 @@ const KEPT_MS: Millis = 90 * 24 * 3600 * 1000;
 
 /// The partition key of `id` in `tenant`.
 pub fn session_pk(tenant: &Tenant, id: &str) -> String {
+    session_pk_in(tenant.as_str(), id)
+}
+
+/// The partition key of `id` in the tenant spelled `tenant` (a lease key's first part).
+pub(crate) fn session_pk_in(tenant: &str, id: &str) -> String {
     format!("{tenant}|~session|{id}")
 }
 
@@ -208,7 +213,7 @@ fn to_item(tenant: &Tenant, session: &Session) -> Item {
     item
 }
 
-fn from_item(id: &str, item: &Item) -> Result<Session, StoreError> {
+pub(crate) fn from_item(id: &str, item: &Item) -> Result<Session, StoreError> {
     let ended = match get_s(item, "ended")? {
         None => None,
         Some("closed") => Some(Ended::Closed),

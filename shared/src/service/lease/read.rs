@@ -22,7 +22,7 @@ impl LeaseService {
         asked: Asked<'_>,
     ) -> Result<SignedAnswer, LeaseError> {
         let key = LeaseKey::new(call.actor.tenant, resource);
-        let state = self.store.get(&key).await?;
+        let state = self.store.read_one(&key, call.signing.now).await?;
         self.views.put(&key, &state);
         let answer = answer(&state, asked, call.caller(), call.signing.now);
         self.sign(answer, &call.signing)

@@ -5,7 +5,8 @@
 //! semaphore, a resource with a queue, or one with a permit a waiting call has not taken) are
 //! `pm` (holder → `{t, e, v?}`) with `lim`, `until` (the latest `e`), `ver`, and `hv` while a
 //! permit carries a hand-off `v`; its queue is `wq` (`[{h, u, l, k?, x?}]`) with `wuntil`. Any
-//! item may keep `rv`, its revoked permits, and `hd`, its hand-offs that ended untaken.
+//! item may keep `rv`, its revoked permits, and `hd`, its hand-offs that ended untaken. A permit
+//! in a session (`s`) is always in `pm`, stored as never lapsing by itself (docs/adr/0010).
 
 pub(crate) mod conditions;
 pub(crate) mod updates;
@@ -156,7 +157,9 @@ fn ended_handoffs_from_item(item: &Item, last_token: u64) -> Result<Vec<EndedHan
         .collect()
 }
 
-/// A versioned resource's permits as stored: holder → `{t: token, e: expiry ms, v: hand-off}`.
+/// A versioned resource's permits as stored: holder → `{t: token, e: expiry ms, v: hand-off,
+/// s: session}`; a session's permit is stored to live until its session ends (its `e` is
+/// [`crate::lease::model::UNTIL_ITS_SESSION_ENDS`]).
 pub(super) fn permits_map(state: &LeaseState) -> AttributeValue {
     AttributeValue::M(
         state
@@ -165,9 +168,12 @@ pub(super) fn permits_map(state: &LeaseState) -> AttributeValue {
             .map(|p| {
                 let mut permit: Map = [
                     ("t".to_owned(), n(p.token)),
-                    ("e".to_owned(), n(p.expires_at)),
+                    ("e".to_owned(), n(p.stored_expiry())),
                 ]
                 .into();
+                if let Some(session) = &p.session {
+                    permit.insert("s".into(), s(session));
+                }
                 if let Some(handoff) = &p.handoff {
                     permit.insert(
                         "v".into(),
@@ -289,8 +295,10 @@ fn versioned_from_item(
         if holder.is_empty() {
             return Err(corrupt("an empty holder"));
         }
+        let session = get_s(permit, "s")?.map(str::to_owned);
         permits.push(Permit {
             handoff,
+            session,
             ..Permit::new(
                 holder,
                 issued(permit, last_token, "a permit")?,

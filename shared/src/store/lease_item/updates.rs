@@ -35,7 +35,7 @@ pub(crate) fn write_expressions(pk: &str, write: &Write, now_ms: Millis) -> (Str
         Effect::Clear => update.remove(&[&holder, &exp]),
         // A versioned resource, whole; a single permit it replaces goes.
         Effect::Replace(after) if after.is_versioned() => {
-            let latest = after.permits.iter().map(|p| p.expires_at).max();
+            let latest = after.permits.iter().map(|p| p.stored_expiry()).max();
             update.set(&lim, e.value("lim", n(after.limit)));
             update.set(&pm, e.value("pm", permits_map(after)));
             update.set(&until, e.value("until", n(latest.unwrap_or(0))));
