@@ -549,12 +549,23 @@ mod tests {
         let gate = Gate::default();
         let engine = engine_with(&gate, true);
         engine.call("CreateTable".into(), CREATE.into()).await;
-        for i in 0..16 {
-            engine.call("GetItem".into(), get(i)).await;
+        // The premise is calls closer together than SPARSE: on a machine busy with other work
+        // (a parallel build) a burst can come out sparser, so it is tried again until one was
+        // dense (the fresh-clone CI of 2026-12-05 met one that was not).
+        for _ in 0..20 {
+            let started = Instant::now();
+            for i in 0..16 {
+                engine.call("GetItem".into(), get(i)).await;
+            }
+            if started.elapsed() / 16 >= SPARSE {
+                continue;
+            }
+            assert_eq!(engine.call("PutItem".into(), put(1)).await.0, 200);
+            let last = *gate.state.lock().unwrap().threads.last().unwrap();
+            assert_ne!(last, std::thread::current().id());
+            return;
         }
-        assert_eq!(engine.call("PutItem".into(), put(1)).await.0, 200);
-        let last = *gate.state.lock().unwrap().threads.last().unwrap();
-        assert_ne!(last, std::thread::current().id());
+        panic!("no burst of 16 calls came closer together than {SPARSE:?} apart in 20 tries");
     }
 
     /// A call that arrives while a caller leads waits for that group, then is its own, run and
