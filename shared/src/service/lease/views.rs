@@ -21,12 +21,42 @@ impl Views {
         self.0.lock().ok()?.get(key).cloned()
     }
 
+    /// Remember `state` of `key`; a lease with session permits is forgotten instead: its
+    /// permits end when their session does, which no guard on the lease's own item sees, so a
+    /// write guessed on it could commit a stale decision (docs/adr/0010). It is read each time.
     pub(super) fn put(&self, key: &LeaseKey, state: &LeaseState) {
         if let Ok(mut views) = self.0.lock() {
+            if state.has_session_permit() {
+                views.remove(key);
+                return;
+            }
             if views.len() >= MAX_VIEWS && !views.contains_key(key) {
                 views.clear();
             }
             views.insert(key.clone(), state.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::model::Permit;
+    use crate::tenant::Tenant;
+
+    #[test]
+    fn a_lease_with_session_permits_is_never_a_view() {
+        let views = Views::default();
+        let key = LeaseKey::new(&Tenant::for_key("acme", "t1").unwrap(), "r");
+        let held = LeaseState::granted(3, "agent-1", 1_000);
+        views.put(&key, &held);
+        assert_eq!(views.get(&key), Some(held.clone()));
+        let mut in_session = held;
+        in_session.permits[0] = Permit {
+            session: Some("s1".into()),
+            ..in_session.permits[0].clone()
+        };
+        views.put(&key, &in_session);
+        assert_eq!(views.get(&key), None, "the older view is forgotten too");
     }
 }
