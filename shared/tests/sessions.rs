@@ -182,6 +182,35 @@ async fn keepalives_racing_a_close_never_bring_it_back() {
     );
 }
 
+/// Write `state` over a never-written lease `key` at `now`, as a session-bound acquire will.
+async fn put_fresh(
+    leases: &leasekit_core::store::LeaseStore,
+    key: &leasekit_core::store::LeaseKey,
+    state: leasekit_core::lease::LeaseState,
+    now: Millis,
+) {
+    use leasekit_core::lease::{Effect, Guard, Write};
+    use leasekit_core::store::{Commit, Outcome, Rounds};
+    let write = Write {
+        guard: Guard::Version {
+            last_token: 0,
+            version: 0,
+            single_expiry: None,
+        },
+        effect: Effect::Replace(state),
+    };
+    let commit = Commit::Together {
+        writes: vec![(key.clone(), write)],
+        unchanged: None,
+        audit: vec![],
+        record: None,
+    };
+    assert_eq!(
+        leases.commit(&commit, now).await.unwrap(),
+        Outcome::Committed(None)
+    );
+}
+
 /// A resource holding a session's permit (docs/adr/0010): stored as never lapsing by itself, read
 /// through its session. A keepalive moves the permit's expiry without writing it; a lapse or a
 /// close ends it at once for every reader; and no blind take gets past it, even once its session
@@ -212,24 +241,7 @@ async fn a_sessions_permit_lives_and_ends_with_its_session() {
         }],
         ..LeaseState::default()
     };
-    let take = Write {
-        guard: Guard::Version {
-            last_token: 0,
-            version: 0,
-            single_expiry: None,
-        },
-        effect: Effect::Replace(held.clone()),
-    };
-    let commit = Commit::Together {
-        writes: vec![(key.clone(), take)],
-        unchanged: None,
-        audit: vec![],
-        record: None,
-    };
-    assert_eq!(
-        leases.commit(&commit, t0).await.unwrap(),
-        Outcome::Committed(None)
-    );
+    put_fresh(&leases, &key, held.clone(), t0).await;
 
     // As stored: the session's id, and an expiry that never comes by itself.
     let stored = leases.get(&key).await.unwrap();
@@ -326,24 +338,7 @@ async fn a_sessions_permit_lives_and_ends_with_its_session() {
     };
     let key3 = LeaseKey::new(&t, "never");
     for (key, state) in [(&key2, held2), (&key3, gone)] {
-        let write = Write {
-            guard: Guard::Version {
-                last_token: 0,
-                version: 0,
-                single_expiry: None,
-            },
-            effect: Effect::Replace(state),
-        };
-        let commit = Commit::Together {
-            writes: vec![(key.clone(), write)],
-            unchanged: None,
-            audit: vec![],
-            record: None,
-        };
-        assert_eq!(
-            leases.commit(&commit, t0).await.unwrap(),
-            Outcome::Committed(None)
-        );
+        put_fresh(&leases, key, state, t0).await;
     }
     let at = t0 + 2_000;
     let both = leases

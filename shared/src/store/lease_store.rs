@@ -112,6 +112,35 @@ impl LeaseStore {
         Ok(resolved.remove(0))
     }
 
+    /// The items `(table, pk)` of `wanted` (at most 100), in order, read in one
+    /// `TransactGetItems`: strongly consistent, all as of one moment; `None` where there is none.
+    pub(super) async fn read_together(
+        &self,
+        wanted: &[(&str, &str)],
+    ) -> Result<Vec<Option<Item>>, StoreError> {
+        let mut gets = Vec::with_capacity(wanted.len());
+        for (table, pk) in wanted {
+            let get = Get::builder()
+                .table_name(*table)
+                .key("pk", s(*pk))
+                .build()
+                .map_err(StoreError::built)?;
+            gets.push(TransactGetItem::builder().get(get).build());
+        }
+        let out = self
+            .client
+            .transact_get_items()
+            .set_transact_items(Some(gets))
+            .send()
+            .await
+            .map_err(StoreError::sdk)?;
+        let mut responses = out.responses.unwrap_or_default().into_iter();
+        Ok(wanted
+            .iter()
+            .map(|_| responses.next().and_then(|r| r.item))
+            .collect())
+    }
+
     /// `leases` (of `keys`, as stored) with each session permit's expiry made its session's end,
     /// read now (docs/adr/0010): one `TransactGetItems` of the sessions they name, at most 100
     /// a call; none when no permit is in a session, which is every lease but a session's.
@@ -136,27 +165,13 @@ impl LeaseStore {
         let named: Vec<(String, String)> = named.into_iter().collect();
         let mut ends: std::collections::HashMap<String, Millis> = std::collections::HashMap::new();
         for chunk in named.chunks(100) {
-            let mut gets = Vec::with_capacity(chunk.len());
-            for (pk, _) in chunk {
-                let get = Get::builder()
-                    .table_name(&self.leases)
-                    .key("pk", s(pk))
-                    .build()
-                    .map_err(StoreError::built)?;
-                gets.push(TransactGetItem::builder().get(get).build());
-            }
-            let out = self
-                .client
-                .transact_get_items()
-                .set_transact_items(Some(gets))
-                .send()
-                .await
-                .map_err(StoreError::sdk)?;
-            for ((pk, id), response) in chunk.iter().zip(out.responses()) {
-                let session = response
-                    .item()
-                    .map(|item| session_from_item(id, item))
-                    .transpose()?;
+            let wanted: Vec<(&str, &str)> = chunk
+                .iter()
+                .map(|(pk, _)| (self.leases.as_str(), pk.as_str()))
+                .collect();
+            let items = self.read_together(&wanted).await?;
+            for ((pk, id), item) in chunk.iter().zip(items) {
+                let session = item.map(|item| session_from_item(id, &item)).transpose()?;
                 ends.insert(pk.clone(), end_of(session.as_ref(), now));
             }
         }

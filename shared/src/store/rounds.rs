@@ -11,15 +11,13 @@ use super::lease_store::{lease_from_item, record_from_item};
 use super::usage::{add as add_usage, measured};
 use super::{
     Applied, Cancelled, FirstAttempt, Item, LeaseKey, LeaseStore, RecordKey, StoreError,
-    StoredRecord, Written, guarded, s, transaction,
+    StoredRecord, Written, guarded, transaction,
 };
 use crate::clock::Millis;
 use crate::lease::answer::AuditEntry;
 use crate::lease::{Guard, LeaseState, Write};
 use crate::tenant::Tenant;
-use aws_sdk_dynamodb::types::{
-    Get, Put, ReturnValuesOnConditionCheckFailure, TransactGetItem, TransactWriteItem,
-};
+use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use std::future::Future;
 
 /// The leases asked for, in the order asked, and the live record, if one was asked for.
@@ -105,31 +103,16 @@ impl Rounds for LeaseStore {
                 record: None,
             });
         }
-        let get = |table: &str, pk: &str| {
-            Get::builder()
-                .table_name(table)
-                .key("pk", s(pk))
-                .build()
-                .map(|g| TransactGetItem::builder().get(g).build())
-                .map_err(StoreError::built)
-        };
         // TransactGetItems takes at most 100 items; a set has at most 50.
-        let mut items = Vec::with_capacity(keys.len() + 1);
-        for key in keys {
-            items.push(get(&self.leases, &key.0)?);
-        }
+        let mut wanted: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|key| (self.leases.as_str(), key.0.as_str()))
+            .collect();
         if let Some(record) = record {
-            items.push(get(&self.requests, &record.0)?);
+            wanted.push((self.requests.as_str(), record.0.as_str()));
         }
-        let out = self
-            .client
-            .transact_get_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-            .map_err(StoreError::sdk)?;
-        let responses = out.responses();
-        let item = |i: usize| responses.get(i).and_then(|r| r.item());
+        let items = self.read_together(&wanted).await?;
+        let item = |i: usize| items.get(i).and_then(Option::as_ref);
         let leases = (0..keys.len())
             .map(|i| lease_from_item(item(i)))
             .collect::<Result<Vec<_>, _>>()?;
