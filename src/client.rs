@@ -116,9 +116,15 @@ pub struct Page {
     pub json: bool,
 }
 
-/// Whether to print the text view: a person at a terminal who did not ask for JSON.
-fn for_a_person(json: bool) -> bool {
-    !json && std::io::IsTerminal::is_terminal(&std::io::stdout())
+/// Print `answer`: as `view` has it for a person at a terminal, as JSON with `--json` or to
+/// pipes and files. JSON on a terminal has what a terminal would act on escaped (the same value).
+fn show(answer: &Value, json: bool, view: impl FnOnce(&Value) -> String) {
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    match (terminal, json) {
+        (true, false) => print!("{}", view(answer)),
+        (true, true) => println!("{}", crate::inert::inert_json(&answer.to_string())),
+        (false, _) => println!("{answer}"),
+    }
 }
 
 /// The default holder: host name and process id.
@@ -205,11 +211,7 @@ pub async fn page(op: Op, page: Page) -> Result<u8> {
         body["pageSize"] = json!(size);
     }
     let answer = page.connection.send(&client, body).await?;
-    if for_a_person(page.json) {
-        print!("{}", text_view::page(op, &answer, now_ms()));
-    } else {
-        println!("{answer}");
-    }
+    show(&answer, page.json, |a| text_view::page(op, a, now_ms()));
     Ok(EXIT_GRANTED)
 }
 
@@ -217,14 +219,9 @@ pub async fn page(op: Op, page: Page) -> Result<u8> {
 pub async fn run(op: Op, call: Call) -> Result<u8> {
     let client = call.connection.client()?;
     let answer = call.connection.send(&client, body(op, &call)?).await?;
-    if for_a_person(call.json) {
-        print!(
-            "{}",
-            text_view::answer(op, &call.resource, &answer, now_ms())
-        );
-    } else {
-        println!("{answer}");
-    }
+    show(&answer, call.json, |a| {
+        text_view::answer(op, &call.resource, a, now_ms())
+    });
     // pass: granted, answered (get) or current (check).
     Ok(if answer["data"]["status"] == "pass" {
         EXIT_GRANTED

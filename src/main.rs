@@ -10,6 +10,7 @@ mod connect;
 mod embedded_store;
 mod identity;
 mod in_process;
+mod inert;
 mod key_changes;
 mod keys;
 mod local_aws;
@@ -131,7 +132,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("leasekit: {e:#}");
+            // An error may carry a server's words, or another holder's name.
+            eprintln!("leasekit: {}", inert::inert(&format!("{e:#}")));
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -156,12 +156,14 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                     return Ok(EXIT_LEASE_LOST);
                 }
                 if let Err(e) = guard.release().await {
+                    let e = crate::inert::inert(&e.to_string());
                     eprintln!("leasekit run: release failed, the lease will lapse by itself: {e}");
                 }
                 return Ok(exit_code(status));
             }
             lost = guard.expiring(grace) => {
-                eprintln!("leasekit run: lease on {} lost ({lost:?}); stopping the command", args.resource);
+                let lost = crate::inert::inert(&format!("{lost:?}"));
+                eprintln!("leasekit run: lease on {} lost ({lost}); stopping the command", args.resource);
                 let kill_at = Instant::from_std(guard.deadline()).min(Instant::now() + grace);
                 running.watchdog.stopping();
                 stop(&mut child, running.group, kill_at).await;
@@ -209,6 +211,8 @@ async fn acquire(
     {
         Ok(guard) => Ok(Some(guard)),
         Err(leasekit_client::Error::Held { holder, .. }) => {
+            // Another holder's name: any string they chose.
+            let holder = crate::inert::inert(&holder);
             match args.wait {
                 0 => eprintln!(
                     "leasekit run: {} is held by {holder} (--wait SECONDS waits for it, first \

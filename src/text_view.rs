@@ -2,6 +2,7 @@
 //! lines read at a glance, as `etcdctl -w table` does. The JSON answer goes to pipes and files
 //! (and to `--json`), so scripts see no change. Pure: the answer and the time in, text out.
 
+use crate::inert::inert;
 use leasekit_core::clock::{Millis, parse_iso8601};
 use leasekit_core::lease::Op;
 use serde_json::Value;
@@ -10,7 +11,8 @@ use serde_json::Value;
 pub fn answer(op: Op, resources: &[String], answer: &Value, now: Millis) -> String {
     let data = &answer["data"];
     let pass = data["status"] == "pass";
-    let mut out = format!("{}: {}\n", headline(op, data, pass), resources.join(", "));
+    let named: Vec<String> = resources.iter().map(|r| inert(r)).collect();
+    let mut out = format!("{}: {}\n", headline(op, data, pass), named.join(", "));
     for witness in array(&data["witnesses"]) {
         out += &format!(
             "  {}: {}\n",
@@ -31,12 +33,12 @@ pub fn answer(op: Op, resources: &[String], answer: &Value, now: Millis) -> Stri
         // The caller's own permit when it has one (else the newest), then a semaphore's all.
         if !data["holder"].is_null() {
             out += &format!("holder   {}\n", text(&data["holder"]));
-            out += &format!("token    {}\n", data["fencingToken"]);
+            out += &format!("token    {}\n", text(&data["fencingToken"]));
             let expires = text(&data["expiresAt"]);
             out += &format!("expires  {expires} ({})\n", left(&expires, now));
         }
         if data["limit"].as_u64().unwrap_or(1) > 1 {
-            out += &format!("limit    {}\n", data["limit"]);
+            out += &format!("limit    {}\n", text(&data["limit"]));
             out += &permits(array(&data["holders"]), now);
         }
     }
@@ -56,7 +58,7 @@ pub fn page(op: Op, answer: &Value, now: Millis) -> String {
         let rows = array(&data["entries"]).iter().map(|e| {
             let ended: Vec<String> = array(&e["ended"])
                 .iter()
-                .map(|p| format!("{} ({})", text(&p["holder"]), p["fencingToken"]))
+                .map(|p| format!("{} ({})", text(&p["holder"]), text(&p["fencingToken"])))
                 .collect();
             let [at, actor, resource, reason] =
                 [&e["at"], &e["actor"], &e["resource"], &e["reason"]];
@@ -76,7 +78,7 @@ pub fn page(op: Op, answer: &Value, now: Millis) -> String {
         table(&["RESOURCE", "HOLDER", "TOKEN", "EXPIRES", "WAITING"], rows)
     };
     if let Some(cursor) = data["nextCursor"].as_str() {
-        out += &format!("more: --cursor {cursor}\n");
+        out += &format!("more: --cursor {}\n", inert(cursor));
     }
     out
 }
@@ -118,7 +120,7 @@ fn listed(lease: &Value, now: Millis) -> Vec<Vec<String>> {
             vec![
                 name,
                 text(&p["holder"]),
-                p["fencingToken"].to_string(),
+                text(&p["fencingToken"]),
                 expires,
                 queue,
             ]
@@ -129,7 +131,7 @@ fn listed(lease: &Value, now: Millis) -> Vec<Vec<String>> {
 fn permits(permits: &[Value], now: Millis) -> String {
     let rows = permits.iter().map(|p| {
         let expires = left(&text(&p["expiresAt"]), now);
-        vec![text(&p["holder"]), p["fencingToken"].to_string(), expires]
+        vec![text(&p["holder"]), text(&p["fencingToken"]), expires]
     });
     table(&["HOLDER", "TOKEN", "EXPIRES"], rows)
 }
@@ -162,6 +164,7 @@ fn left(iso: &str, now: Millis) -> String {
     match parse_iso8601(iso) {
         Some(at) if at > now => format!("in {}", duration((at - now) / 1000)),
         Some(_) => "expired".into(),
+        // Already shown text (see `text`): as it is.
         None => iso.to_owned(),
     }
 }
@@ -190,26 +193,9 @@ fn text(value: &Value) -> String {
     match value {
         Value::String(s) => inert(s),
         Value::Null => "-".into(),
-        other => other.to_string(),
+        // JSON escapes C0 controls only: a hostile server's number-that-is-not could carry more.
+        other => inert(&other.to_string()),
     }
-}
-
-/// `text` with every character a terminal would act on written out as `\u{..}`: holder names and
-/// revoke reasons are anyone's strings, and printed raw, an escape sequence in one could recolour,
-/// retitle or rewrite another user's terminal, a newline fake a line, a bidi override reorder
-/// what is read. JSON output escapes control characters itself.
-fn inert(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let acts = c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        match c {
-            '\\' => out.push_str("\\\\"),
-            c if acts => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn array(value: &Value) -> &[Value] {
@@ -243,6 +229,27 @@ mod tests {
         let audit = json!({"data": {"op": "audit", "entries": [{"at": "t", "actor": "key:k", "resource": "r",
             "ended": [{"holder": "\u{1b}[2J", "fencingToken": 1}], "reason": "why\u{1b}[8m"}]}});
         assert!(!page(Op::Audit, &audit, NOW).contains('\u{1b}'));
+    }
+
+    /// A server the CLI is pointed at may put anything anywhere: a cursor, a token that is
+    /// not a number, a rule that is not a string (the attack of the third session of
+    /// 2026-12-05 found those printed raw).
+    #[test]
+    fn what_a_hostile_server_sends_is_shown_inert_too() {
+        let evil = "\u{1b}[2J\u{9b}31m\u{202e}\u{2028}x";
+        let list = json!({"data": {"op": "list", "nextCursor": evil, "leases": [
+            {"resource": evil, "holders": [{"holder": "a", "fencingToken": evil, "expiresAt": evil}], "waiters": []}]}});
+        let answer = json!({"data": {"status": "fail", "op": "get", "granted": true, "holder": "a",
+            "fencingToken": [evil], "expiresAt": evil, "limit": {"x": evil}, "holders": [],
+            "witnesses": [{"ruleId": [evil], "detail": {"d": evil}}]}});
+        for shown in [
+            page(Op::List, &list, NOW),
+            super::answer(Op::Get, &[evil.to_owned()], &answer, NOW),
+        ] {
+            let acting =
+                |c: char| (c.is_control() && c != '\n') || matches!(c, '\u{202e}' | '\u{2028}');
+            assert!(!shown.chars().any(acting), "{shown:?}");
+        }
     }
 
     #[test]

@@ -19,6 +19,14 @@ fn cli(server: &Server, holder: &str) -> Command {
     c
 }
 
+/// `command`'s output, once it exited 0 (else its stderr says why).
+fn succeeded(command: &mut Command) -> Output {
+    let out = command.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    out
+}
+
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("stdout is JSON: {}", String::from_utf8_lossy(&out.stdout)))
@@ -28,16 +36,8 @@ fn json(out: &Output) -> Value {
 fn script_commands_print_the_answer_and_exit_by_outcome() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
-    let out = cli(&server, "h1")
-        .args(["acquire", "--resource", "deploy:prod", "--ttl", "60"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        succeeded(cli(&server, "h1").args(["acquire", "--resource", "deploy:prod", "--ttl", "60"]));
     assert_eq!(json(&out)["data"]["fencingToken"], 1);
     let out = cli(&server, "h2")
         .args(["acquire", "--resource", "deploy:prod"])
@@ -978,4 +978,70 @@ fn a_terminal_gets_a_short_text_view_and_json_when_it_asks() {
     let answer: Value = serde_json::from_str(shown.trim()).expect("JSON on the terminal");
     assert_eq!(answer["data"]["holder"], "h1");
     assert!(answer["_provenance"]["credential"].is_object());
+}
+
+/// What others chose reaches a person's terminal inert (the attack of the third session of
+/// 2026-12-05): another holder's name in `leasekit run`'s refusal, and a server's words in an
+/// error, used to be printed raw, escape sequences and fake lines included.
+#[test]
+fn what_others_say_reaches_the_terminal_inert() {
+    let hostile = "evil\u{1b}]0;PWNED\u{7}\u{1b}[2J\u{9b}31m\u{202e}\nleasekit: fake line";
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    succeeded(cli(&server, hostile).args(["acquire", "--resource", "run1", "--ttl", "120"]));
+    let out = cli(&server, "me")
+        .args(["run", "--resource", "run1", "--", "true"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains(r"is held by evil\u{1b}]0;PWNED"), "{said}");
+    assert!(
+        !said
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+        "{said:?}"
+    );
+    assert!(!said.contains("\nleasekit: fake line"), "{said}");
+
+    // A server (or whatever answers at --url) that says hostile things in an error.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in listener.incoming().take(1) {
+            let mut stream = stream.unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0; 4096];
+            while !String::from_utf8_lossy(&seen).contains("\"op\"") {
+                let n = stream.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let body =
+                serde_json::json!({"error": hostile, "code": format!("BAD{hostile}")}).to_string();
+            let reply = format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(reply.as_bytes()).unwrap();
+        }
+    });
+    let out = leasekit()
+        .env("LEASEKIT_URL", &url)
+        .env("LEASEKIT_API_KEY", ACME_KEY)
+        .args(["get", "--resource", "r"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(said.contains(r"\u{1b}]0;PWNED"), "{said}");
+    assert!(
+        !said
+            .chars()
+            .any(|c| c.is_control() && c != '\n' || c == '\u{202e}'),
+        "{said:?}"
+    );
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
 }

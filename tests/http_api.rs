@@ -750,6 +750,17 @@ async fn the_root_links_everything_and_healthz_answers() {
         format!("{}/api/v1/lease", server.url)
     );
     assert_eq!(index["links"]["mcp"], format!("{}/mcp", server.url));
+    // Two Accept headers are one list (the attack of the third session of 2026-12-05: only
+    // the first was read, and HTML was served to a caller that preferred JSON).
+    let two = http
+        .get(format!("{}/", server.url))
+        .header("accept", "text/html;q=0.1")
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    let kind = two.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(kind.starts_with("application/json"), "{kind}");
     // Each link works (the GET ones): no dead end from the root.
     for route in index["routes"].as_array().unwrap() {
         if route["method"] == "GET" {

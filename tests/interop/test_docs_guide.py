@@ -8,6 +8,7 @@ import re
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 from conftest import BIN, needs_own_server
@@ -98,6 +99,21 @@ def test_the_docs_page_has_contents_and_reference_tables():
                      "RATE_LIMITED", "STORE_UNAVAILABLE", "INTERNAL_ERROR"):
             assert code in codes
         assert html.count("<table>") == 2
+        # The table says what the route answers: any content type is taken (the attack of the
+        # third session of 2026-12-05 found a 415 row the route never answers, and no 405).
+        rows = {(row[0], row[1]) for row in tables["errors"]["rows"]}
+        assert ("405", "METHOD_NOT_ALLOWED") in rows and not any(r[0] == "415" for r in rows)
+        request = urllib.request.Request(url + "/api/v1/lease", method="GET")
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError("GET /api/v1/lease answered 2xx")
+        except urllib.error.HTTPError as error:
+            assert (error.code, json.loads(error.read())["code"]) == (405, "METHOD_NOT_ALLOWED")
+        body = json.dumps({"op": "get", "tenantId": "t", "resource": "r"}).encode()
+        request = urllib.request.Request(url + "/api/v1/lease", data=body, method="POST",
+                                         headers={"content-type": "text/plain", "x-api-key": KEY})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
     finally:
         server.terminate()
         server.wait(timeout=10)

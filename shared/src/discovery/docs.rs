@@ -322,11 +322,7 @@ const ERRORS: &[&[&str]] = &[
         "An x402 payment identifier reused with another payment or request, its first call not finished, or its answer lost: send it again shortly.",
     ],
     &["413", "PAYLOAD_TOO_LARGE", "The body is over 64 KiB."],
-    &[
-        "415",
-        "UNSUPPORTED_MEDIA_TYPE",
-        "A content-type other than JSON.",
-    ],
+    &["405", "METHOD_NOT_ALLOWED", "A method other than POST."],
     &[
         "429",
         "RATE_LIMITED",

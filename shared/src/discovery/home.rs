@@ -113,22 +113,25 @@ pub fn health() -> Value {
     json!({"status": "ok"})
 }
 
-/// Whether an `Accept` header prefers JSON to HTML: the media range that names each most closely
-/// (`application/json`, then `application/*`, then `*/*`; case aside) gives its quality, and JSON
-/// wins only with a higher one, or an equal one named first. No header, or none naming either:
-/// HTML, the page a person opens.
+/// Whether an `Accept` header (all of them, joined with commas) prefers JSON to HTML: the media
+/// range that names each most closely (`application/json`, then `application/*`, then `*/*`;
+/// case aside) gives its quality, and JSON wins only with a higher one. A tie, no header, or none
+/// naming either: HTML, the page a person opens. A range whose quality is not one (0 to 1) is
+/// left out.
 pub fn prefers_json(accept: &str) -> bool {
-    // (quality, how closely it names the type, position) of the closest range for each.
-    let mut json = (0.0_f32, 0, usize::MAX);
-    let mut html = (0.0_f32, 0, usize::MAX);
-    for (position, range) in accept.split(',').enumerate() {
+    // (quality, how closely it names the type) of the closest range for each.
+    let mut json = (0.0_f32, 0);
+    let mut html = (0.0_f32, 0);
+    for range in accept.split(',') {
         let mut parts = range.split(';');
         let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
         let quality = parts
             .filter_map(|p| p.trim().split_once('='))
             .find(|(name, _)| name.trim().eq_ignore_ascii_case("q"))
-            .map_or(1.0, |(_, q)| q.trim().parse::<f32>().unwrap_or(0.0))
-            .clamp(0.0, 1.0);
+            .map_or(Some(1.0), |(_, q)| q.trim().parse::<f32>().ok());
+        let Some(quality) = quality.filter(|q| (0.0..=1.0).contains(q)) else {
+            continue;
+        };
         for (target, kind, best) in [
             ("application/json", "application/*", &mut json),
             ("text/html", "text/*", &mut html),
@@ -140,11 +143,11 @@ pub fn prefers_json(accept: &str) -> bool {
                 _ => 0,
             };
             if closeness > best.1 {
-                *best = (quality, closeness, position);
+                *best = (quality, closeness);
             }
         }
     }
-    json.0 > 0.0 && (json.0 > html.0 || (json.0 == html.0 && json.2 < html.2))
+    json.0 > html.0
 }
 
 #[cfg(test)]
@@ -178,7 +181,10 @@ mod tests {
             ("application/json;q=0.1, text/html", false),
             ("text/html;q=0.1, application/json", true),
             ("text/html, application/json", false),
-            ("application/json, text/html", true),
+            ("application/json, text/html", false),
+            ("application/json;q=0.5, text/html;q=0.5", false),
+            ("application/json;q=2, text/html", false),
+            ("application/json;q=abc", false),
             (
                 "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
                 false,

@@ -43,10 +43,13 @@ pub async fn lease_sample(State(state): State<AppState>) -> Result<Json<Value>, 
 /// GET /: the page, or its JSON for a caller that asks for JSON first.
 pub async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = state.public.base();
-    let wants_json = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(home::prefers_json);
+    // Every Accept header counts, as if joined with commas (RFC 9110).
+    let accept: Vec<&str> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let wants_json = home::prefers_json(&accept.join(","));
     match wants_json {
         true => Json(home::index_json(&base)).into_response(),
         false => Html(home::index_html(&base)).into_response(),
