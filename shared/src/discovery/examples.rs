@@ -4,7 +4,7 @@
 //! service says and cannot drift from it. They are shown as `?signed=false` answers them.
 
 use crate::clock::{Millis, iso8601};
-use crate::lease::answer::{AuditEntry, Holder};
+use crate::lease::answer::{AuditEntry, Holder, unsigned};
 use crate::lease::{Decision, LeaseAnswer, LeaseRequest, LeaseState, Op, decide};
 use serde_json::{Value, json};
 
@@ -194,12 +194,8 @@ fn refusal(state: &LeaseState, request: &Value, now: Millis) -> LeaseAnswer {
 
 /// `{"data": ...}` as `?signed=false` sends it.
 fn data(answer: LeaseAnswer) -> Value {
-    let mut data = serde_json::to_value(answer).unwrap_or_default();
-    if let Some(fields) = data.as_object_mut() {
-        fields.shift_remove("versions");
-        fields.shift_remove("limits");
-    }
-    json!({ "data": data })
+    let data = serde_json::to_value(answer).unwrap_or_default();
+    unsigned(json!({ "data": data }))
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
     let body = if signed {
         replied.body
     } else {
-        data_only(replied.body)
+        crate::lease::answer::unsigned(replied.body)
     };
     let mut response = Json(body).into_response();
     response.extensions_mut().insert(replied.note);
@@ -83,19 +83,6 @@ fn signed(parts: &axum::http::request::Parts) -> Result<bool, ApiError> {
         asked = Some(this);
     }
     Ok(asked.unwrap_or(true))
-}
-
-/// An answer without what is there for a verifier (`_provenance`) and for the record
-/// (`versions`, `limits`): what a person or an agent reads. The rest keeps its order.
-fn data_only(mut body: Value) -> Value {
-    if let Some(answer) = body.as_object_mut() {
-        answer.shift_remove("_provenance");
-        if let Some(Value::Object(data)) = answer.get_mut("data") {
-            data.shift_remove("versions");
-            data.shift_remove("limits");
-        }
-    }
-    body
 }
 
 /// A lease answer as every channel sends it: its JSON, its log note, and a paid call's

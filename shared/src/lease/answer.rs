@@ -108,6 +108,20 @@ impl Serialize for LeaseAnswer {
     }
 }
 
+/// An answer as sent (`{"data": .., "_provenance": ..}`) without what is there for a verifier
+/// (`_provenance`) and for the record (`versions`, `limits`): what `?signed=false` sends, for a
+/// person or an agent to read. The rest keeps its order.
+pub fn unsigned(mut sent: serde_json::Value) -> serde_json::Value {
+    if let Some(answer) = sent.as_object_mut() {
+        answer.shift_remove("_provenance");
+        if let Some(serde_json::Value::Object(data)) = answer.get_mut("data") {
+            data.shift_remove("versions");
+            data.shift_remove("limits");
+        }
+    }
+    sent
+}
+
 /// One live permit, as answers list them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

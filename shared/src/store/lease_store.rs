@@ -106,6 +106,9 @@ impl LeaseStore {
     /// The lease of `key` as of `now`, its session permits judged through their sessions.
     pub async fn read_one(&self, key: &LeaseKey, now: Millis) -> Result<LeaseState, StoreError> {
         let lease = self.get(key).await?;
+        if !lease.has_session_permit() {
+            return Ok(lease);
+        }
         let mut resolved = self
             .through_sessions(std::slice::from_ref(key), vec![lease], now)
             .await?;
