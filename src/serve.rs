@@ -3,6 +3,7 @@
 mod cap;
 mod connections;
 mod socket;
+mod watch;
 
 use crate::connect::{Store, StoreArgs};
 use anyhow::{Context, Result};
