@@ -895,3 +895,33 @@ async fn semaphores_sets_and_check_are_paid_per_call() {
         a.body
     );
 }
+
+/// `?signed=false` on a paid call: the same call, settled, its answer without the signature;
+/// a bad `signed` is refused before the payment is looked at, and the payment stays unused.
+#[tokio::test]
+async fn a_paid_call_may_ask_for_its_answer_unsigned() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let payment = paid(&wallet(1), &offer, 1);
+    let headers = [("PAYMENT-SIGNATURE", payment.clone())];
+    let body = json!({"op": "acquire", "resource": "r", "holder": "w"});
+    let refused = post(&server.url, "/api/v1/lease?signed=maybe", &body, &headers).await;
+    assert_eq!(
+        (refused.status, refused.body["code"].as_str()),
+        (400, Some("INVALID_REQUEST"))
+    );
+    assert!(refused.settlement.is_none());
+    let a = post(&server.url, "/api/v1/lease?signed=false", &body, &headers).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let keys: Vec<&String> = a.body.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["data"]);
+    assert_eq!(
+        (
+            a.body["data"]["granted"].as_bool(),
+            a.body["data"].get("versions")
+        ),
+        (Some(true), None)
+    );
+    assert_eq!(a.settlement.expect("settled")["success"], true);
+}
