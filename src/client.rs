@@ -89,9 +89,83 @@ pub struct Call {
     /// Makes a retry of this call safe (one is made up otherwise).
     #[arg(long)]
     pub request_id: Option<String>,
+    /// acquire: in this session (from `leasekit session open`), instead of --ttl: the permit
+    /// lives as long as the session. get: show the session instead of a resource.
+    #[arg(long)]
+    pub session: Option<String>,
     /// Print the whole signed JSON answer on a terminal too (it always goes to pipes and files).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `leasekit session ...`: one heartbeat for many holds (docs/adr/0010).
+#[derive(clap::Subcommand)]
+pub enum SessionCommand {
+    /// Open a session (--ttl, default 30 s): prints it; its id is data.session.id.
+    Open(SessionCall),
+    /// Keep a session alive for --ttl more seconds (default: its own), every permit in it too.
+    /// Exit 1: it has ended (its permits are free), or is another holder's.
+    Keepalive(SessionCall),
+    /// Close a session: every permit in it ends now, its waiters are served.
+    Close(SessionCall),
+    /// Show a session and its permits (exit 1: ended or unknown).
+    Get(SessionCall),
+}
+
+/// One call on a session.
+#[derive(Args)]
+pub struct SessionCall {
+    #[command(flatten)]
+    pub connection: Connection,
+    /// The session's id (keepalive, close, get).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Seconds (open: its length, default 30; keepalive: from now, default its own).
+    #[arg(long)]
+    pub ttl: Option<u32>,
+    /// Makes a retry of this call safe.
+    #[arg(long)]
+    pub request_id: Option<String>,
+    /// Print the whole signed JSON answer on a terminal too (it always goes to pipes and files).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run one session command; print the answer; exit 0 when it did what was asked (get: the
+/// session lives), 1 when not.
+pub async fn session(command: SessionCommand) -> Result<u8> {
+    let (op, call) = match command {
+        SessionCommand::Open(call) => (Op::Open, call),
+        SessionCommand::Keepalive(call) => (Op::Keepalive, call),
+        SessionCommand::Close(call) => (Op::Close, call),
+        SessionCommand::Get(call) => (Op::Get, call),
+    };
+    let client = call.connection.client()?;
+    let mut body = json!({"op": op.as_str()});
+    if op.spec().holder == Field::Required {
+        body["holder"] = json!(call.connection.holder());
+    }
+    match (&call.session, op) {
+        (None, Op::Open) => {}
+        (Some(_), Op::Open) => anyhow::bail!("open makes a new session: no --session"),
+        (Some(id), _) => body["session"] = json!(id),
+        (None, _) => anyhow::bail!("--session is required (the id open printed)"),
+    }
+    if let Some(ttl) = call.ttl {
+        body["ttlSeconds"] = json!(ttl);
+    }
+    if let Some(id) = &call.request_id {
+        body["requestId"] = json!(id);
+    }
+    let answer = call.connection.send(&client, body).await?;
+    show(&answer, call.json, |a| {
+        text_view::answer(op, &[], a, now_ms())
+    });
+    Ok(if answer["data"]["granted"] == true {
+        EXIT_GRANTED
+    } else {
+        EXIT_NOT_GRANTED
+    })
 }
 
 /// One page of `list` or `audit`.
@@ -144,6 +218,7 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     let spec = op.spec();
     let mut body = json!({"op": op.as_str()});
     match (call.resource.as_slice(), call.token.as_slice()) {
+        ([], _) if op == Op::Get && call.session.is_some() => {}
         ([], _) => anyhow::bail!("--resource is required"),
         ([one], tokens) => {
             body["resource"] = json!(one);
@@ -190,6 +265,9 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     }
     if let Some(id) = &call.request_id {
         body["requestId"] = json!(id);
+    }
+    if let Some(session) = &call.session {
+        body["session"] = json!(session);
     }
     Ok(body)
 }

@@ -57,6 +57,9 @@ enum Command {
     /// End a holder's permit (--holder), or every permit of the resource, with a --reason: an
     /// admin key's op, audited. Exit 0 revoked, 1 nothing to revoke.
     Revoke(client::Call),
+    /// Sessions: one keepalive for many holds; closing or losing it frees them all.
+    #[command(subcommand)]
+    Session(client::SessionCommand),
     /// A page of your tenant's live leases (--prefix, --cursor): advisory, about 2 s behind.
     List(client::Page),
     /// A page of the revoke audit, newest first (--resource, --cursor): an admin key's op.
@@ -116,6 +119,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve::run(args).await.map(|()| 0),
             Command::Keys(command) => keys::run(command).await.map(|()| 0),
             Command::Acquire(call) => client::run(Op::Acquire, call).await,
+            Command::Session(command) => client::session(command).await,
             Command::Renew(call) => client::run(Op::Renew, call).await,
             Command::Release(call) => client::run(Op::Release, call).await,
             Command::Get(call) => client::run(Op::Get, call).await,

@@ -12,7 +12,10 @@ pub fn answer(op: Op, resources: &[String], answer: &Value, now: Millis) -> Stri
     let data = &answer["data"];
     let pass = data["status"] == "pass";
     let named: Vec<String> = resources.iter().map(|r| inert(r)).collect();
-    let mut out = format!("{}: {}\n", headline(op, data, pass), named.join(", "));
+    let mut out = match data.get("session") {
+        Some(session) => session_lines(op, data, session, pass, now),
+        None => format!("{}: {}\n", headline(op, data, pass), named.join(", ")),
+    };
     for witness in array(&data["witnesses"]) {
         out += &format!(
             "  {}: {}\n",
@@ -20,7 +23,9 @@ pub fn answer(op: Op, resources: &[String], answer: &Value, now: Millis) -> Stri
             text(&witness["detail"])
         );
     }
-    if let Some(members) = data["leases"].as_array() {
+    if data.get("session").is_some() {
+        // Said above.
+    } else if let Some(members) = data["leases"].as_array() {
         let rows = members.iter().map(|m| {
             let permit = [&m["holder"], &m["fencingToken"], &m["expiresAt"]];
             let [holder, token, expires] = permit.map(text);
@@ -81,6 +86,35 @@ pub fn page(op: Op, answer: &Value, now: Millis) -> String {
         out += &format!("more: --cursor {}\n", inert(cursor));
     }
     out
+}
+
+/// An answer about a session (open, keepalive, close, get of a session): what happened, then
+/// the session as it stands, its permits in a table.
+fn session_lines(op: Op, data: &Value, session: &Value, pass: bool, now: Millis) -> String {
+    let said = match (op, pass) {
+        (Op::Open, _) => "opened",
+        (Op::Keepalive, true) => "kept alive",
+        (Op::Keepalive, false) => "not kept alive",
+        (Op::Close, true) => "closed",
+        (Op::Close, false) => "not closed",
+        _ if data["granted"] == true => "open",
+        _ => "ended or unknown",
+    };
+    if session.is_null() {
+        return format!("{said}: no live session\n");
+    }
+    let mut out = format!("{said}: session {}\n", text(&session["id"]));
+    out += &format!("holder   {}\n", text(&session["holder"]));
+    let expires = text(&session["expiresAt"]);
+    out += &format!("expires  {expires} ({})\n", left(&expires, now));
+    let rows = array(&session["leases"]).iter().map(|l| {
+        vec![
+            text(&l["resource"]),
+            text(&l["fencingToken"]),
+            text(&l["limit"]),
+        ]
+    });
+    out + &table(&["RESOURCE", "TOKEN", "LIMIT"], rows)
 }
 
 /// What happened, in a word or two.
@@ -212,6 +246,30 @@ mod tests {
 
     fn at(seconds: i64) -> String {
         iso8601(NOW + seconds * 1000)
+    }
+
+    #[test]
+    fn a_session_shows_its_end_and_its_permits_and_an_ended_one_says_so() {
+        let session = json!({"id": "u2cnhkxbmzdl3udt4lig42sabu", "holder": "agent-1",
+            "expiresAt": at(90), "leases": [{"resource": "deploy:prod", "fencingToken": 7, "limit": 1}]});
+        let answer = json!({"data": {"status": "pass", "op": "keepalive", "granted": true,
+            "session": session, "witnesses": []}});
+        let text = super::answer(Op::Keepalive, &[], &answer, NOW);
+        assert_eq!(
+            text,
+            format!(
+                "kept alive: session u2cnhkxbmzdl3udt4lig42sabu\nholder   agent-1\nexpires  {} (in 1 min 30 s)\n{}",
+                at(90),
+                "RESOURCE     TOKEN  LIMIT\ndeploy:prod  7      1\n"
+            )
+        );
+        let ended = json!({"data": {"status": "fail", "op": "keepalive", "granted": false, "session": null,
+            "witnesses": [{"ruleId": "SESSION_EXPIRED", "detail": "the session has ended"}]}});
+        let text = super::answer(Op::Keepalive, &[], &ended, NOW);
+        assert_eq!(
+            text,
+            "not kept alive: no live session\n  SESSION_EXPIRED: the session has ended\n"
+        );
     }
 
     #[test]

@@ -114,6 +114,10 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
         ("limit", any(&|s| s.limit != Field::Unused)),
         ("waitSeconds", any(&|s| s.wait != Field::Unused)),
         ("resource", any(&|s| s.resource != Field::Unused)),
+        (
+            "session",
+            any(&|s| s.session != crate::lease::ops::SessionField::Unused),
+        ),
         ("reason", any(&|s| s.reason != Field::Unused)),
         ("cursor", any(&|s| s.pages)),
         ("pageSize", any(&|s| s.pages)),

@@ -500,6 +500,7 @@ async fn put_record(leases: &LeaseStore, key: &RecordKey, record: StoredRecord, 
         writes: Vec::new(),
         unchanged: None,
         audit: Vec::new(),
+        sessions: Vec::new(),
         record: Some(RecordPut {
             key: key.clone(),
             record,

@@ -203,6 +203,7 @@ async fn put_fresh(
         writes: vec![(key.clone(), write)],
         unchanged: None,
         audit: vec![],
+        sessions: vec![],
         record: None,
     };
     assert_eq!(
@@ -252,7 +253,7 @@ async fn a_sessions_permit_lives_and_ends_with_its_session() {
         let (leases, key) = (&leases, &key);
         async move {
             leases
-                .read(std::slice::from_ref(key), None, now)
+                .read(std::slice::from_ref(key), None, None, now)
                 .await
                 .unwrap()
                 .leases
@@ -342,7 +343,7 @@ async fn a_sessions_permit_lives_and_ends_with_its_session() {
     }
     let at = t0 + 2_000;
     let both = leases
-        .read(&[key2.clone(), key3.clone()], None, at)
+        .read(&[key2.clone(), key3.clone()], None, None, at)
         .await
         .unwrap()
         .leases;

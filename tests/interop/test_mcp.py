@@ -32,7 +32,7 @@ async def acquire_then_get(server, mode, resource):
         names = sorted(t.name for t in tools.tools)
         assert names == ["claim_free", "lease", "lease_audit", "lease_list", "lease_read", "lease_revoke"]
         lease_tool = next(t for t in tools.tools if t.name == "lease")
-        assert lease_tool.input_schema["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check"]
+        assert lease_tool.input_schema["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check", "open", "keepalive", "close"]
         acquired = await c.call_tool("lease", {"op": "acquire", "resource": resource, "holder": "agent-1", "tenantId": tenant})
         assert not acquired.is_error, acquired
         got = await c.call_tool("lease", {"op": "get", "resource": resource, "tenantId": tenant})
@@ -153,7 +153,7 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
                 k: published[k] for k in kept if k in published and k != "enum"}, (name, field)
             assert field == "op" or compact.get("description"), (name, field)
     lease_input = tools["lease"].input_schema
-    assert lease_input["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check"]
+    assert lease_input["properties"]["op"]["enum"] == ["acquire", "renew", "release", "get", "check", "open", "keepalive", "close"]
     assert not {"reason", "cursor", "pageSize", "prefix"} & set(lease_input["properties"])
     # Outputs: the answer's two parts (every field of data is LeaseAnswer's, which the answers
     # above were checked against over REST: test_discovery.py).

@@ -45,6 +45,7 @@ pub fn examples() -> Vec<Example> {
         holder: "worker-7".into(),
         fencing_token: 1,
         expires_at: iso8601(NOW + 80 * SECOND),
+        session: None,
     };
     let acquire = json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-7", "ttlSeconds": 60, "requestId": "w7-deploy-1"});
     let refused = json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-8", "ttlSeconds": 60});

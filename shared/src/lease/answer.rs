@@ -57,6 +57,11 @@ pub struct LeaseAnswer {
     /// list, audit: where the next page starts (null at the end); absent for other ops.
     #[serde(default)]
     pub next_cursor: Option<Option<String>>,
+    /// open, keepalive, close, and get of a session: the session as it stands after the call
+    /// (null: closed, lapsed, revoked or unknown); absent for the ops on resources, which leave
+    /// out the fields that describe one resource when they answer about a session.
+    #[serde(default)]
+    pub session: Option<Option<SessionView>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
     pub versions: BTreeMap<String, String>,
@@ -73,7 +78,10 @@ impl Serialize for LeaseAnswer {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("status", &self.status)?;
         map.serialize_entry("op", &self.op)?;
-        if !self.op.spec().pages {
+        if let Some(session) = &self.session {
+            map.serialize_entry("granted", &self.granted)?;
+            map.serialize_entry("session", session)?;
+        } else if !self.op.spec().pages {
             map.serialize_entry("granted", &self.granted)?;
             map.serialize_entry("holder", &self.holder)?;
             map.serialize_entry("fencingToken", &self.fencing_token)?;
@@ -129,6 +137,49 @@ pub struct Holder {
     pub holder: String,
     pub fencing_token: u64,
     pub expires_at: String,
+    /// The session it lives in (docs/adr/0010), or null.
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// A live session, as answers show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    pub id: String,
+    pub holder: String,
+    pub expires_at: String,
+    /// Its permits, by resource.
+    pub leases: Vec<SessionLease>,
+}
+
+/// One permit of a session, as the session lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionLease {
+    pub resource: String,
+    pub fencing_token: u64,
+    pub limit: u32,
+}
+
+impl SessionView {
+    /// `session` as shown at `now`: `None` once it has ended (closed, revoked, lapsed).
+    pub fn of(session: &super::session::Session, now: Millis) -> Option<Self> {
+        session.is_live(now).then(|| Self {
+            id: session.id.clone(),
+            holder: session.holder.clone(),
+            expires_at: iso8601(session.expires_at),
+            leases: session
+                .permits
+                .iter()
+                .map(|(resource, p)| SessionLease {
+                    resource: resource.clone(),
+                    fencing_token: p.token,
+                    limit: p.limit,
+                })
+                .collect(),
+        })
+    }
 }
 
 /// One resource of a set, as it stands after the call.
@@ -237,6 +288,7 @@ impl LeaseAnswer {
                     holder: p.holder.clone(),
                     fencing_token: p.token,
                     expires_at: iso8601(p.expires_at),
+                    session: p.session.clone(),
                 })
                 .collect(),
             queue_position: caller.and_then(|c| state.queue_position(c, now)),
@@ -245,6 +297,7 @@ impl LeaseAnswer {
             revoked: None,
             entries: None,
             next_cursor: None,
+            session: None,
             replayed: false,
             witnesses,
             versions: versions(),
@@ -415,6 +468,35 @@ impl LeaseAnswer {
             leases: Some(leases),
             next_cursor: Some(next_cursor),
             ..Self::page(Op::List, now)
+        }
+    }
+
+    /// An answer about a session (open, keepalive, close, get of a session): `session` as it
+    /// stands after the call at `now` (null once ended). `granted`: the call did what it asked
+    /// (a close: the session ended); a get: the session lives. `witnesses`: a rule stopped it.
+    pub fn about_session(
+        op: Op,
+        session: Option<&super::session::Session>,
+        now: Millis,
+        witnesses: Vec<Witness>,
+    ) -> Self {
+        let shown = session.and_then(|s| SessionView::of(s, now));
+        let status = match witnesses.is_empty() {
+            true => Status::Pass,
+            false => Status::Fail,
+        };
+        Self {
+            granted: witnesses.is_empty() && (op.writes() || shown.is_some()),
+            session: Some(shown),
+            ..Self::new(
+                op,
+                status,
+                false,
+                &LeaseState::default(),
+                None,
+                now,
+                witnesses,
+            )
         }
     }
 

@@ -114,7 +114,7 @@ impl Guard {
 
 /// The expiry of a lease's single permit, as the store keeps it (`None`: no single permit, or
 /// the resource is versioned and keeps its permits in a map).
-pub(super) fn single(state: &LeaseState) -> Option<Millis> {
+pub(crate) fn single(state: &LeaseState) -> Option<Millis> {
     match state.is_versioned() {
         true => None,
         false => state.permits.first().map(|p| p.expires_at),
@@ -357,8 +357,11 @@ pub fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
         return semaphore::refusal(state, vec![witness], now).into();
     }
     // A versioned resource that nobody holds or waits for is taken as a lease is: one write,
-    // which stores it as a lease again (not one whose hand-off must be remembered first).
-    let versioned_in_use = state.is_versioned() && !state.is_free(now);
+    // which stores it as a lease again (not one whose hand-off must be remembered first). Not
+    // one with a session's permit, even lapsed: its item says it lives until its session ends
+    // (docs/adr/0010), so only a write guarded on its version, as read, can take it.
+    let versioned_in_use =
+        state.is_versioned() && (!state.is_free(now) || state.has_session_permit());
     if asked.limit > 1 || versioned_in_use {
         return semaphore::acquire(state, asked, now);
     }

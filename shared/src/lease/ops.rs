@@ -16,6 +16,9 @@ pub enum Op {
     List,
     Revoke,
     Audit,
+    Open,
+    Keepalive,
+    Close,
 }
 
 impl Op {
@@ -29,6 +32,9 @@ impl Op {
             Op::List => "list",
             Op::Revoke => "revoke",
             Op::Audit => "audit",
+            Op::Open => "open",
+            Op::Keepalive => "keepalive",
+            Op::Close => "close",
         }
     }
 }
@@ -46,6 +52,18 @@ pub enum Field {
     /// bound is never accepted and then ignored (the attack of 2026-12-05: `check` took `limit`
     /// and `waitSeconds` silently).
     Unused,
+}
+
+/// How an op takes `session` (docs/adr/0010).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionField {
+    Unused,
+    /// The session it works on.
+    Required,
+    /// acquire: the permit lives as long as the session, so it takes no `ttlSeconds`.
+    InsteadOfTtl,
+    /// get: the session is what it reads, instead of a resource.
+    InsteadOfResource,
 }
 
 /// What an op needs and does.
@@ -80,6 +98,8 @@ pub struct Spec {
     pub prefix: Field,
     /// `requestId`: names a mutation's call (its answer is recorded and replayed).
     pub request_id: Field,
+    /// `session`: see [`SessionField`].
+    pub session: SessionField,
     /// The MCP tools that offer it.
     pub tools: &'static [Tool],
 }
@@ -133,7 +153,7 @@ impl Tool {
 }
 
 /// Every op, in the order the schema lists them.
-pub const OPS: [Spec; 8] = [
+pub const OPS: [Spec; 11] = [
     Spec {
         op: Op::Acquire,
         writes: true,
@@ -149,6 +169,7 @@ pub const OPS: [Spec; 8] = [
         set: Some("resources"),
         prefix: Field::Unused,
         request_id: Field::Optional,
+        session: SessionField::InsteadOfTtl,
         tools: &[Tool::Lease],
     },
     Spec {
@@ -166,6 +187,7 @@ pub const OPS: [Spec; 8] = [
         set: Some("leases"),
         prefix: Field::Unused,
         request_id: Field::Optional,
+        session: SessionField::Unused,
         tools: &[Tool::Lease],
     },
     Spec {
@@ -183,6 +205,7 @@ pub const OPS: [Spec; 8] = [
         set: Some("leases"),
         prefix: Field::Unused,
         request_id: Field::Optional,
+        session: SessionField::Unused,
         tools: &[Tool::Lease],
     },
     Spec {
@@ -201,6 +224,7 @@ pub const OPS: [Spec; 8] = [
         set: None,
         prefix: Field::Unused,
         request_id: Field::Ignored,
+        session: SessionField::InsteadOfResource,
         tools: &[Tool::Lease, Tool::Read],
     },
     Spec {
@@ -218,6 +242,7 @@ pub const OPS: [Spec; 8] = [
         set: None,
         prefix: Field::Unused,
         request_id: Field::Ignored,
+        session: SessionField::Unused,
         tools: &[Tool::Lease, Tool::Read],
     },
     Spec {
@@ -235,6 +260,7 @@ pub const OPS: [Spec; 8] = [
         set: None,
         prefix: Field::Optional,
         request_id: Field::Unused,
+        session: SessionField::Unused,
         tools: &[Tool::List],
     },
     Spec {
@@ -254,6 +280,7 @@ pub const OPS: [Spec; 8] = [
         set: None,
         prefix: Field::Unused,
         request_id: Field::Optional,
+        session: SessionField::Unused,
         tools: &[Tool::Revoke],
     },
     Spec {
@@ -272,7 +299,64 @@ pub const OPS: [Spec; 8] = [
         set: None,
         prefix: Field::Unused,
         request_id: Field::Unused,
+        session: SessionField::Unused,
         tools: &[Tool::Audit],
+    },
+    Spec {
+        op: Op::Open,
+        writes: true,
+        // The session's holder: the only one who may keep it alive, close it and acquire in it.
+        holder: Field::Required,
+        token: Field::Unused,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        ttl: true,
+        resource: Field::Unused,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
+        set: None,
+        prefix: Field::Unused,
+        request_id: Field::Optional,
+        session: SessionField::Unused,
+        tools: &[Tool::Lease],
+    },
+    Spec {
+        op: Op::Keepalive,
+        writes: true,
+        holder: Field::Required,
+        token: Field::Unused,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        // Optional: the ttl it was opened with when absent.
+        ttl: true,
+        resource: Field::Unused,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
+        set: None,
+        prefix: Field::Unused,
+        request_id: Field::Optional,
+        session: SessionField::Required,
+        tools: &[Tool::Lease],
+    },
+    Spec {
+        op: Op::Close,
+        writes: true,
+        holder: Field::Required,
+        token: Field::Unused,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        ttl: false,
+        resource: Field::Unused,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
+        set: None,
+        prefix: Field::Unused,
+        request_id: Field::Optional,
+        session: SessionField::Required,
+        tools: &[Tool::Lease],
     },
 ];
 
@@ -289,6 +373,9 @@ impl Op {
             Op::List => 5,
             Op::Revoke => 6,
             Op::Audit => 7,
+            Op::Open => 8,
+            Op::Keepalive => 9,
+            Op::Close => 10,
         };
         &OPS[row]
     }
@@ -296,6 +383,12 @@ impl Op {
     /// A mutation (see [`Spec::writes`]).
     pub fn writes(self) -> bool {
         self.spec().writes
+    }
+
+    /// An op on a session itself, not on a resource: open, keepalive, close.
+    pub fn is_sessions(self) -> bool {
+        let spec = self.spec();
+        spec.resource == Field::Unused && !spec.pages
     }
 }
 
@@ -349,6 +442,35 @@ mod tests {
             for ((name, value), field) in samples.iter().zip(fields) {
                 if field != Field::Unused {
                     full[*name] = value.clone();
+                }
+            }
+            let session = json!("abcdefghijklmnopqrstuvwxyz");
+            let with = |mut body: Value, name: &str, value: &Value| {
+                body[name] = value.clone();
+                body
+            };
+            let without = |mut body: Value, name: &str| {
+                body.as_object_mut().unwrap().remove(name);
+                body
+            };
+            let op = spec.op.as_str();
+            match spec.session {
+                SessionField::Unused => {
+                    assert!(!valid(&with(full.clone(), "session", &session)), "{op}");
+                }
+                SessionField::Required => {
+                    assert!(!valid(&full), "{op} without a session");
+                    full["session"] = session.clone();
+                }
+                SessionField::InsteadOfTtl => {
+                    let bound = with(without(full.clone(), "ttlSeconds"), "session", &session);
+                    assert!(valid(&bound), "{bound}");
+                    assert!(!valid(&with(full.clone(), "session", &session)), "{op}");
+                }
+                SessionField::InsteadOfResource => {
+                    let of_session = with(without(full.clone(), "resource"), "session", &session);
+                    assert!(valid(&of_session), "{of_session}");
+                    assert!(!valid(&with(full.clone(), "session", &session)), "{op}");
                 }
             }
             assert!(valid(&full), "{full}");

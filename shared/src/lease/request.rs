@@ -1,7 +1,7 @@
 //! A lease request after validation: the typed input the rules work on.
 
-use super::ops::Field;
 pub use super::ops::Op;
+use super::ops::{Field, SessionField};
 use crate::lease::model::Ticket;
 use crate::witness::Witness;
 use serde::{Deserialize, Serialize};
@@ -29,6 +29,9 @@ pub struct LeaseRequest {
     pub leases: Option<Vec<SetLease>>,
     pub holder: Option<String>,
     pub ttl_seconds: Option<u32>,
+    /// A session's id: the one open, keepalive and close work on; an acquire's permit lives in
+    /// it; get and revoke read or end it instead of a resource (docs/adr/0010).
+    pub session: Option<String>,
     pub token: Option<u64>,
     pub limit: Option<u32>,
     /// How long an acquire waits in the queue for a permit (s); not part of its identity.
@@ -65,6 +68,8 @@ pub enum Command {
         wait_ms: i64,
         /// The call's requestId, for the place it takes (set by the service: see [`Ticket`]).
         ticket: Option<Ticket>,
+        /// The session the permit lives in (`ttl_ms` is then the service's: the session's).
+        session: Option<String>,
     },
     Renew {
         holder: String,
@@ -98,6 +103,7 @@ impl Command {
                 ttl_ms,
                 limit,
                 ticket,
+                session,
                 ..
             } => Command::Acquire {
                 holder: holder.clone(),
@@ -105,6 +111,7 @@ impl Command {
                 limit: *limit,
                 wait_ms: wait_ms.max(0),
                 ticket: ticket.clone(),
+                session: session.clone(),
             },
             other => other.clone(),
         }
@@ -118,6 +125,7 @@ impl Command {
                 ttl_ms,
                 limit,
                 wait_ms,
+                session,
                 ..
             } => Command::Acquire {
                 holder,
@@ -125,6 +133,7 @@ impl Command {
                 limit,
                 wait_ms,
                 ticket: Some(ticket),
+                session,
             },
             other => other,
         }
@@ -231,9 +240,40 @@ impl LeaseRequest {
         errors
     }
 
-    /// The fields this op does not take ([`Field::Unused`]): sending one is refused, never
-    /// ignored.
+    /// The fields this op does not take ([`Field::Unused`]), or not with the others sent:
+    /// sending one is refused, never ignored.
     fn not_taken(&self) -> Vec<Witness> {
+        let mut errors = self.unused();
+        let spec = self.op.spec();
+        match (spec.session, &self.session) {
+            (SessionField::InsteadOfTtl, Some(_)) if self.ttl_seconds.is_some() => {
+                errors.push(
+                    Witness::new(
+                        "NOT_TAKEN",
+                        "/ttlSeconds",
+                        "a permit in a session lives as long as the session: send session or ttlSeconds, not both",
+                    )
+                    .expected(format!("no ttlSeconds with session on op {}", self.op.as_str()))
+                    .actual(self.ttl_seconds.map(Value::from).unwrap_or_default()),
+                );
+            }
+            (SessionField::InsteadOfResource, Some(_)) if self.resource.is_some() => {
+                errors.push(Witness::new(
+                    "ONE_TARGET",
+                    "/session",
+                    format!(
+                        "op {} takes resource or session, not both",
+                        self.op.as_str()
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        errors
+    }
+
+    /// The fields this op does not take at all ([`Field::Unused`]).
+    fn unused(&self) -> Vec<Witness> {
         let spec = self.op.spec();
         let takes = |field: Field| field != Field::Unused;
         // (field, the value sent, the op takes it)
@@ -273,6 +313,11 @@ impl LeaseRequest {
             ),
             ("pageSize", self.page_size.map(Value::from), spec.pages),
             (
+                "session",
+                self.session.as_deref().map(Value::from),
+                spec.session != SessionField::Unused,
+            ),
+            (
                 "prefix",
                 self.prefix.as_deref().map(Value::from),
                 takes(spec.prefix),
@@ -309,6 +354,7 @@ impl LeaseRequest {
                 limit: self.limit.unwrap_or(1),
                 wait_ms: i64::from(self.wait_seconds.unwrap_or(0)) * 1000,
                 ticket: None,
+                session: self.session.clone(),
             },
             Op::Renew => Command::Renew {
                 holder: holder()?,
@@ -328,8 +374,10 @@ impl LeaseRequest {
                 holder: self.holder.clone(),
                 token: self.token,
             },
-            // Not a resource's command: the service lists them before it asks for one.
-            Op::List | Op::Audit => return Err(MissingField("resource")),
+            // Not a resource's command: the service takes them before it asks for one.
+            Op::List | Op::Audit | Op::Open | Op::Keepalive | Op::Close => {
+                return Err(MissingField("resource"));
+            }
         })
     }
 
@@ -368,23 +416,32 @@ impl LeaseRequest {
             #[serde(skip_serializing_if = "Option::is_none")]
             limit: Option<u32>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            session: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             reason: Option<&'a str>,
         }
         let spec = self.op.spec();
-        let ttl_matters = spec.ttl;
+        // A session's permit has no ttl of its own; a keepalive without one takes the session's
+        // (so its absence is not 30).
+        let ttl_matters = spec.ttl && self.session.is_none();
+        let ttl_seconds = match self.op {
+            Op::Keepalive => self.ttl_seconds,
+            _ => ttl_matters.then(|| self.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS)),
+        };
         let canonical = Canonical {
             op: self.op.as_str(),
             resource: self.resource.as_deref(),
             resources: self.resources.as_deref(),
             leases: self.leases.as_deref(),
             holder: self.holder.as_deref(),
-            ttl_seconds: ttl_matters.then(|| self.ttl_seconds.unwrap_or(DEFAULT_TTL_SECONDS)),
+            ttl_seconds,
             token: self.token,
             // Left out at its default, so a lease's fingerprint is what it was before limits.
             limit: self
                 .limit
                 .filter(|l| *l != 1 && spec.limit != super::ops::Field::Unused),
             reason: self.reason.as_deref(),
+            session: self.session.as_deref(),
         };
         // Serializing a struct of strings and integers cannot fail.
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
@@ -496,6 +553,7 @@ mod tests {
                 limit: 1,
                 wait_ms: 0,
                 ticket: None,
+                session: None,
             })
         );
         let r = parse(json!({"op": "renew", "resource": "r", "holder": "h"}));

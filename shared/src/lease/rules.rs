@@ -4,7 +4,7 @@
 //! The 400s a request's shape earns (`NOT_TAKEN`, `ONE_SET`...) are errors, not answers.
 
 /// (rule id, what it means), in the order the schema lists them.
-pub const RULES: [(&str, &str); 11] = [
+pub const RULES: [(&str, &str); 13] = [
     (
         "LEASE_HELD",
         "Another holder has the lease, or every permit of the semaphore is held: try again after one lapses or is released, or wait for it (waitSeconds).",
@@ -27,7 +27,7 @@ pub const RULES: [(&str, &str); 11] = [
     ),
     (
         "NOT_HOLDER",
-        "Another holder has this lease: only its holder may renew or release it.",
+        "Another holder has this lease or session: only its holder may renew or release it, or keep alive, close or acquire in the session.",
     ),
     (
         "TOKEN_MISMATCH",
@@ -48,6 +48,14 @@ pub const RULES: [(&str, &str); 11] = [
     (
         "TOKEN_NOT_CURRENT",
         "check: no live permit of this resource has this token (and holder, when given).",
+    ),
+    (
+        "SESSION_EXPIRED",
+        "The session has ended (closed, revoked or lapsed) or is unknown: its permits are free; open a new one.",
+    ),
+    (
+        "SESSION_FULL",
+        "The session holds 256 permits, its most: release one, or open another session.",
     ),
 ];
 
@@ -86,6 +94,7 @@ mod tests {
             "decide/semaphore.rs",
             "decide/queue.rs",
             "answer.rs",
+            "session.rs",
         ];
         let mut cited = std::collections::BTreeSet::new();
         for file in files {

@@ -5,6 +5,7 @@
 //! A session never comes back: once ended (closed, revoked, or lapsed: `now >= expires_at`) every
 //! rule refuses it, so a reader that has seen it ended may rely on that without a condition.
 
+use super::decide::{Effect, Guard, Write, single};
 use super::model::LeaseState;
 use crate::clock::Millis;
 use crate::witness::Witness;
@@ -104,8 +105,23 @@ impl Session {
     /// Whether `holder` may take a permit of `resource` in it at `now`: its holder, live, and
     /// with room (a permit it already has of the resource takes no more room).
     pub fn admits(&self, holder: &str, resource: &str, now: Millis) -> Result<(), Vec<Witness>> {
+        self.admits_all(holder, &[resource], now)
+    }
+
+    /// [`Self::admits`] of every one of `resources` at once (a set's acquire): room for all of
+    /// those it does not have.
+    pub fn admits_all(
+        &self,
+        holder: &str,
+        resources: &[&str],
+        now: Millis,
+    ) -> Result<(), Vec<Witness>> {
         self.usable_by(holder, now)?;
-        let room = self.permits.contains_key(resource) || self.permits.len() < MAX_SESSION_PERMITS;
+        let new = resources
+            .iter()
+            .filter(|r| !self.permits.contains_key(**r))
+            .count();
+        let room = self.permits.len() + new <= MAX_SESSION_PERMITS;
         if !room {
             return Err(vec![
                 Witness::new(
@@ -135,13 +151,19 @@ impl Session {
     }
 
     fn expired(&self) -> Witness {
-        Witness::new(
-            "SESSION_EXPIRED",
-            "/session",
-            "the session has ended (closed, revoked or lapsed): its permits are free",
-        )
-        .expected("a live session")
+        ended()
     }
+}
+
+/// The witness of a session that has ended (closed, revoked, lapsed) or that the tenant never
+/// had: to a caller they are the same, as DynamoDB's clean-up may remove an ended one.
+pub fn ended() -> Witness {
+    Witness::new(
+        "SESSION_EXPIRED",
+        "/session",
+        "the session has ended (closed, revoked or lapsed) or is unknown: its permits are free",
+    )
+    .expected("a live session")
 }
 
 /// The end of each session a resource's permits name, as read: a session that is unknown (never
@@ -169,6 +191,104 @@ pub fn resolve(state: &LeaseState, ends: &SessionEnds, now: Millis) -> LeaseStat
         }
     }
     resolved
+}
+
+/// What a write means for the session of the permit it grants or keeps for its holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding<'a> {
+    /// An acquire in the session `id`: the holder's permit lives in it (its expiry, which the
+    /// acquire was decided with, is the session's end as read).
+    In(&'a str),
+    /// An acquire with a ttl of its own: the holder's permit lives that long, in no session
+    /// (a permit it had in a session leaves it).
+    Own,
+    /// A renew: a permit in a session stays in it, with its end (a renew changes only what is
+    /// its own: its value).
+    Kept,
+}
+
+/// `write`, decided on the resolved `before` for `holder`, made true to the sessions of
+/// `binding`. A write that then leaves a permit in a session is a version-guarded replace of the
+/// whole item (docs/adr/0010), whatever the write was: so a lease's take or extend becomes one.
+pub fn bind(before: &LeaseState, write: Write, holder: &str, binding: Binding<'_>) -> Write {
+    let decided = write.effect.apply(before);
+    let mut after = decided.clone();
+    for permit in after.permits.iter_mut().filter(|p| p.holder == holder) {
+        match binding {
+            Binding::In(id) => permit.session = Some(id.to_owned()),
+            Binding::Own => permit.session = None,
+            Binding::Kept => {
+                let had = before.permits.iter().find(|p| p.token == permit.token);
+                if let Some(had) = had.filter(|p| p.session.is_some()) {
+                    permit.session = had.session.clone();
+                    permit.expires_at = had.expires_at;
+                }
+            }
+        }
+    }
+    if after == decided {
+        return write;
+    }
+    match write.effect {
+        Effect::Replace(_) => Write {
+            guard: write.guard,
+            effect: Effect::Replace(after),
+        },
+        _ => {
+            after.version = before.version + 1;
+            Write {
+                guard: Guard::Version {
+                    last_token: before.last_token,
+                    version: before.version,
+                    single_expiry: single(before),
+                },
+                effect: Effect::Replace(after),
+            }
+        }
+    }
+}
+
+/// How one write of a resource changes the lists of the sessions its permits are in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Move {
+    /// A permit joins `session`.
+    Join {
+        session: String,
+        permit: SessionPermit,
+    },
+    /// `session`'s live permit of the resource ended, or left it.
+    Leave { session: String },
+}
+
+/// The moves of a write that makes the resource's resolved state `before` (as of `now`) into
+/// `after`: a permit of `after` in a session that `before` did not have in it joins it; a live
+/// permit of `before` in a session that `after` does not keep in it leaves it. A lapsed one
+/// does not: its session has ended, and an ended session's list is never shown.
+pub fn moves(before: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Move> {
+    let in_session = |state: &LeaseState, token: u64, session: &str| {
+        state
+            .permits
+            .iter()
+            .any(|p| p.token == token && p.session.as_deref() == Some(session))
+    };
+    let leaves = before.permits.iter().filter_map(|p| {
+        let session = p.session.as_deref()?;
+        let left = now < p.expires_at && !in_session(after, p.token, session);
+        left.then(|| Move::Leave {
+            session: session.to_owned(),
+        })
+    });
+    let joins = after.permits.iter().filter_map(|p| {
+        let session = p.session.as_deref()?;
+        (!in_session(before, p.token, session)).then(|| Move::Join {
+            session: session.to_owned(),
+            permit: SessionPermit {
+                token: p.token,
+                limit: after.limit,
+            },
+        })
+    });
+    leaves.chain(joins).collect()
 }
 
 #[cfg(test)]

@@ -21,6 +21,14 @@ impl Expr {
         placeholder
     }
 
+    /// `#key`, declared as the attribute `attr`: for a name that is data (a resource's, as a
+    /// map's key), which no placeholder could be spelled from.
+    pub fn name_of(&mut self, key: &str, attr: &str) -> String {
+        let placeholder = format!("#{key}");
+        self.names.insert(placeholder.clone(), attr.to_owned());
+        placeholder
+    }
+
     /// `:key`, declared with `value`.
     pub fn value(&mut self, key: &str, value: AttributeValue) -> String {
         let placeholder = format!(":{key}");

@@ -7,7 +7,7 @@ use super::expr::Expr;
 use super::lease_item::conditions;
 pub(super) use super::lease_item::lease_from_item;
 use super::lease_item::updates::write_expressions;
-use super::session_store::{from_item as session_from_item, session_pk_in};
+use super::session_store::{SessionKey, from_item as session_from_item, session_pk_in};
 use super::{
     FirstAttempt, Item, StoreError, Written, get_s, guarded, n, read_item, req_n, req_s, s,
 };
@@ -28,6 +28,17 @@ pub struct LeaseKey(pub(super) String);
 impl LeaseKey {
     pub fn new(tenant: &Tenant, resource: &str) -> Self {
         Self(format!("{tenant}|{resource}"))
+    }
+
+    /// The resource's name.
+    pub fn resource(&self) -> &str {
+        self.0.split_once('|').map_or("", |(_, resource)| resource)
+    }
+
+    /// The session `id` of this lease's tenant: where its permits in that session point.
+    pub fn session(&self, id: &str) -> SessionKey {
+        let tenant = self.0.split_once('|').map_or("", |(tenant, _)| tenant);
+        SessionKey::in_tenant(tenant, id)
     }
 }
 
@@ -172,7 +183,13 @@ impl LeaseStore {
                 .iter()
                 .map(|(pk, _)| (self.leases.as_str(), pk.as_str()))
                 .collect();
-            let items = self.read_together(&wanted).await?;
+            // One session: a consistent GetItem, half a transaction's units. More: one
+            // consistent snapshot of them (a session never comes back, so a read of each at
+            // its own moment would do as well; one round trip is what counts).
+            let items = match wanted.as_slice() {
+                [(table, pk)] => vec![read_item(&self.client, table, pk).await?],
+                _ => self.read_together(&wanted).await?,
+            };
             for ((pk, id), item) in chunk.iter().zip(items) {
                 let session = item.map(|item| session_from_item(id, &item)).transpose()?;
                 ends.insert(pk.clone(), end_of(session.as_ref(), now));

@@ -8,23 +8,30 @@
 //! `shared/tests/usage.rs` pins each path's round trips and units.
 
 use super::lease_store::{lease_from_item, record_from_item};
+use super::session_store::{
+    SessionChange, SessionKey, SessionStore, SessionWritten, change_item,
+    from_item as session_from_item,
+};
 use super::usage::{add as add_usage, measured};
 use super::{
     Applied, Cancelled, FirstAttempt, Item, LeaseKey, LeaseStore, RecordKey, StoreError,
-    StoredRecord, Written, guarded, transaction,
+    StoredRecord, Written, guarded, read_item, transaction,
 };
 use crate::clock::Millis;
 use crate::lease::answer::AuditEntry;
+use crate::lease::session::Session;
 use crate::lease::{Guard, LeaseState, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::types::{Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem};
 use std::future::Future;
 
-/// The leases asked for, in the order asked, and the live record, if one was asked for.
+/// The leases asked for, in the order asked (their session permits judged through their
+/// sessions), the live record and the session, if asked for (`None`: there is none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub leases: Vec<LeaseState>,
     pub record: Option<StoredRecord>,
+    pub session: Option<Session>,
 }
 
 /// A request record to put: its key, what it keeps, and whether it may replace a waiting call's
@@ -44,11 +51,13 @@ pub enum Commit {
     /// was checked against.
     Lone { key: LeaseKey, write: Write },
     /// All of it or none of it: the writes, a check that a lease is unchanged (a denial the store
-    /// confirms), audit entries (a revoke's), and the record.
+    /// confirms), audit entries (a revoke's), the changes to sessions (docs/adr/0010), and the
+    /// record.
     Together {
         writes: Vec<(LeaseKey, Write)>,
         unchanged: Option<(LeaseKey, Guard)>,
         audit: Vec<(Tenant, AuditEntry)>,
+        sessions: Vec<(SessionKey, SessionChange)>,
         record: Option<RecordPut>,
     },
 }
@@ -68,13 +77,15 @@ pub enum Outcome {
 
 /// The store as the round engine uses it.
 pub trait Rounds {
-    /// The leases of `keys` (a lease never written is the empty lease), and the live record of
-    /// `record` when asked (one whose replay window has passed at `now` is none), in one
-    /// consistent snapshot: strongly consistent, all as of one moment.
+    /// The leases of `keys` (a lease never written is the empty lease), the live record of
+    /// `record` when asked (one whose replay window has passed at `now` is none), and the
+    /// session of `session` when asked, in one consistent snapshot: strongly consistent, all as
+    /// of one moment. The leases' session permits are judged through their sessions as of then.
     fn read(
         &self,
         keys: &[LeaseKey],
         record: Option<&RecordKey>,
+        session: Option<&SessionKey>,
         now: Millis,
     ) -> impl Future<Output = Result<Snapshot, StoreError>> + Send;
 
@@ -95,12 +106,14 @@ impl Rounds for LeaseStore {
         &self,
         keys: &[LeaseKey],
         record: Option<&RecordKey>,
+        session: Option<&SessionKey>,
         now: Millis,
     ) -> Result<Snapshot, StoreError> {
-        if let ([key], None) = (keys, record) {
+        if let ([key], None, None) = (keys, record, session) {
             return Ok(Snapshot {
                 leases: vec![self.read_one(key, now).await?],
                 record: None,
+                session: None,
             });
         }
         // TransactGetItems takes at most 100 items; a set has at most 50.
@@ -111,20 +124,42 @@ impl Rounds for LeaseStore {
         if let Some(record) = record {
             wanted.push((self.requests.as_str(), record.0.as_str()));
         }
-        let items = self.read_together(&wanted).await?;
-        let item = |i: usize| items.get(i).and_then(Option::as_ref);
-        let leases = (0..keys.len())
-            .map(|i| lease_from_item(item(i)))
+        if let Some(session) = session {
+            wanted.push((self.leases.as_str(), session.pk()));
+        }
+        let mut items = match wanted.as_slice() {
+            // One item alone: a consistent GetItem, at half a transaction's price.
+            [(table, pk)] => vec![read_item(&self.client, table, pk).await?],
+            _ => self.read_together(&wanted).await?,
+        }
+        .into_iter();
+        let leases = keys
+            .iter()
+            .map(|_| lease_from_item(items.next().flatten().as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
         let leases = self.through_sessions(keys, leases, now).await?;
         let record = match record {
-            Some(_) => item(keys.len())
-                .map(record_from_item)
+            Some(_) => items
+                .next()
+                .flatten()
+                .map(|item| record_from_item(&item))
                 .transpose()?
                 .filter(|r| r.expires_at > now),
             None => None,
         };
-        Ok(Snapshot { leases, record })
+        let session = match session {
+            Some(key) => items
+                .next()
+                .flatten()
+                .map(|item| session_from_item(key.id(), &item))
+                .transpose()?,
+            None => None,
+        };
+        Ok(Snapshot {
+            leases,
+            record,
+            session,
+        })
     }
 
     async fn commit(&self, commit: &Commit, now: Millis) -> Result<Outcome, StoreError> {
@@ -140,10 +175,17 @@ impl Rounds for LeaseStore {
                 writes,
                 unchanged,
                 audit,
+                sessions,
                 record,
             } => {
-                self.together(writes, unchanged.as_ref(), audit, record.as_ref(), now)
-                    .await
+                let parts = Parts {
+                    writes,
+                    unchanged: unchanged.as_ref(),
+                    audit,
+                    sessions,
+                    record: record.as_ref(),
+                };
+                self.together(parts, now).await
             }
         }
     }
@@ -184,18 +226,22 @@ impl LeaseStore {
 
     /// A [`Commit::Together`]: one `TransactWriteItems` (the record alone: one conditional
     /// `PutItem`; nothing at all: nothing sent).
-    async fn together(
-        &self,
-        writes: &[(LeaseKey, Write)],
-        unchanged: Option<&(LeaseKey, Guard)>,
-        audit: &[(Tenant, AuditEntry)],
-        record: Option<&RecordPut>,
-        now: Millis,
-    ) -> Result<Outcome, StoreError> {
+    async fn together(&self, parts: Parts<'_>, now: Millis) -> Result<Outcome, StoreError> {
+        let Parts {
+            writes,
+            unchanged,
+            audit,
+            sessions,
+            record,
+        } = parts;
+        if let ([], None, [], [(key, change)], None) = (writes, unchanged, audit, sessions, record)
+        {
+            return self.session_alone(key, change, now).await;
+        }
         let put = record
             .map(|r| self.record_put(&r.key, &r.record, r.over_place, now))
             .transpose()?;
-        let mut items = Vec::with_capacity(writes.len() + audit.len() + 2);
+        let mut items = Vec::with_capacity(writes.len() + audit.len() + sessions.len() + 2);
         for (key, write) in writes {
             let update = self.update(key, write, now)?;
             items.push(TransactWriteItem::builder().update(update).build());
@@ -207,6 +253,9 @@ impl LeaseStore {
         for (tenant, entry) in audit {
             let put = self.audit_put(tenant, entry, now)?;
             items.push(TransactWriteItem::builder().put(put).build());
+        }
+        for (key, change) in sessions {
+            items.push(change_item(&self.leases, key, change, now)?);
         }
         let record_at = items.len();
         match (put, record) {
@@ -249,6 +298,49 @@ impl LeaseStore {
             Some(Cancelled::Condition(Some(item))) => plannable(lease_from_item(Some(item))?),
             _ => None,
         }))
+    }
+}
+
+/// The parts of a [`Commit::Together`].
+struct Parts<'a> {
+    writes: &'a [(LeaseKey, Write)],
+    unchanged: Option<&'a (LeaseKey, Guard)>,
+    audit: &'a [(Tenant, AuditEntry)],
+    sessions: &'a [(SessionKey, SessionChange)],
+    record: Option<&'a RecordPut>,
+}
+
+impl LeaseStore {
+    /// A session's open, keepalive, close or revoke with nothing beside it: one conditional
+    /// `PutItem` or `UpdateItem`, not a transaction (half the units). A refusal is `Changed`:
+    /// the next round reads the session and says why.
+    async fn session_alone(
+        &self,
+        key: &SessionKey,
+        change: &SessionChange,
+        now: Millis,
+    ) -> Result<Outcome, StoreError> {
+        let sessions = SessionStore::new(self.client.clone(), self.leases.clone());
+        let written = match change {
+            SessionChange::Open(session) => {
+                sessions.open_at(key, session).await?;
+                return Ok(Outcome::Committed(None));
+            }
+            SessionChange::End { holder, write } => {
+                sessions
+                    .write_at(key, holder.as_deref(), write, now)
+                    .await?
+            }
+            SessionChange::Permits { .. } => {
+                return Err(StoreError::Internal(
+                    "a session's permit changes only with its resource".into(),
+                ));
+            }
+        };
+        Ok(match written {
+            SessionWritten::Done(_) => Outcome::Committed(None),
+            SessionWritten::Refused(_) => Outcome::Changed(None),
+        })
     }
 }
 

@@ -18,10 +18,13 @@ use super::{
     FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, read_item, req_n, req_s, s,
 };
 use crate::clock::Millis;
-use crate::lease::session::{Ended, Session, SessionPermit, SessionWrite};
+use crate::lease::session::{Ended, MAX_SESSION_PERMITS, Session, SessionPermit, SessionWrite};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// How long an ended session's item is kept before DynamoDB's TTL may remove it: a get of it
@@ -37,6 +40,68 @@ pub fn session_pk(tenant: &Tenant, id: &str) -> String {
 /// The partition key of `id` in the tenant spelled `tenant` (a lease key's first part).
 pub(crate) fn session_pk_in(tenant: &str, id: &str) -> String {
     format!("{tenant}|~session|{id}")
+}
+
+/// A session's item: its partition key, and its id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey {
+    pk: String,
+    id: String,
+}
+
+impl SessionKey {
+    pub fn new(tenant: &Tenant, id: &str) -> Self {
+        Self {
+            pk: session_pk(tenant, id),
+            id: id.to_owned(),
+        }
+    }
+
+    /// The session `id` of the tenant spelled `tenant` (a lease key's first part).
+    pub(crate) fn in_tenant(tenant: &str, id: &str) -> Self {
+        Self {
+            pk: session_pk_in(tenant, id),
+            id: id.to_owned(),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(super) fn pk(&self) -> &str {
+        &self.pk
+    }
+}
+
+/// What a commit changes in one session (docs/adr/0010).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionChange {
+    /// open: the new session, stored if its id is free.
+    Open(Session),
+    /// keepalive, close, revoke: its new end, if it still lives (and is `holder`'s, when given).
+    End {
+        holder: Option<String>,
+        write: SessionWrite,
+    },
+    /// Permits join it (if it still lives and has room) and leave it, by resource.
+    Permits {
+        joins: Vec<Joined>,
+        /// Resources whose live permit in it ended (released, revoked, or left it for a permit
+        /// of its own). Conditioned only on the item being there when nothing joins: an ended
+        /// session's list may shrink.
+        leaves: Vec<String>,
+    },
+}
+
+/// A permit that joins a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    pub resource: String,
+    pub permit: SessionPermit,
+    /// The session listed the resource already when read (a holder's acquire of a permit it
+    /// has): it takes no more room.
+    pub listed: bool,
 }
 
 #[derive(Clone)]
@@ -64,13 +129,18 @@ impl SessionStore {
 
     /// Store a new session. Its id is 128 random bits: an item already there is our failure.
     pub async fn open(&self, tenant: &Tenant, session: &Session) -> Result<(), StoreError> {
-        let mut e = Expr::default();
-        let condition = format!("attribute_not_exists({})", e.name("pk"));
+        self.open_at(&SessionKey::new(tenant, &session.id), session)
+            .await
+    }
+
+    /// [`Self::open`] of the session whose item is `key`.
+    pub async fn open_at(&self, key: &SessionKey, session: &Session) -> Result<(), StoreError> {
+        let (condition, e) = open_condition();
         let send = self
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(to_item(tenant, session)))
+            .set_item(Some(to_item(key, session)))
             .condition_expression(condition)
             .set_expression_attribute_names(e.names())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -97,7 +167,8 @@ impl SessionStore {
 
     /// The session `id` of `tenant`, read consistently; `None` when there is none.
     pub async fn get(&self, tenant: &Tenant, id: &str) -> Result<Option<Session>, StoreError> {
-        read_item(&self.client, &self.table, &session_pk(tenant, id))
+        let key = SessionKey::new(tenant, id);
+        read_item(&self.client, &self.table, key.pk())
             .await?
             .map(|item| from_item(id, &item))
             .transpose()
@@ -113,34 +184,25 @@ impl SessionStore {
         write: &SessionWrite,
         now: Millis,
     ) -> Result<SessionWritten, StoreError> {
-        let mut e = Expr::default();
-        let exp = e.name("exp");
-        let ended = e.name("ended");
-        let mut condition = format!(
-            "{exp} > {} AND attribute_not_exists({ended})",
-            e.value("now", n(now))
-        );
-        if let Some(holder) = holder {
-            condition += &format!(
-                " AND {} = {}",
-                e.name("holder"),
-                e.value("holder", s(holder))
-            );
-        }
-        let mut update = format!(
-            "SET {exp} = {}, {} = {}",
-            e.value("exp", n(write.expires_at)),
-            e.name("gone"),
-            e.value("gone", n(gone(write.expires_at)))
-        );
-        if let Some(how) = write.ended {
-            update += &format!(", {ended} = {}", e.value("ended", s(ended_name(how))));
-        }
+        self.write_at(&SessionKey::new(tenant, id), holder, write, now)
+            .await
+    }
+
+    /// [`Self::write`] to the session whose item is `key`.
+    pub async fn write_at(
+        &self,
+        key: &SessionKey,
+        holder: Option<&str>,
+        write: &SessionWrite,
+        now: Millis,
+    ) -> Result<SessionWritten, StoreError> {
+        let id = key.id();
+        let (update, condition, e) = end_expressions(holder, write, now);
         let send = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key("pk", s(session_pk(tenant, id)))
+            .key("pk", s(key.pk()))
             .update_expression(update)
             .condition_expression(condition)
             .set_expression_attribute_names(e.names())
@@ -177,6 +239,133 @@ impl SessionStore {
     }
 }
 
+/// `change` to the session of `key`, decided at `now`, as one item of a transaction in `table`.
+pub(super) fn change_item(
+    table: &str,
+    key: &SessionKey,
+    change: &SessionChange,
+    now: Millis,
+) -> Result<TransactWriteItem, StoreError> {
+    let (update, condition, e) = match change {
+        SessionChange::Open(session) => {
+            let (condition, e) = open_condition();
+            let put = Put::builder()
+                .table_name(table)
+                .set_item(Some(to_item(key, session)))
+                .condition_expression(condition)
+                .set_expression_attribute_names(e.names())
+                .build()
+                .map_err(StoreError::built)?;
+            return Ok(TransactWriteItem::builder().put(put).build());
+        }
+        SessionChange::End { holder, write } => end_expressions(holder.as_deref(), write, now),
+        SessionChange::Permits { joins, leaves } => permits_expressions(joins, leaves, now),
+    };
+    let update = Update::builder()
+        .table_name(table)
+        .key("pk", s(key.pk()))
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(e.names())
+        .set_expression_attribute_values(e.values())
+        .build()
+        .map_err(StoreError::built)?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// Joins' and leaves' update and condition: the joins only if the session still lives and has
+/// room for the permits it did not list (and still lists those it did).
+fn permits_expressions(joins: &[Joined], leaves: &[String], now: Millis) -> (String, String, Expr) {
+    let mut e = Expr::default();
+    let pm = e.name("pm");
+    let mut condition = format!("attribute_exists({})", e.name("pk"));
+    let mut sets = Vec::new();
+    let mut listed = Vec::new();
+    for (i, joined) in joins.iter().enumerate() {
+        let r = e.name_of(&format!("j{i}"), &joined.resource);
+        let value = e.value(&format!("j{i}"), permit_value(&joined.permit));
+        sets.push(format!("{pm}.{r} = {value}"));
+        if joined.listed {
+            listed.push(format!(" AND attribute_exists({pm}.{r})"));
+        }
+    }
+    if !joins.is_empty() {
+        let new = joins.iter().filter(|j| !j.listed).count();
+        let most = MAX_SESSION_PERMITS.saturating_sub(new);
+        condition = format!(
+            "{} AND size({pm}) <= {}{}",
+            lives(&mut e, now),
+            e.value("most", n(most)),
+            listed.concat()
+        );
+    }
+    let removes: Vec<String> = leaves
+        .iter()
+        .enumerate()
+        .filter(|(_, resource)| !joins.iter().any(|j| &j.resource == *resource))
+        .map(|(i, resource)| format!("{pm}.{}", e.name_of(&format!("l{i}"), resource)))
+        .collect();
+    let mut update = String::new();
+    if !sets.is_empty() {
+        update += &format!("SET {}", sets.join(", "));
+    }
+    if !removes.is_empty() {
+        update += &format!(" REMOVE {}", removes.join(", "));
+    }
+    (update.trim_start().to_owned(), condition, e)
+}
+
+/// A new session's condition: its id is free.
+fn open_condition() -> (String, Expr) {
+    let mut e = Expr::default();
+    let condition = format!("attribute_not_exists({})", e.name("pk"));
+    (condition, e)
+}
+
+/// The condition that the session lives at `now`: there, not past its end, not ended by a call.
+fn lives(e: &mut Expr, now: Millis) -> String {
+    let (pk, exp, ended) = (e.name("pk"), e.name("exp"), e.name("ended"));
+    format!(
+        "attribute_exists({pk}) AND {exp} > {} AND attribute_not_exists({ended})",
+        e.value("now", n(now))
+    )
+}
+
+/// A keepalive's, close's or revoke's update and condition.
+fn end_expressions(
+    holder: Option<&str>,
+    write: &SessionWrite,
+    now: Millis,
+) -> (String, String, Expr) {
+    let mut e = Expr::default();
+    let mut condition = lives(&mut e, now);
+    if let Some(holder) = holder {
+        condition += &format!(
+            " AND {} = {}",
+            e.name("holder"),
+            e.value("holder", s(holder))
+        );
+    }
+    let (exp, ended) = (e.name("exp"), e.name("ended"));
+    let mut update = format!(
+        "SET {exp} = {}, {} = {}",
+        e.value("exp", n(write.expires_at)),
+        e.name("gone"),
+        e.value("gone", n(gone(write.expires_at)))
+    );
+    if let Some(how) = write.ended {
+        update += &format!(", {ended} = {}", e.value("ended", s(ended_name(how))));
+    }
+    (update, condition, e)
+}
+
+fn permit_value(p: &SessionPermit) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("t".to_owned(), n(p.token)),
+        ("l".to_owned(), n(p.limit)),
+    ]))
+}
+
 /// The TTL attribute (s) of a session that ends at `expires_at`.
 fn gone(expires_at: Millis) -> Millis {
     (expires_at + KEPT_MS) / 1000
@@ -189,18 +378,14 @@ fn ended_name(ended: Ended) -> &'static str {
     }
 }
 
-fn to_item(tenant: &Tenant, session: &Session) -> Item {
+fn to_item(key: &SessionKey, session: &Session) -> Item {
     let permits: HashMap<String, AttributeValue> = session
         .permits
         .iter()
-        .map(|(resource, p)| {
-            let fields =
-                HashMap::from([("t".to_owned(), n(p.token)), ("l".to_owned(), n(p.limit))]);
-            (resource.clone(), AttributeValue::M(fields))
-        })
+        .map(|(resource, p)| (resource.clone(), permit_value(p)))
         .collect();
     let mut item = HashMap::from([
-        ("pk".to_owned(), s(session_pk(tenant, &session.id))),
+        ("pk".to_owned(), s(key.pk())),
         ("holder".to_owned(), s(&session.holder)),
         ("ttl".to_owned(), n(session.ttl_ms)),
         ("exp".to_owned(), n(session.expires_at)),

@@ -23,8 +23,13 @@ const FIELD_LINES: &[(&str, &str)] = &[
     ),
     (
         "holder",
-        "Your worker id; required for acquire, renew and release.",
+        "Your worker id; required for acquire, renew, release, open, keepalive and close.",
     ),
+    (
+        "session",
+        "From open. acquire in it, not ttlSeconds: held as long as it lives.",
+    ),
+    ("session_read", "get: this session, not a resource."),
     (
         "token",
         "The fencingToken your acquire returned; required for renew, release and check.",
@@ -111,6 +116,7 @@ fn compact_input(tool: LeaseTool) -> Arc<JsonObject> {
     let line = |name: &str| {
         let key = match (tool, name) {
             (LeaseTool::Revoke, "holder") => "holder_revoke",
+            (LeaseTool::Read, "session") => "session_read",
             _ => name,
         };
         FIELD_LINES
@@ -166,7 +172,8 @@ fn tools() -> Vec<Tool> {
             "Leases with fencing tokens: op acquire, renew, release, get or check a named resource for 1-3600 s. \
              Every new acquisition returns a strictly larger fencingToken; pass it to the store you write to. \
              limit (1-64) lets up to that many holders in at once, a token each. \
-             tenantId is required with an API key (a paying wallet is its own tenant); requestId makes a retry safe. The answer is signed (_provenance).",
+             Sessions: open one, acquire with session; one keepalive holds them all, its end frees them all. \
+             requestId makes a retry safe; the answer is signed (_provenance).",
             compact_input(LeaseTool::Lease),
         )
         .with_raw_output_schema(lease_output())
@@ -185,7 +192,7 @@ fn tools() -> Vec<Tool> {
             LeaseTool::Read.name(),
             "Read a lease without changing it: op get shows the resource's live permits (holders, fencingTokens, expiry); \
              op check answers whether a fencing token (of a holder, if given) is still a live permit's: current true or false. \
-             tenantId is required with an API key. The answer is signed (_provenance).",
+             op get with session shows a session and its permits.",
             compact_input(LeaseTool::Read),
         )
         .with_raw_output_schema(lease_output())
@@ -202,8 +209,7 @@ fn tools() -> Vec<Tool> {
             LeaseTool::List.name(),
             "List your tenant's resources that have a live permit or a waiter, by name: each with its limit, holders \
              (fencingToken, expiresAt) and waiters. prefix filters by name; pageSize 1-100 (default 50); send nextCursor \
-             back as cursor for the next page (null: the end). Advisory (an index, about 2 s behind): use lease_read to decide. \
-             tenantId is required with an API key. The answer is signed (_provenance).",
+             back as cursor for the next page (null: the end). Advisory (an index, about 2 s behind): use lease_read to decide.",
             compact_input(LeaseTool::List),
         )
         .with_raw_output_schema(lease_output())
@@ -218,7 +224,7 @@ fn tools() -> Vec<Tool> {
             LeaseTool::Audit.name(),
             "The revoke audit of your tenant, newest first (kept 90 days): each entry's time, actor (key:<id> or the wallet), \
              resource, the permits it ended and the reason. resource filters; cursor and pageSize page. \
-             Only for API keys with the admin role and paying wallets (others: 403 FORBIDDEN). The answer is signed (_provenance).",
+             Only for API keys with the admin role and paying wallets (others: 403 FORBIDDEN).",
             compact_input(LeaseTool::Audit),
         )
         .with_raw_output_schema(lease_output())
@@ -234,7 +240,7 @@ fn tools() -> Vec<Tool> {
             "Force-release: end a holder's permit of a resource (holder), or every permit of it, at once, with a reason \
              (1-200 characters) kept in the audit. Waiters are served as after a release; the revoked holder's next renew \
              or release fails with REVOKED. Only for API keys with the admin role and paying wallets in their own tenant \
-             (others: 403 FORBIDDEN, nothing changes). requestId makes a retry safe. The answer is signed (_provenance).",
+             (others: 403 FORBIDDEN, nothing changes). requestId makes a retry safe.",
             compact_input(LeaseTool::Revoke),
         )
         .with_raw_output_schema(lease_output())

@@ -104,6 +104,7 @@ impl<'a> Asked<'a> {
                 limit,
                 wait_ms,
                 ticket,
+                ..
             } => Some(Asked {
                 holder,
                 ttl_ms: *ttl_ms,

@@ -27,6 +27,7 @@ fn acquire_of(holder: &str, limit: u32) -> Command {
         limit,
         wait_ms: 0,
         ticket: None,
+        session: None,
     }
 }
 

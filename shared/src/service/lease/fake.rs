@@ -9,6 +9,7 @@ use super::views::Views;
 use crate::clock::Millis;
 use crate::lease::{Effect, Guard, LeaseState, Write};
 use crate::service::waiting::Waits;
+use crate::store::session_store::SessionKey;
 use crate::store::{
     Commit, LeaseKey, Outcome, RecordKey, Rounds, Snapshot, StoreError, StoredRecord,
 };
@@ -23,7 +24,7 @@ pub(super) enum Asked {
         keys: Vec<LeaseKey>,
         record: Option<RecordKey>,
     },
-    Commit(Commit),
+    Commit(Box<Commit>),
 }
 
 #[derive(Default)]
@@ -63,6 +64,7 @@ impl Rounds for Scripted {
         &self,
         keys: &[LeaseKey],
         record: Option<&RecordKey>,
+        _session: Option<&SessionKey>,
         _now: Millis,
     ) -> Result<Snapshot, StoreError> {
         self.asked.lock().expect("script").push(Asked::Read {
@@ -77,7 +79,7 @@ impl Rounds for Scripted {
         self.asked
             .lock()
             .expect("script")
-            .push(Asked::Commit(commit.clone()));
+            .push(Asked::Commit(Box::new(commit.clone())));
         let next = self.commits.lock().expect("script").pop_front();
         next.unwrap_or_else(|| panic!("a commit the script does not have: {commit:?}"))
     }
@@ -121,7 +123,11 @@ pub(super) fn snapshot(
     leases: Vec<LeaseState>,
     record: Option<StoredRecord>,
 ) -> Result<Snapshot, StoreError> {
-    Ok(Snapshot { leases, record })
+    Ok(Snapshot {
+        leases,
+        record,
+        session: None,
+    })
 }
 
 /// What a probe's plans commit.
@@ -173,6 +179,7 @@ impl Probe {
             writes: self.keys.iter().map(|k| (k.clone(), write())).collect(),
             unchanged: None,
             audit: Vec::new(),
+            sessions: Vec::new(),
             record: None,
         }
     }
@@ -232,6 +239,7 @@ impl Parts {
             keys: probe.keys.clone(),
             record: probe.record.clone(),
             fingerprint: "mine".into(),
+            session: None,
         };
         engine.run(&target, probe).await
     }

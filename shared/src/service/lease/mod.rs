@@ -21,6 +21,7 @@ mod page;
 mod read;
 mod revoke;
 mod rounds;
+mod sessions;
 mod set;
 mod views;
 
@@ -31,9 +32,10 @@ use super::cursor::Cursors;
 use super::waiting::Waits;
 use crate::clock::Millis;
 use crate::lease::decide::{Asked, HolderOp};
-use crate::lease::request::MissingField;
+use crate::lease::request::{DEFAULT_TTL_SECONDS, MissingField};
 use crate::lease::{Command, LeaseAnswer, LeaseRequest};
 use crate::provenance::Issuer;
+use crate::store::session_store::SessionKey;
 use crate::store::{LeaseKey, LeaseStore, RecordKey, StoreError};
 use crate::tenant::Tenant;
 use answers::Signing;
@@ -133,6 +135,11 @@ impl Call<'_> {
                 .collect(),
             record,
             fingerprint,
+            session: self
+                .request
+                .session
+                .as_deref()
+                .map(|id| SessionKey::new(tenant, id)),
         }
     }
 
@@ -140,6 +147,34 @@ impl Call<'_> {
     fn caller(&self) -> Option<&str> {
         self.request.holder.as_deref()
     }
+}
+
+/// What `request` asks of a session itself, if it is a session's op (docs/adr/0010).
+fn session_asked(request: &LeaseRequest) -> Result<Option<sessions::Asked<'_>>, LeaseError> {
+    use crate::lease::Op;
+    let holder = || {
+        request
+            .holder
+            .as_deref()
+            .ok_or(LeaseError::Missing("holder"))
+    };
+    let ttl_ms = request.ttl_seconds.map(|s| Millis::from(s) * 1000);
+    let reads_session = request.op == Op::Get && request.session.is_some();
+    if !request.op.is_sessions() && !reads_session {
+        return Ok(None);
+    }
+    Ok(Some(match request.op {
+        Op::Open => sessions::Asked::Open {
+            holder: holder()?,
+            ttl_ms: ttl_ms.unwrap_or(Millis::from(DEFAULT_TTL_SECONDS) * 1000),
+        },
+        Op::Keepalive => sessions::Asked::Keepalive {
+            holder: holder()?,
+            ttl_ms,
+        },
+        Op::Close => sessions::Asked::Close { holder: holder()? },
+        _ => sessions::Asked::Get,
+    }))
 }
 
 impl LeaseService {
@@ -215,6 +250,9 @@ impl LeaseService {
         }
         if request.is_set() {
             return self.set(&call).await;
+        }
+        if let Some(asked) = session_asked(request)? {
+            return self.session_op(&call, asked).await;
         }
         let ticket = request.ticket(call.signing.record_expires);
         let command = request.command()?;

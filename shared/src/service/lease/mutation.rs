@@ -17,6 +17,7 @@ use crate::lease::decide::{
     Acquired, Asked, Guess, HolderOp, acquire, ended_handoff, guess_acquire, guess_unseen_acquire,
     hold, holder_write,
 };
+use crate::lease::session::{Binding, Session, bind, ended};
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
 use crate::provenance::Issuer;
 use crate::store::Commit;
@@ -38,11 +39,43 @@ impl<'a> Mutation<'a> {
     }
 
     /// What it decides on the stored `state`: a renew's or a release's decision as the one
-    /// decision of a single resource's mutation (it never queues).
-    pub fn decide(&self, state: &LeaseState, now: crate::clock::Millis) -> Acquired {
+    /// decision of a single resource's mutation (it never queues). `bound`: an acquire in the
+    /// session of this id, which ends then (docs/adr/0010): granted until then, its permit in it.
+    pub fn decide(
+        &self,
+        state: &LeaseState,
+        bound: Option<(&str, crate::clock::Millis)>,
+        now: crate::clock::Millis,
+    ) -> Acquired {
+        let (decided, binding) = match (self, bound) {
+            (Mutation::Acquire(asked), Some((id, end))) => {
+                let asked = Asked {
+                    ttl_ms: end - now,
+                    ..*asked
+                };
+                (acquire(state, &asked, now), Some(Binding::In(id)))
+            }
+            (Mutation::Acquire(asked), None) => (acquire(state, asked, now), Some(Binding::Own)),
+            (Mutation::Hold(op @ HolderOp::Renew { .. }), _) => {
+                (hold(state, *op, now).into(), Some(Binding::Kept))
+            }
+            (Mutation::Hold(op), _) => (hold(state, *op, now).into(), None),
+        };
+        match (decided, binding) {
+            (Acquired::Write(write), Some(binding)) => {
+                Acquired::Write(bind(state, write, self.holder(), binding))
+            }
+            (decided, _) => decided,
+        }
+    }
+
+    /// Whose permit it asks for or works on.
+    fn holder(&self) -> &str {
         match self {
-            Mutation::Acquire(asked) => acquire(state, asked, now),
-            Mutation::Hold(op) => hold(state, *op, now).into(),
+            Mutation::Acquire(asked) => asked.holder,
+            Mutation::Hold(HolderOp::Renew { holder, .. } | HolderOp::Release { holder, .. }) => {
+                holder
+            }
         }
     }
 
@@ -175,6 +208,7 @@ impl MutationPlanner<'_> {
                 writes: this.write.map(|w| (key.clone(), w)).into_iter().collect(),
                 unchanged: this.unchanged.map(|guard| (key.clone(), guard)),
                 audit: Vec::new(),
+                sessions: Vec::new(),
                 record,
             }),
             decision: Reply {
@@ -199,11 +233,37 @@ struct Recorded {
     place: bool,
 }
 
+impl MutationPlanner<'_> {
+    /// What it decides on `state`, with the request's session as read (docs/adr/0010): an
+    /// acquire in a session the session does not admit is refused, with nothing to write.
+    fn decided(&self, state: &LeaseState, session: Option<&Session>) -> Acquired {
+        let now = self.signing.now;
+        let bound = match (&self.target.session, &self.mutation) {
+            (Some(key), Mutation::Acquire(asked)) => {
+                let resource = self.target.keys[0].resource();
+                let admitted = match session {
+                    Some(s) => s.admits(asked.holder, resource, now).map(|()| s.expires_at),
+                    None => Err(vec![ended()]),
+                };
+                match admitted {
+                    Ok(end) => Some((key.id(), end)),
+                    Err(witnesses) => return Acquired::Deny(witnesses),
+                }
+            }
+            _ => None,
+        };
+        self.mutation.decide(state, bound, now)
+    }
+}
+
 impl Planner for MutationPlanner<'_> {
     type Decision = Reply;
 
     fn guess(&mut self, views: &Views) -> Result<Option<Attempt<Reply>>, LeaseError> {
         let now = self.signing.now;
+        if views.reads_first(&self.target.keys[0]) {
+            return Ok(None);
+        }
         let seen = views.get(&self.target.keys[0]);
         // Without a requestId: a lone write, answered on the lease it leaves.
         if self.target.record.is_none() {
@@ -257,7 +317,7 @@ impl Planner for MutationPlanner<'_> {
         let state = &given.leases[0];
         let now = self.signing.now;
         if self.target.record.is_none() {
-            return Ok(match self.mutation.decide(state, now) {
+            return Ok(match self.decided(state, given.session) {
                 Acquired::Write(write) => self.lone(write, state, Answer::Granted, false),
                 Acquired::Queue {
                     write: Some(write),
@@ -287,7 +347,7 @@ impl Planner for MutationPlanner<'_> {
             };
             return self.with_record(this, self.signing.at(handed.handoff.at), false);
         }
-        let (write, waits, witnesses) = match self.mutation.decide(state, now) {
+        let (write, waits, witnesses) = match self.decided(state, given.session) {
             Acquired::Write(write) => (Some(write), false, None),
             Acquired::Deny(witnesses) => (None, false, Some(witnesses)),
             Acquired::Queue { write, witnesses } => (write, true, Some(witnesses)),

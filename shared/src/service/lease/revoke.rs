@@ -33,6 +33,7 @@ fn ended(state: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Holder> {
             holder: p.holder.clone(),
             fencing_token: p.token,
             expires_at: iso8601(p.expires_at),
+            session: p.session.clone(),
         })
         .collect()
 }
@@ -88,6 +89,7 @@ impl Planner for RevokePlanner<'_> {
                 writes,
                 unchanged: None,
                 audit,
+                sessions: Vec::new(),
                 record,
             }),
             leaves,

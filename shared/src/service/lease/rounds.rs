@@ -10,8 +10,11 @@ use super::LeaseError;
 use super::views::Views;
 use crate::clock::Millis;
 use crate::lease::LeaseState;
+use crate::lease::session::{Move, Session, moves};
 use crate::service::waiting::Waits;
-use crate::store::{Commit, LeaseKey, Outcome, RecordKey, Rounds, StoredRecord};
+use crate::store::session_store::{Joined, SessionChange, SessionKey};
+use crate::store::{Commit, LeaseKey, Outcome, RecordKey, Rounds, Snapshot, StoredRecord};
+use std::collections::BTreeMap;
 
 /// Rounds before giving up on a lease that keeps changing under us. Every lost round means
 /// another writer committed in between: on a semaphore, where every permit's write goes through
@@ -26,6 +29,8 @@ pub(super) struct Given<'a> {
     /// Whether this input's waiting place holds the requestId already (an earlier round of a
     /// wait, or the call this one retries): resumed, not replayed.
     pub place_recorded: bool,
+    /// The target's session, as read with the leases (`None`: there is none, or none was asked).
+    pub session: Option<&'a Session>,
 }
 
 /// One round's plan: what to commit, and what the op answers if it commits.
@@ -51,6 +56,9 @@ pub(super) struct Target {
     pub record: Option<RecordKey>,
     /// The request's input, as its record names it (empty without a record: nothing compares it).
     pub fingerprint: String,
+    /// The session the op works on or acquires in, read with the leases (docs/adr/0010). Its
+    /// rounds are planned only on reads: no guess, no lease handed back by a failed guard.
+    pub session: Option<SessionKey>,
 }
 
 /// An op, as the engine runs it.
@@ -99,7 +107,11 @@ impl<S: Rounds + Sync> Engine<'_, S> {
         target: &Target,
         planner: &mut P,
     ) -> Result<Ended<P::Decision>, LeaseError> {
-        let mut guess = planner.guess(self.views)?;
+        // A session-bound op plans on its session as read, never on a view.
+        let mut guess = match target.session {
+            Some(_) => None,
+            None => planner.guess(self.views)?,
+        };
         // The lease a failed guard returned: the next round's state, with no read.
         let mut returned: Option<LeaseState> = None;
         let mut place_recorded = false;
@@ -112,25 +124,33 @@ impl<S: Rounds + Sync> Engine<'_, S> {
                 (None, Some(current)) => planner.plan(Given {
                     leases: std::slice::from_ref(&current),
                     place_recorded,
+                    session: None,
                 })?,
                 (None, None) => {
                     let snapshot = self
                         .store
-                        .read(target.keys.as_slice(), target.record.as_ref(), self.now)
+                        .read(
+                            target.keys.as_slice(),
+                            target.record.as_ref(),
+                            target.session.as_ref(),
+                            self.now,
+                        )
                         .await?;
-                    if let Some(record) = snapshot.record {
-                        if !is_place_of(&record, &target.fingerprint) {
-                            return Ok(Ended::Replay(record));
+                    if let Some(record) = &snapshot.record {
+                        if !is_place_of(record, &target.fingerprint) {
+                            return Ok(Ended::Replay(record.clone()));
                         }
                         place_recorded = true;
                     }
                     for (key, state) in target.keys.iter().zip(&snapshot.leases) {
                         self.views.put(key, state);
                     }
-                    planner.plan(Given {
+                    let plan = planner.plan(Given {
                         leases: &snapshot.leases,
                         place_recorded,
-                    })?
+                        session: snapshot.session.as_ref(),
+                    })?;
+                    with_session_moves(plan, target, &snapshot, self.now)
                 }
             };
             let Some(commit) = &plan.commit else {
@@ -168,7 +188,9 @@ impl<S: Rounds + Sync> Engine<'_, S> {
                 Outcome::RecordExists(record) => return Ok(Ended::Replay(record)),
                 // The lease as its guard saw it: the next round plans on it, with no read. Only
                 // for one lease: a set's other members may have changed too.
-                Outcome::Changed(Some(current)) if target.keys.len() == 1 => {
+                Outcome::Changed(Some(current))
+                    if target.keys.len() == 1 && target.session.is_none() =>
+                {
                     self.views.put(&target.keys[0], &current);
                     returned = Some(current);
                 }
@@ -184,6 +206,81 @@ impl<S: Rounds + Sync> Engine<'_, S> {
         self.views.put(key, after);
         self.waits.wake(key);
     }
+}
+
+/// `plan`, made on `snapshot`, with the changes its writes make to the lists of the sessions
+/// their permits are in (docs/adr/0010), committed with them: a permit that joins a session
+/// (only under the session's conditions: it lives, it has room), a live one that leaves it. Only
+/// plans made on a read can move a session's permit: a view or a lease a guard handed back never
+/// has one.
+fn with_session_moves<D>(
+    mut plan: Attempt<D>,
+    target: &Target,
+    snapshot: &Snapshot,
+    now: Millis,
+) -> Attempt<D> {
+    let mut changes: BTreeMap<SessionKey, (Vec<Joined>, Vec<String>)> = BTreeMap::new();
+    for (key, after) in &plan.leaves {
+        let Some(at) = target.keys.iter().position(|k| k == key) else {
+            continue;
+        };
+        let before = &snapshot.leases[at];
+        for moved in moves(before, after, now) {
+            let resource = key.resource().to_owned();
+            match moved {
+                Move::Join { session, permit } => {
+                    let listed = snapshot
+                        .session
+                        .as_ref()
+                        .is_some_and(|s| s.id == session && s.permits.contains_key(&resource));
+                    let joined = Joined {
+                        resource,
+                        permit,
+                        listed,
+                    };
+                    let entry = changes.entry(key.session(&session)).or_default();
+                    entry.0.push(joined);
+                }
+                Move::Leave { session } => {
+                    let entry = changes.entry(key.session(&session)).or_default();
+                    entry.1.push(resource);
+                }
+            }
+        }
+    }
+    if changes.is_empty() {
+        return plan;
+    }
+    let sessions = changes
+        .into_iter()
+        .map(|(key, (joins, leaves))| (key, SessionChange::Permits { joins, leaves }));
+    plan.commit = match plan.commit.take() {
+        Some(Commit::Lone { key, write }) => Some(Commit::Together {
+            writes: vec![(key, write)],
+            unchanged: None,
+            audit: Vec::new(),
+            sessions: sessions.collect(),
+            record: None,
+        }),
+        Some(Commit::Together {
+            writes,
+            unchanged,
+            audit,
+            sessions: mut already,
+            record,
+        }) => {
+            already.extend(sessions);
+            Some(Commit::Together {
+                writes,
+                unchanged,
+                audit,
+                sessions: already,
+                record,
+            })
+        }
+        None => None,
+    };
+    plan
 }
 
 /// Whether `record` is a waiting call's place of the input `fingerprint` names: resumed, not

@@ -9,6 +9,7 @@ use super::rounds::{Attempt, Given, Planner, Target};
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
 use crate::lease::decide::{Acquired, HolderOp, handoffs_due};
+use crate::lease::session::ended;
 use crate::lease::{LeaseAnswer, LeaseState, Write};
 use crate::store::{Commit, LeaseKey};
 use crate::witness::Witness;
@@ -43,7 +44,13 @@ fn releases_a_revoked_permit(mutation: &Mutation<'_>, state: &LeaseState) -> boo
 /// The set `members` (each with its resource's stored state) at `now`: all or nothing, but for
 /// a release's member that was revoked (see [`releases_a_revoked_permit`]). `field` names the
 /// request's field the members came in, for the witnesses' paths.
-pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Millis) -> Folded {
+/// `bound`: an acquire in the session of this id, which ends then (docs/adr/0010).
+pub(super) fn fold(
+    members: &[(Mutation<'_>, &LeaseState)],
+    field: &str,
+    bound: Option<(&str, Millis)>,
+    now: Millis,
+) -> Folded {
     let mut writes = Vec::new();
     let mut blocking = Vec::new();
     // Members ended already: reported, with the hand-off their read noticed.
@@ -60,7 +67,7 @@ pub(super) fn fold(members: &[(Mutation<'_>, &LeaseState)], field: &str, now: Mi
     // A member whose holder has a place in the resource's queue is refused like any other (its
     // place left as it is): a set does not wait.
     for (i, (mutation, state)) in members.iter().enumerate() {
-        let (denied, handoffs) = match mutation.decide(state, now) {
+        let (denied, handoffs) = match mutation.decide(state, bound, now) {
             Acquired::Write(write) => {
                 writes.push((i, write));
                 continue;
@@ -121,6 +128,39 @@ struct SetPlanner<'a> {
     service: &'a LeaseService,
 }
 
+impl SetPlanner<'_> {
+    /// The set refused whole for `witnesses`, its members as read: its answer, and its record.
+    fn refused(
+        &self,
+        leases: &[LeaseState],
+        witnesses: Vec<Witness>,
+    ) -> Result<Attempt<SignedAnswer>, LeaseError> {
+        let signing = &self.call.signing;
+        let shown: Vec<(&str, &LeaseState)> = self
+            .resources
+            .iter()
+            .map(String::as_str)
+            .zip(leases)
+            .collect();
+        let op = self.call.request.op;
+        let answer = LeaseAnswer::for_set(op, false, &shown, self.holder, signing.now, witnesses);
+        let answer = self.service.sign(answer, signing)?;
+        let record = record_put(self.target, Some(&answer), signing, true)?;
+        Ok(Attempt {
+            commit: Some(Commit::Together {
+                writes: Vec::new(),
+                unchanged: None,
+                audit: Vec::new(),
+                sessions: Vec::new(),
+                record,
+            }),
+            leaves: Vec::new(),
+            decision: answer,
+            guessed: false,
+        })
+    }
+}
+
 impl Planner for SetPlanner<'_> {
     type Decision = SignedAnswer;
 
@@ -128,7 +168,25 @@ impl Planner for SetPlanner<'_> {
         let signing = &self.call.signing;
         let now = signing.now;
         let members: Vec<_> = self.mutations.iter().copied().zip(given.leases).collect();
-        let folded = fold(&members, self.field, now);
+        // An acquire in a session: the session must take every member (docs/adr/0010); if it
+        // does not, the set is refused whole, nothing written.
+        let bound = match &self.target.session {
+            Some(key) => {
+                let resources: Vec<&str> = self.resources.iter().map(String::as_str).collect();
+                let admitted = match given.session {
+                    Some(s) => s
+                        .admits_all(self.holder, &resources, now)
+                        .map(|()| s.expires_at),
+                    None => Err(vec![ended()]),
+                };
+                match admitted {
+                    Ok(end) => Some((key.id(), end)),
+                    Err(witnesses) => return self.refused(given.leases, witnesses),
+                }
+            }
+            None => None,
+        };
+        let folded = fold(&members, self.field, bound, now);
         let shown: Vec<(&str, &LeaseState)> = self
             .resources
             .iter()
@@ -176,6 +234,7 @@ impl Planner for SetPlanner<'_> {
                 writes,
                 unchanged: None,
                 audit: Vec::new(),
+                sessions: Vec::new(),
                 record,
             }),
             leaves,
@@ -247,7 +306,12 @@ mod tests {
     #[test]
     fn every_member_free_grants_every_write() {
         let (a, b) = (LeaseState::vacant(3), LeaseState::default());
-        let folded = fold(&[(take("me"), &a), (take("me"), &b)], "resources", NOW);
+        let folded = fold(
+            &[(take("me"), &a), (take("me"), &b)],
+            "resources",
+            None,
+            NOW,
+        );
         assert!(folded.granted);
         assert!(folded.witnesses.is_empty());
         assert_eq!(folded.writes.len(), 2);
@@ -265,6 +329,7 @@ mod tests {
         let folded = fold(
             &[(take("me"), &free), (take("me"), &taken)],
             "resources",
+            None,
             NOW,
         );
         assert!(!folded.granted);
@@ -286,6 +351,7 @@ mod tests {
                 (take("me"), &taken),
             ],
             "resources",
+            None,
             NOW,
         );
         let paths: Vec<&str> = folded.witnesses.iter().map(|w| w.path.as_str()).collect();
@@ -302,7 +368,7 @@ mod tests {
                 ttl_ms: 60_000,
             })
         };
-        let ok = fold(&[(renew(1), &a), (renew(4), &b)], "leases", NOW);
+        let ok = fold(&[(renew(1), &a), (renew(4), &b)], "leases", None, NOW);
         assert!(ok.granted);
         for (after, token) in ok.after.iter().zip([1, 4]) {
             let permit = after.live(NOW).expect("still held");
@@ -312,7 +378,7 @@ mod tests {
             == Effect::Extend {
                 expires_at: NOW + 60_000
             }));
-        let stale = fold(&[(renew(1), &a), (renew(3), &b)], "leases", NOW);
+        let stale = fold(&[(renew(1), &a), (renew(3), &b)], "leases", None, NOW);
         assert!(!stale.granted);
         assert_eq!(stale.witnesses[0].path, "/leases/1");
         assert_eq!(stale.after, vec![a, b]);
@@ -352,6 +418,7 @@ mod tests {
         let folded = fold(
             &[(take("me"), &queued), (take("me"), &taken)],
             "resources",
+            None,
             NOW,
         );
         assert!(!folded.granted);
@@ -383,6 +450,7 @@ mod tests {
         let folded = fold(
             &[(release(1), &a), (release(2), &b), (release(3), &c)],
             "leases",
+            None,
             NOW,
         );
         assert!(folded.granted, "{folded:?}");
@@ -409,6 +477,7 @@ mod tests {
         let renewed = fold(
             &[(renew(1), &a), (renew(2), &b), (renew(3), &c)],
             "leases",
+            None,
             NOW,
         );
         assert!(!renewed.granted);
@@ -418,6 +487,7 @@ mod tests {
         let wrong = fold(
             &[(release(1), &a), (release(2), &b), (release(9), &c)],
             "leases",
+            None,
             NOW,
         );
         assert!(!wrong.granted && wrong.writes.is_empty());

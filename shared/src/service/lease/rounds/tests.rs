@@ -17,7 +17,7 @@ async fn a_guess_that_commits_needs_no_read_and_is_remembered_as_the_store_left_
         panic!("a commit ends the rounds: {ended:?}");
     };
     assert_eq!((decision, left.clone()), (0, Some(held(7))));
-    assert_eq!(store.asked(), vec![Asked::Commit(probe.lone())]);
+    assert_eq!(store.asked(), vec![Asked::Commit(Box::new(probe.lone()))]);
     // The lease the store says the write left, not the one the plan expected.
     assert_eq!(parts.views.get(&key("r")), Some(held(7)));
     // And this process's waiters for it are woken.
@@ -58,7 +58,10 @@ async fn a_lease_a_failed_guard_hands_back_is_planned_on_with_no_read() {
     probe.guess = Some(probe.lone());
     assert_eq!(Parts::default().done(&store, &mut probe).await, 1);
     assert_eq!(probe.given, vec![(vec![held(3)], false)]);
-    let commits = vec![Asked::Commit(probe.lone()), Asked::Commit(probe.lone())];
+    let commits = vec![
+        Asked::Commit(Box::new(probe.lone())),
+        Asked::Commit(Box::new(probe.lone())),
+    ];
     assert_eq!(store.asked(), commits);
 }
 

@@ -1,0 +1,199 @@
+//! A session's own ops (docs/adr/0010): open, keepalive, close, and get of a session. Each is
+//! one run of the round engine on the session's item and the request's record, no lease: the
+//! session's permits are not written when it ends (their readers judge them through it), only
+//! their waiters in this process are woken.
+
+use super::answers::record_put;
+use super::rounds::{Attempt, Ended, Given, Planner, Target};
+use super::views::Views;
+use super::{Call, LeaseError, LeaseService, SignedAnswer};
+use crate::clock::Millis;
+use crate::lease::session::{Session, ended};
+use crate::lease::{LeaseAnswer, Op};
+use crate::store::session_store::{SessionChange, SessionKey};
+use crate::store::{Commit, LeaseKey};
+use crate::witness::Witness;
+
+/// What a session op asks.
+#[derive(Clone, Copy)]
+pub(super) enum Asked<'a> {
+    Open {
+        holder: &'a str,
+        ttl_ms: Millis,
+    },
+    Keepalive {
+        holder: &'a str,
+        ttl_ms: Option<Millis>,
+    },
+    Close {
+        holder: &'a str,
+    },
+    Get,
+}
+
+/// A new session's id: 128 random bits, lowercase base32 (26 characters): unguessable, so that
+/// knowing a session's id is being told it.
+fn new_id() -> Result<String, LeaseError> {
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits)
+        .map_err(|e| LeaseError::Internal(format!("no randomness for a session id: {e}")))?;
+    Ok(data_encoding::BASE32_NOPAD
+        .encode(&bits)
+        .to_ascii_lowercase())
+}
+
+struct SessionPlanner<'a> {
+    call: &'a Call<'a>,
+    target: &'a Target,
+    asked: Asked<'a>,
+    service: &'a LeaseService,
+    /// open: the session it stores.
+    opened: Option<(SessionKey, Session)>,
+}
+
+/// A session op's decision: its answer, and the session as read before it (whose resources a
+/// close wakes).
+type Decided = (SignedAnswer, Option<Session>);
+
+impl SessionPlanner<'_> {
+    fn op(&self) -> Op {
+        self.call.request.op
+    }
+
+    /// The answer about `session` with `witnesses`, committed with its record when there is
+    /// one and `change` to the session, when given.
+    fn attempt(
+        &self,
+        shown: Option<&Session>,
+        witnesses: Vec<Witness>,
+        change: Option<(SessionKey, SessionChange)>,
+        read: Option<Session>,
+    ) -> Result<Attempt<Decided>, LeaseError> {
+        let signing = &self.call.signing;
+        let answer = LeaseAnswer::about_session(self.op(), shown, signing.now, witnesses);
+        let answer = self.service.sign(answer, signing)?;
+        let record = match self.op().writes() {
+            true => record_put(self.target, Some(&answer), signing, true)?,
+            false => None,
+        };
+        let commit = match (change, record) {
+            (None, None) => None,
+            (change, record) => Some(Commit::Together {
+                writes: Vec::new(),
+                unchanged: None,
+                audit: Vec::new(),
+                sessions: change.into_iter().collect(),
+                record,
+            }),
+        };
+        Ok(Attempt {
+            commit,
+            leaves: Vec::new(),
+            decision: (answer, read),
+            guessed: false,
+        })
+    }
+
+    fn open(&self) -> Result<Attempt<Decided>, LeaseError> {
+        let (key, session) = self
+            .opened
+            .clone()
+            .ok_or_else(|| LeaseError::Internal("open without its session".into()))?;
+        let change = (key, SessionChange::Open(session.clone()));
+        self.attempt(Some(&session), Vec::new(), Some(change), None)
+    }
+}
+
+impl Planner for SessionPlanner<'_> {
+    type Decision = Decided;
+
+    /// An open needs no read: its id is new.
+    fn guess(&mut self, _views: &Views) -> Result<Option<Attempt<Decided>>, LeaseError> {
+        match self.asked {
+            Asked::Open { .. } => self.open().map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    fn plan(&mut self, given: Given<'_>) -> Result<Attempt<Decided>, LeaseError> {
+        let now = self.call.signing.now;
+        let read = given.session.cloned();
+        let (holder, decided) = match (self.asked, &read) {
+            (Asked::Open { .. }, _) => return self.open(),
+            (Asked::Get, _) => return self.attempt(read.as_ref(), Vec::new(), None, None),
+            (Asked::Keepalive { holder, .. } | Asked::Close { holder }, None) => {
+                (holder, Err(vec![ended()]))
+            }
+            (Asked::Keepalive { holder, ttl_ms }, Some(s)) => {
+                (holder, s.keepalive(holder, ttl_ms, now))
+            }
+            (Asked::Close { holder }, Some(s)) => (holder, s.close(holder, now)),
+        };
+        let key = self
+            .target
+            .session
+            .clone()
+            .ok_or_else(|| LeaseError::Internal("a session op without its session".into()))?;
+        match (decided, read) {
+            (Ok(write), Some(before)) => {
+                let after = Session {
+                    expires_at: write.expires_at,
+                    ended: write.ended,
+                    ..before.clone()
+                };
+                let change = SessionChange::End {
+                    holder: Some(holder.to_owned()),
+                    write,
+                };
+                self.attempt(Some(&after), Vec::new(), Some((key, change)), Some(before))
+            }
+            (Ok(_), None) => Err(LeaseError::Internal("a write of no session".into())),
+            (Err(witnesses), read) => self.attempt(read.as_ref(), witnesses, None, None),
+        }
+    }
+}
+
+impl LeaseService {
+    /// A session's own op: open, keepalive, close, or get of a session.
+    pub(super) async fn session_op(
+        &self,
+        call: &Call<'_>,
+        asked: Asked<'_>,
+    ) -> Result<SignedAnswer, LeaseError> {
+        let mut target = call.target([]);
+        let opened = match asked {
+            Asked::Open { holder, ttl_ms } => {
+                let id = new_id()?;
+                let session = Session::open(&id, holder, ttl_ms, call.signing.now);
+                Some((SessionKey::new(call.actor.tenant, &id), session))
+            }
+            _ => None,
+        };
+        // A read has nothing to replay: its requestId is ignored, as a resource's get's is.
+        if !call.request.op.writes() {
+            target.record = None;
+        }
+        let mut planner = SessionPlanner {
+            call,
+            target: &target,
+            asked,
+            service: self,
+            opened,
+        };
+        let (answer, ended) = match self
+            .engine(call.signing.now)
+            .run(&target, &mut planner)
+            .await?
+        {
+            Ended::Done { decision, .. } => decision,
+            Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
+        };
+        // A closed session's permits are free now: their waiters here are told at once.
+        if let Some(before) = ended.filter(|_| matches!(asked, Asked::Close { .. })) {
+            for resource in before.permits.keys() {
+                self.waits.wake(&LeaseKey::new(call.actor.tenant, resource));
+            }
+        }
+        Ok(answer)
+    }
+}

@@ -1,0 +1,486 @@
+//! Sessions through the lease service, over the real store (dynoxide, and moto in CI): the
+//! contract's "Sessions" bullet (docs/adr/0010). One heartbeat keeps every permit in a session;
+//! its end (close, lapse) frees them all at that instant, with nothing written to them; tokens
+//! keep each resource's counter. Time is passed in, but for the waits, which take real time.
+
+mod common;
+
+use common::service::{Fixture, rules};
+use leasekit_core::clock::{Millis, iso8601, now_ms};
+use leasekit_core::lease::LeaseAnswer;
+use leasekit_core::tenant::Tenant;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Fixture {
+    /// `holder` opens a session of `ttl` seconds at `now`: its id.
+    async fn open(&self, holder: &str, ttl: u32, now: Millis) -> String {
+        let a = self
+            .call(
+                json!({"op": "open", "holder": holder, "ttlSeconds": ttl}),
+                now,
+            )
+            .await;
+        assert!(a.granted, "{a:?}");
+        let session = a.session.flatten().expect("an open session");
+        assert_eq!(session.holder, holder);
+        assert_eq!(session.expires_at, iso8601(now + Millis::from(ttl) * 1000));
+        assert!(session.leases.is_empty());
+        session.id
+    }
+
+    /// `holder`'s acquire of `resource` in `session` at `now`.
+    async fn acquire_in(
+        &self,
+        resource: &str,
+        holder: &str,
+        session: &str,
+        now: Millis,
+    ) -> LeaseAnswer {
+        self.call(
+            json!({"op": "acquire", "resource": resource, "holder": holder, "session": session}),
+            now,
+        )
+        .await
+    }
+
+    /// The session `id` as a get shows it at `now` (`None`: ended or unknown).
+    async fn session(
+        &self,
+        id: &str,
+        now: Millis,
+    ) -> Option<leasekit_core::lease::answer::SessionView> {
+        let a = self.call(json!({"op": "get", "session": id}), now).await;
+        assert_eq!(rules(&a), Vec::<&str>::new());
+        a.session.expect("a session's get answers session")
+    }
+
+    async fn get(&self, resource: &str, now: Millis) -> LeaseAnswer {
+        self.call(json!({"op": "get", "resource": resource}), now)
+            .await
+    }
+}
+
+fn leases_of(view: &leasekit_core::lease::answer::SessionView) -> Vec<(&str, u64)> {
+    view.leases
+        .iter()
+        .map(|l| (l.resource.as_str(), l.fencing_token))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_permit_lives_exactly_as_long_as_its_session_and_moves_with_each_keepalive() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let s = f.open("agent-1", 30, t0).await;
+    assert_eq!(s.len(), 26, "128 bits in base32: {s}");
+    let a = f.acquire_in("deploy:prod", "agent-1", &s, t0 + 1_000).await;
+    assert!(a.granted, "{a:?}");
+    assert_eq!(a.fencing_token, Some(1));
+    assert_eq!(
+        a.expires_at,
+        Some(iso8601(t0 + 30_000)),
+        "the session's end"
+    );
+    assert_eq!(a.holders[0].session.as_deref(), Some(s.as_str()));
+    let view = f.session(&s, t0 + 1_000).await.expect("live");
+    assert_eq!(leases_of(&view), [("deploy:prod", 1)]);
+
+    // One keepalive moves every permit's end.
+    let b = f.acquire_in("gpu", "agent-1", &s, t0 + 2_000).await;
+    assert!(b.granted);
+    let kept = f
+        .call(
+            json!({"op": "keepalive", "session": s, "holder": "agent-1", "ttlSeconds": 60}),
+            t0 + 20_000,
+        )
+        .await;
+    assert!(kept.granted, "{kept:?}");
+    let kept_until = t0 + 80_000;
+    assert_eq!(
+        kept.session.flatten().unwrap().expires_at,
+        iso8601(kept_until)
+    );
+    for resource in ["deploy:prod", "gpu"] {
+        let g = f.get(resource, t0 + 50_000).await;
+        assert_eq!(
+            g.holder.as_deref(),
+            Some("agent-1"),
+            "{resource} outlived its first 30 s"
+        );
+        assert_eq!(g.expires_at, Some(iso8601(kept_until)));
+    }
+    // A keepalive without a ttl takes the one it was opened with.
+    let again = f
+        .call(
+            json!({"op": "keepalive", "session": s, "holder": "agent-1"}),
+            t0 + 70_000,
+        )
+        .await;
+    assert_eq!(
+        again.session.flatten().unwrap().expires_at,
+        iso8601(t0 + 100_000)
+    );
+
+    // It lapses: every permit with it, at that instant; the next take continues the counter.
+    let lapsed = t0 + 100_000;
+    assert!(f.get("deploy:prod", lapsed - 1).await.granted);
+    assert!(!f.get("deploy:prod", lapsed).await.granted);
+    assert_eq!(f.session(&s, lapsed).await, None);
+    let other = f.acquire("deploy:prod", "agent-2", lapsed).await;
+    assert_eq!(other.fencing_token, Some(2));
+    let kept_late = f
+        .call(
+            json!({"op": "keepalive", "session": s, "holder": "agent-1"}),
+            lapsed,
+        )
+        .await;
+    assert_eq!(rules(&kept_late), ["SESSION_EXPIRED"]);
+    assert!(!kept_late.granted);
+    let check = f
+        .call(
+            json!({"op": "check", "resource": "gpu", "token": 1}),
+            lapsed,
+        )
+        .await;
+    assert_eq!(
+        check.current,
+        Some(false),
+        "a lapsed session's permit is not current"
+    );
+}
+
+#[tokio::test]
+async fn a_close_ends_every_permit_at_once_and_writes_none_of_them() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let s = f.open("agent-1", 600, t0).await;
+    for r in ["a", "b", "c"] {
+        assert!(f.acquire_in(r, "agent-1", &s, t0).await.granted);
+    }
+    let sem = f
+        .call(json!({"op": "acquire", "resource": "pool", "holder": "agent-1", "session": s, "limit": 2}), t0)
+        .await;
+    assert!(sem.granted, "{sem:?}");
+    f.acquire_in("pool", "agent-1", &s, t0).await;
+    let other = f
+        .call(json!({"op": "acquire", "resource": "pool", "holder": "other", "ttlSeconds": 60, "limit": 2}), t0)
+        .await;
+    assert!(other.granted, "{other:?}");
+    let stored_before = f
+        .store
+        .get(&leasekit_core::store::LeaseKey::new(&f.tenant, "a"))
+        .await
+        .unwrap();
+
+    let wrong = f
+        .call(
+            json!({"op": "close", "session": s, "holder": "agent-2"}),
+            t0 + 1_000,
+        )
+        .await;
+    assert_eq!(rules(&wrong), ["NOT_HOLDER"]);
+    assert!(
+        f.session(&s, t0 + 1_000).await.is_some(),
+        "another holder changes nothing"
+    );
+
+    let closed = f
+        .call(
+            json!({"op": "close", "session": s, "holder": "agent-1"}),
+            t0 + 2_000,
+        )
+        .await;
+    assert!(closed.granted, "{closed:?}");
+    assert_eq!(closed.session, Some(None));
+    let stored_after = f
+        .store
+        .get(&leasekit_core::store::LeaseKey::new(&f.tenant, "a"))
+        .await
+        .unwrap();
+    assert_eq!(stored_before, stored_after, "no permit is written");
+    for r in ["a", "b", "c"] {
+        assert!(!f.get(r, t0 + 2_000).await.granted, "{r} is free at once");
+        let next = f.acquire(r, "agent-2", t0 + 2_000).await;
+        assert_eq!(next.fencing_token, Some(2), "{r}: the counter goes on");
+    }
+    let pool = f.get("pool", t0 + 2_000).await;
+    let holders: Vec<&str> = pool.holders.iter().map(|h| h.holder.as_str()).collect();
+    assert_eq!(holders, ["other"], "the semaphore's other permit stays");
+    assert_eq!(pool.holders[0].session, None);
+    for op in ["close", "keepalive"] {
+        let late = f
+            .call(
+                json!({"op": op, "session": s, "holder": "agent-1"}),
+                t0 + 3_000,
+            )
+            .await;
+        assert_eq!(rules(&late), ["SESSION_EXPIRED"], "{op} after close");
+    }
+    let late = f.acquire_in("d", "agent-1", &s, t0 + 3_000).await;
+    assert_eq!(rules(&late), ["SESSION_EXPIRED"]);
+    assert_eq!(f.counter("d").await, 0, "nothing written");
+}
+
+#[tokio::test]
+async fn a_session_is_its_holders_and_its_tenants_only() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let s = f.open("agent-1", 60, t0).await;
+    let not_mine = f.acquire_in("r", "agent-2", &s, t0).await;
+    assert_eq!(rules(&not_mine), ["NOT_HOLDER"]);
+    assert_eq!(not_mine.witnesses[0].path, "/holder");
+    assert_eq!(f.counter("r").await, 0);
+    let kept = f
+        .call(
+            json!({"op": "keepalive", "session": s, "holder": "agent-2"}),
+            t0,
+        )
+        .await;
+    assert_eq!(rules(&kept), ["NOT_HOLDER"]);
+
+    // Another tenant: the session does not exist for it, exactly as an unknown one.
+    let elsewhere = Tenant::for_key("acme", "t2").unwrap();
+    let body = json!({"op": "acquire", "resource": "r", "holder": "agent-1", "session": s});
+    let theirs = f.try_as(&elsewhere, body, t0).await.unwrap();
+    let unknown = f
+        .acquire_in("r", "agent-1", "aaaaaaaaaaaaaaaaaaaaaaaaaa", t0)
+        .await;
+    assert_eq!(rules(&theirs), ["SESSION_EXPIRED"]);
+    assert_eq!(theirs.witnesses, unknown.witnesses);
+    let get = f
+        .try_as(&elsewhere, json!({"op": "get", "session": s}), t0)
+        .await
+        .unwrap();
+    assert_eq!(get.session, Some(None));
+    assert!(!get.granted);
+    assert_eq!(f.counter("r").await, 0, "nothing written");
+}
+
+#[tokio::test]
+async fn release_and_renew_of_a_sessions_permit_and_an_acquire_with_a_ttl_that_takes_it_out() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let s = f.open("agent-1", 60, t0).await;
+    for r in ["x", "y", "z"] {
+        assert!(f.acquire_in(r, "agent-1", &s, t0).await.granted);
+    }
+    // renew: granted, and only its value changes: its end stays the session's.
+    let renewed = f
+        .call(json!({"op": "renew", "resource": "x", "holder": "agent-1", "token": 1, "ttlSeconds": 5}), t0 + 1_000)
+        .await;
+    assert!(renewed.granted, "{renewed:?}");
+    assert_eq!(renewed.expires_at, Some(iso8601(t0 + 60_000)));
+    assert_eq!(renewed.holders[0].session.as_deref(), Some(s.as_str()));
+    // release: off the session's list, the session lives on.
+    let released = f
+        .call(
+            json!({"op": "release", "resource": "y", "holder": "agent-1", "token": 1}),
+            t0 + 1_000,
+        )
+        .await;
+    assert!(released.granted, "{released:?}");
+    // An acquire with a ttl of its own by the holder: the permit leaves the session.
+    let own = f
+        .call(
+            json!({"op": "acquire", "resource": "z", "holder": "agent-1", "ttlSeconds": 300}),
+            t0 + 1_000,
+        )
+        .await;
+    assert!(own.granted);
+    assert_eq!(
+        own.fencing_token,
+        Some(1),
+        "the holder's own permit, same token"
+    );
+    assert_eq!(own.expires_at, Some(iso8601(t0 + 301_000)));
+    assert_eq!(own.holders[0].session, None);
+    let view = f.session(&s, t0 + 1_000).await.unwrap();
+    assert_eq!(leases_of(&view), [("x", 1)]);
+    // The session's close leaves z alone.
+    f.call(
+        json!({"op": "close", "session": s, "holder": "agent-1"}),
+        t0 + 2_000,
+    )
+    .await;
+    assert!(f.get("z", t0 + 2_000).await.granted);
+    assert!(!f.get("x", t0 + 2_000).await.granted);
+}
+
+#[tokio::test]
+async fn a_session_holds_at_most_256_permits() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let s = f.open("agent-1", 600, t0).await;
+    // Ten sets of 24 and sixteen alone: 256, a set's members in the session too. (24: moto
+    // reads at most 25 items in a transaction, and a set is read with its session.)
+    for set in 0..10 {
+        let resources: Vec<String> = (0..24).map(|i| format!("r{set}-{i}")).collect();
+        let body =
+            json!({"op": "acquire", "resources": resources, "holder": "agent-1", "session": s});
+        let a = f.call(body, t0).await;
+        assert!(a.granted, "{a:?}");
+        let first = &a.leases.as_ref().unwrap()[0];
+        assert_eq!(first.holders[0].session.as_deref(), Some(s.as_str()));
+    }
+    for i in 0..16 {
+        let one = f.acquire_in(&format!("one-{i}"), "agent-1", &s, t0).await;
+        assert!(one.granted);
+    }
+    let full = f.acquire_in("one-more", "agent-1", &s, t0).await;
+    assert_eq!(rules(&full), ["SESSION_FULL"], "{full:?}");
+    assert_eq!(full.witnesses[0].actual, Some(json!(256)));
+    assert_eq!(f.counter("one-more").await, 0, "nothing written");
+    // A permit it has takes no more room; a set that would pass the limit is refused whole.
+    assert!(f.acquire_in("one-0", "agent-1", &s, t0).await.granted);
+    let set = f
+        .call(json!({"op": "acquire", "resources": ["one-1", "two-more"], "holder": "agent-1", "session": s}), t0)
+        .await;
+    assert_eq!(rules(&set), ["SESSION_FULL"]);
+    // A release makes room.
+    let r = f
+        .call(
+            json!({"op": "release", "resource": "one-15", "holder": "agent-1", "token": 1}),
+            t0,
+        )
+        .await;
+    assert!(r.granted);
+    assert!(f.acquire_in("one-more", "agent-1", &s, t0).await.granted);
+    assert_eq!(f.session(&s, t0).await.unwrap().leases.len(), 256);
+}
+
+#[tokio::test]
+async fn a_requestid_makes_each_session_op_apply_once() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let open = json!({"op": "open", "holder": "agent-1", "ttlSeconds": 60, "requestId": "open-1"});
+    let first = f.call(open.clone(), t0).await;
+    let again = f.call(open, t0 + 5_000).await;
+    assert!(again.replayed);
+    let id = first.session.clone().flatten().unwrap().id;
+    assert_eq!(
+        again.session.flatten().unwrap().id,
+        id,
+        "the same session, not a second"
+    );
+    let keep =
+        json!({"op": "keepalive", "session": id, "holder": "agent-1", "requestId": "keep-1"});
+    let kept = f.call(keep.clone(), t0 + 10_000).await;
+    let replay = f.call(keep, t0 + 30_000).await;
+    assert!(replay.replayed);
+    assert_eq!(replay.session, kept.session);
+    assert_eq!(
+        f.session(&id, t0 + 30_000).await.unwrap().expires_at,
+        iso8601(t0 + 70_000),
+        "applied once, at its first call"
+    );
+    let acquire = json!({"op": "acquire", "resource": "r", "holder": "agent-1", "session": id, "requestId": "acq-1"});
+    let granted = f.call(acquire.clone(), t0 + 31_000).await;
+    f.call(
+        json!({"op": "close", "session": id, "holder": "agent-1"}),
+        t0 + 32_000,
+    )
+    .await;
+    let replayed = f.call(acquire, t0 + 33_000).await;
+    assert!(replayed.replayed && replayed.granted);
+    assert_eq!(replayed.fencing_token, granted.fencing_token);
+    assert_eq!(f.counter("r").await, 1);
+}
+
+/// A waiter of a resource held in a session is served when the session ends: at once after a
+/// close, at the instant of a lapse. Real time: the waits are real.
+#[tokio::test]
+async fn a_sessions_end_serves_the_waiters_of_its_resources() {
+    let f = Arc::new(Fixture::new().await);
+    let s = f.open("agent-1", 600, now_ms()).await;
+    assert!(f.acquire_in("w", "agent-1", &s, now_ms()).await.granted);
+    let wait = |f: Arc<Fixture>| {
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let body = json!({"op": "acquire", "resource": "w", "holder": "waiter", "ttlSeconds": 30, "waitSeconds": 10});
+            let a = f.call(body, now_ms()).await;
+            (a, started.elapsed())
+        })
+    };
+    let waiter = wait(f.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    f.call(
+        json!({"op": "close", "session": s, "holder": "agent-1"}),
+        now_ms(),
+    )
+    .await;
+    let (a, took) = waiter.await.unwrap();
+    assert!(a.granted, "{a:?}");
+    assert_eq!(a.fencing_token, Some(2));
+    assert!(
+        took < Duration::from_secs(3),
+        "served when the session closed, not at the wait's end: {took:?}"
+    );
+
+    // A lapse: a session of 1 s, nobody closes it.
+    let s = f.open("agent-1", 1, now_ms()).await;
+    assert!(f.acquire_in("v", "agent-1", &s, now_ms()).await.granted);
+    let body: Value = json!({"op": "acquire", "resource": "v", "holder": "waiter", "ttlSeconds": 30, "waitSeconds": 10});
+    let started = std::time::Instant::now();
+    let a = f.call(body, now_ms()).await;
+    assert!(a.granted, "{a:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "served at the lapse: {:?}",
+        started.elapsed()
+    );
+}
+
+/// Two acquires race for a session's last room: the store's condition on the session's list
+/// lets one in, and the other, read again, is told SESSION_FULL. Real concurrency.
+#[tokio::test]
+async fn two_acquires_racing_for_a_sessions_last_room_get_it_once() {
+    let f = Arc::new(Fixture::new().await);
+    let t0 = now_ms();
+    let s = f.open("agent-1", 600, t0).await;
+    for set in 0..10 {
+        let resources: Vec<String> = (0..24).map(|i| format!("r{set}-{i}")).collect();
+        let body =
+            json!({"op": "acquire", "resources": resources, "holder": "agent-1", "session": s});
+        assert!(f.call(body, t0).await.granted);
+    }
+    for i in 0..15 {
+        let one = f.acquire_in(&format!("one-{i}"), "agent-1", &s, t0).await;
+        assert!(one.granted);
+    }
+    for round in 0..5 {
+        let racers: Vec<_> = ["left", "right"]
+            .into_iter()
+            .map(|side| {
+                let (f, s) = (f.clone(), s.clone());
+                let resource = format!("{side}-{round}");
+                tokio::spawn(async move { f.acquire_in(&resource, "agent-1", &s, now_ms()).await })
+            })
+            .collect();
+        let mut granted = Vec::new();
+        for racer in racers {
+            let a = racer.await.unwrap();
+            if a.granted {
+                granted.push(a);
+            } else {
+                assert_eq!(rules(&a), ["SESSION_FULL"], "{a:?}");
+            }
+        }
+        assert_eq!(
+            granted.len(),
+            1,
+            "round {round}: exactly one gets the last room"
+        );
+        let view = f.session(&s, now_ms()).await.unwrap();
+        assert_eq!(view.leases.len(), 256);
+        // Room again for the next round.
+        let last = view
+            .leases
+            .iter()
+            .find(|l| l.resource.ends_with(&format!("-{round}")) && !l.resource.starts_with("r"))
+            .unwrap();
+        let body = json!({"op": "release", "resource": last.resource, "holder": "agent-1", "token": last.fencing_token});
+        assert!(f.call(body, now_ms()).await.granted);
+    }
+}
