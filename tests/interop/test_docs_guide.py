@@ -17,7 +17,9 @@ KEY = "docs-key-0123456789"
 ADMIN_KEY = "docs-admin-key-0123456789"
 #: What may differ from the page: when, and the ids a store makes (checked for their form).
 VARYING = {"expiresAt", "at", "id", "actor", "until"}
-FORMS = {"id": r"[0-9a-f]{32}", "actor": r"key:[0-9a-f]{16}"}
+FORMS = {"id": r"[0-9a-f]{32}|[a-z2-7]{26}", "actor": r"key:[0-9a-f]{16}"}
+#: The session id the page's session examples name: the open's real one takes its place.
+PAGE_SESSION = "k7f3q2m5x4w4c2b6n2p5r7t3ya"
 
 
 def same(got, shown, where="data"):
@@ -53,7 +55,7 @@ def test_every_op_on_the_docs_page_answers_as_the_page_shows():
         ops = [s for s in page["sections"] if s["id"].startswith("op-")]
         assert [s["title"] for s in ops] == [
             "acquire", "acquire, refused", "renew", "get", "check", "list", "revoke", "audit",
-            "acquire, after the revoke", "release"]
+            "acquire, after the revoke", "release", "open", "acquire, in a session", "keepalive", "close"]
         env = {**os.environ, "URL": url, "KEY": KEY, "ADMIN_KEY": ADMIN_KEY}
 
         def paste(command):
@@ -70,6 +72,14 @@ def test_every_op_on_the_docs_page_answers_as_the_page_shows():
                 deadline = time.monotonic() + 3
                 while paste(command)["data"]["leases"] == [] and time.monotonic() < deadline:
                     time.sleep(0.1)
+            if section["id"] == "op-open":
+                got = paste(command)
+                session = got["data"]["session"]["id"]
+                same(got, json.loads(shown))
+                continue
+            if PAGE_SESSION in command:
+                command = command.replace(PAGE_SESSION, session)
+                shown = shown.replace(PAGE_SESSION, session)
             same(paste(command), json.loads(shown))
     finally:
         server.terminate()

@@ -5,6 +5,7 @@
 
 use crate::clock::{Millis, iso8601};
 use crate::lease::answer::{AuditEntry, Holder, unsigned};
+use crate::lease::session::{Session, SessionPermit};
 use crate::lease::{Decision, LeaseAnswer, LeaseRequest, LeaseState, Op, decide};
 use serde_json::{Value, json};
 
@@ -41,6 +42,15 @@ pub fn examples() -> Vec<Example> {
     let w7 = |token, expires| LeaseState::granted(token, "worker-7", expires);
     let held = w7(1, NOW + 60 * SECOND);
     let renewed = w7(1, NOW + 80 * SECOND);
+    let opened = Session::open(SESSION_ID, "agent-3", 60 * SECOND, NOW + 100 * SECOND);
+    let mut in_session = LeaseState::granted(1, "agent-3", opened.expires_at);
+    in_session.permits[0].session = Some(SESSION_ID.into());
+    let mut kept = opened.clone();
+    kept.expires_at = NOW + 190 * SECOND;
+    kept.permits.insert(
+        "invoice:INV-1009".into(),
+        SessionPermit { token: 1, limit: 1 },
+    );
     let permit = Holder {
         holder: "worker-7".into(),
         fencing_token: 1,
@@ -174,8 +184,63 @@ pub fn examples() -> Vec<Example> {
                 NOW + 90 * SECOND,
             )),
         },
+        Example {
+            title: "open",
+            op: Op::Open,
+            says: "A session: one keepalive for every hold acquired in it, and its end (a close, or no keepalive for ttlSeconds) frees them all at once. Its id is chosen by the server.",
+            key: "KEY",
+            request: json!({"op": "open", "tenantId": "team-a", "holder": "agent-3", "ttlSeconds": 60}),
+            answer: data(LeaseAnswer::about_session(
+                Op::Open,
+                Some(&opened),
+                NOW + 100 * SECOND,
+                Vec::new(),
+            )),
+        },
+        Example {
+            title: "acquire, in a session",
+            op: Op::Acquire,
+            says: "session instead of ttlSeconds: the permit lives exactly as long as the session, its expiresAt the session's. Its token is the resource's next, as always.",
+            key: "KEY",
+            request: json!({"op": "acquire", "tenantId": "team-a", "resource": "invoice:INV-1009", "holder": "agent-3", "session": SESSION_ID}),
+            answer: data(LeaseAnswer::granted(
+                Op::Acquire,
+                &in_session,
+                Some("agent-3"),
+                NOW + 101 * SECOND,
+            )),
+        },
+        Example {
+            title: "keepalive",
+            op: Op::Keepalive,
+            says: "The session and every permit in it held ttlSeconds from now (default: the length it was opened with). A session that has ended answers SESSION_EXPIRED: its permits are free.",
+            key: "KEY",
+            request: json!({"op": "keepalive", "tenantId": "team-a", "session": SESSION_ID, "holder": "agent-3"}),
+            answer: data(LeaseAnswer::about_session(
+                Op::Keepalive,
+                Some(&kept),
+                NOW + 130 * SECOND,
+                Vec::new(),
+            )),
+        },
+        Example {
+            title: "close",
+            op: Op::Close,
+            says: "Ends the session and every permit in it now; their waiters are served as after a release. session is null from then on.",
+            key: "KEY",
+            request: json!({"op": "close", "tenantId": "team-a", "session": SESSION_ID, "holder": "agent-3"}),
+            answer: data(LeaseAnswer::about_session(
+                Op::Close,
+                None,
+                NOW + 140 * SECOND,
+                Vec::new(),
+            )),
+        },
     ]
 }
+
+/// The session of the examples' id (a real one is 128 random bits in base32, as this looks).
+pub const SESSION_ID: &str = "k7f3q2m5x4w4c2b6n2p5r7t3ya";
 
 /// The answer `decide` gives `request` against `state`: the rule that stops it, as a call sees it.
 fn refusal(state: &LeaseState, request: &Value, now: Millis) -> LeaseAnswer {
@@ -225,7 +290,7 @@ mod tests {
         }
         let ops: std::collections::BTreeSet<&str> =
             examples.iter().map(|e| e.op.as_str()).collect();
-        assert_eq!(ops.len(), 8, "every op has an example: {ops:?}");
+        assert_eq!(ops.len(), 11, "every op has an example: {ops:?}");
         let titles: std::collections::BTreeSet<&str> = examples.iter().map(|e| e.title).collect();
         assert_eq!(
             titles.len(),
