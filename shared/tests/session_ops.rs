@@ -484,3 +484,54 @@ async fn two_acquires_racing_for_a_sessions_last_room_get_it_once() {
         assert!(f.call(body, now_ms()).await.granted);
     }
 }
+
+/// A waiting acquire in a session: granted in it when the permit frees (its end the session's,
+/// on its list), and told SESSION_EXPIRED if its session ends while it waits. Real time.
+#[tokio::test]
+async fn a_waiting_acquire_in_a_session_is_granted_in_it() {
+    let f = Arc::new(Fixture::new().await);
+    let s = f.open("agent-1", 600, now_ms()).await;
+    let held = json!({"op": "acquire", "resource": "q", "holder": "other", "ttlSeconds": 60});
+    assert!(f.call(held, now_ms()).await.granted);
+    let waiter = {
+        let (f, s) = (f.clone(), s.clone());
+        tokio::spawn(async move {
+            let body = json!({"op": "acquire", "resource": "q", "holder": "agent-1", "session": s, "waitSeconds": 10});
+            f.call(body, now_ms()).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let release = json!({"op": "release", "resource": "q", "holder": "other", "token": 1});
+    assert!(f.call(release, now_ms()).await.granted);
+    let a = waiter.await.unwrap();
+    assert!(a.granted, "{a:?}");
+    assert_eq!(a.fencing_token, Some(2));
+    assert_eq!(a.holders[0].session.as_deref(), Some(s.as_str()));
+    let view = f.session(&s, now_ms()).await.unwrap();
+    assert_eq!(leases_of(&view), [("q", 2)]);
+    assert_eq!(a.expires_at.as_deref(), Some(view.expires_at.as_str()));
+
+    // Its session closes while it waits: the wait ends, told why, and the permit handed to its
+    // call (it has a requestId: a ticket) goes on at once instead of being kept for it. (Without
+    // a requestId a handed permit is the holder's like any other, and lapses with its place, 30 s
+    // after the wait, as a hung-up waiter's does.)
+    let held = json!({"op": "acquire", "resource": "p", "holder": "other", "ttlSeconds": 60});
+    assert!(f.call(held, now_ms()).await.granted);
+    let waiter = {
+        let (f, s) = (f.clone(), s.clone());
+        tokio::spawn(async move {
+            let body = json!({"op": "acquire", "resource": "p", "holder": "agent-1", "session": s, "waitSeconds": 3, "requestId": "wait-p"});
+            f.call(body, now_ms()).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let close = json!({"op": "close", "session": s, "holder": "agent-1"});
+    assert!(f.call(close, now_ms()).await.granted);
+    let release = json!({"op": "release", "resource": "p", "holder": "other", "token": 1});
+    assert!(f.call(release, now_ms()).await.granted);
+    let a = waiter.await.unwrap();
+    assert!(!a.granted, "{a:?}");
+    assert_eq!(rules(&a), ["SESSION_EXPIRED"]);
+    let p = f.get("p", now_ms()).await;
+    assert!(p.holders.iter().all(|h| h.holder != "agent-1"), "{p:?}");
+}

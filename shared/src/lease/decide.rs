@@ -488,6 +488,7 @@ pub use guess::{
 };
 pub use queue::Asked;
 pub(crate) use semaphore::handoffs_due;
+pub(crate) use semaphore::withdraw;
 
 #[cfg(test)]
 mod tests;

@@ -65,6 +65,22 @@ pub(crate) fn handoffs_due(state: &LeaseState, now: Millis) -> Option<Write> {
         .then(|| replace(state, current, now))
 }
 
+/// `holder` gives up waiting on `state` at `now`: its place leaves the queue, and a permit
+/// handed to it that it has not taken goes on to the next place (the call that would take it
+/// is refused: its session ended while it waited, docs/adr/0010). `None`: it had neither.
+pub(crate) fn withdraw(state: &LeaseState, holder: &str, now: Millis) -> Option<Write> {
+    let current = queue::as_of(state, now);
+    let mut after = current.clone();
+    after.waiters.retain(|w| w.holder != holder);
+    after
+        .permits
+        .retain(|p| p.holder != holder || p.handoff.is_none());
+    if after == current {
+        return handoffs_due(state, now);
+    }
+    Some(replace(state, queue::as_of(&after, now), now))
+}
+
 /// A refusal of a call on `state` for `witnesses`, writing the hand-off its read noticed.
 pub(super) fn refusal(state: &LeaseState, witnesses: Vec<Witness>, now: Millis) -> Refusal {
     Refusal {

@@ -15,7 +15,7 @@ use super::views::Views;
 use super::{LeaseError, SignedAnswer};
 use crate::lease::decide::{
     Acquired, Asked, Guess, HolderOp, acquire, ended_handoff, guess_acquire, guess_unseen_acquire,
-    hold, holder_write,
+    hold, holder_write, withdraw,
 };
 use crate::lease::session::{Binding, Session, bind, ended};
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
@@ -247,7 +247,13 @@ impl MutationPlanner<'_> {
                 };
                 match admitted {
                     Ok(end) => Some((key.id(), end)),
-                    Err(witnesses) => return Acquired::Deny(witnesses),
+                    // Refused: its waiting ends too, and a permit handed to it goes on.
+                    Err(witnesses) => {
+                        return match withdraw(state, asked.holder, now) {
+                            Some(write) => Acquired::Refuse { write, witnesses },
+                            None => Acquired::Deny(witnesses),
+                        };
+                    }
                 }
             }
             _ => None,
