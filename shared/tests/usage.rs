@@ -571,3 +571,67 @@ async fn session_paths_cost_what_adr_0010_says() {
     println!("{}", table.join("\n"));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// What holding 1, 20 and 256 resources for an hour costs: each renewed on its own (a renew
+/// every 10 s, for a 30 s ttl) against one session kept alive as often, in calls, DynamoDB
+/// units and USDC at the list price (0.005 a call). Measured units of one renew and of one
+/// keepalive at each size. Print: `cargo test -p leasekit-core --test usage -- --nocapture
+/// holding`.
+#[tokio::test]
+async fn holding_many_resources_costs_one_keepalive_not_a_renew_each() {
+    let s = test_store().await;
+    let service = LeaseService::new(
+        LeaseStore::new(s.client.clone(), &s.tables.leases, &s.tables.requests),
+        Issuer::from_seed(&[1; 32]),
+    );
+    let tenant = Tenant::for_key("acme", "t").unwrap();
+    let now = now_ms();
+    let run = |body: serde_json::Value| {
+        let (service, tenant) = (service.clone(), tenant.clone());
+        async move {
+            let (answer, usage) =
+                measured(service.execute(&tenant, &req(body), [0; 32], now)).await;
+            (answer.expect("store answers").data, usage)
+        }
+    };
+    let units = |u: &Usage| u.read_units + u.billed_write_units();
+    // One lease's renew, as a holder that renews its own lease sends it.
+    let (a, _) = run(json!({"op": "acquire", "resource": "solo", "holder": "agent"})).await;
+    assert!(a.granted);
+    let renew = json!({"op": "renew", "resource": "solo", "holder": "agent", "token": 1});
+    let (renewed, renew_usage) = run(renew).await;
+    assert!(renewed.granted);
+    let per_hour = 360.0;
+    let price = 0.005;
+    let mut lines = vec![
+        "| resources held | renewals: calls/h | units/h | USDC/day | one session: calls/h | units/h | USDC/day |".to_owned(),
+        "|---|---|---|---|---|---|---|".to_owned(),
+    ];
+    for n in [1usize, 20, 256] {
+        let (opened, _) = run(json!({"op": "open", "holder": "agent", "ttlSeconds": 30})).await;
+        let id = opened.session.flatten().unwrap().id;
+        for i in 0..n {
+            let body = json!({"op": "acquire", "resource": format!("held{n}-{i}"), "holder": "agent", "session": id});
+            assert!(run(body).await.0.granted);
+        }
+        let (kept, keep_usage) =
+            run(json!({"op": "keepalive", "session": id, "holder": "agent"})).await;
+        assert!(kept.granted);
+        let n = n as f64;
+        lines.push(format!(
+            "| {n} | {} | {} | {:.1} | {} | {} | {:.1} |",
+            n * per_hour,
+            n * per_hour * units(&renew_usage),
+            n * per_hour * 24.0 * price,
+            per_hour,
+            per_hour * units(&keep_usage),
+            per_hour * 24.0 * price,
+        ));
+    }
+    println!("{}", lines.join("\n"));
+    println!(
+        "one renew: {} round trips, {} units; (the keepalives' units grow with the session's list)",
+        renew_usage.round_trips,
+        units(&renew_usage)
+    );
+}
