@@ -535,3 +535,43 @@ async fn a_waiting_acquire_in_a_session_is_granted_in_it() {
     let p = f.get("p", now_ms()).await;
     assert!(p.holders.iter().all(|h| h.holder != "agent-1"), "{p:?}");
 }
+
+/// list entries name the session of each permit, and a closed session's resources leave the
+/// list (their permits are judged through it, as any read's are).
+#[tokio::test]
+async fn list_entries_name_their_session_and_an_ended_ones_are_not_listed() {
+    let f = Fixture::new().await.checking_shapes();
+    let t0 = now_ms();
+    let s = f.open("agent-1", 60, t0).await;
+    assert!(f.acquire_in("job:a", "agent-1", &s, t0).await.granted);
+    f.acquire("job:b", "agent-2", t0).await;
+    let page = f.call(json!({"op": "list", "prefix": "job:"}), t0).await;
+    let entries: Vec<(String, Option<String>)> = page
+        .leases
+        .unwrap()
+        .iter()
+        .map(|m| (m.resource.clone(), m.holders[0].session.clone()))
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("job:a".to_owned(), Some(s.clone())),
+            ("job:b".to_owned(), None)
+        ]
+    );
+    f.call(
+        json!({"op": "close", "session": s, "holder": "agent-1"}),
+        t0 + 1_000,
+    )
+    .await;
+    let page = f
+        .call(json!({"op": "list", "prefix": "job:"}), t0 + 1_000)
+        .await;
+    let listed: Vec<String> = page
+        .leases
+        .unwrap()
+        .iter()
+        .map(|m| m.resource.clone())
+        .collect();
+    assert_eq!(listed, ["job:b"]);
+}
