@@ -56,6 +56,26 @@ impl Fixture {
         a.session.expect("a session's get answers session")
     }
 
+    /// agent-1 acquires `n` (240 or more) resources in `session` at `now`: ten sets of 24 (a
+    /// set's members join the session too; 24, as moto reads at most 25 items in a transaction
+    /// and a set is read with its session), then `one-<i>` alone.
+    async fn fill(&self, session: &str, n: usize, now: Millis) {
+        for set in 0..10 {
+            let resources: Vec<String> = (0..24).map(|i| format!("r{set}-{i}")).collect();
+            let body = json!({"op": "acquire", "resources": resources, "holder": "agent-1", "session": session});
+            let a = self.call(body, now).await;
+            assert!(a.granted, "{a:?}");
+            let first = &a.leases.as_ref().unwrap()[0];
+            assert_eq!(first.holders[0].session.as_deref(), Some(session));
+        }
+        for i in 0..n - 240 {
+            let one = self
+                .acquire_in(&format!("one-{i}"), "agent-1", session, now)
+                .await;
+            assert!(one.granted);
+        }
+    }
+
     async fn get(&self, resource: &str, now: Millis) -> LeaseAnswer {
         self.call(json!({"op": "get", "resource": resource}), now)
             .await
@@ -313,21 +333,7 @@ async fn a_session_holds_at_most_256_permits() {
     let f = Fixture::new().await.checking_shapes();
     let t0 = now_ms();
     let s = f.open("agent-1", 600, t0).await;
-    // Ten sets of 24 and sixteen alone: 256, a set's members in the session too. (24: moto
-    // reads at most 25 items in a transaction, and a set is read with its session.)
-    for set in 0..10 {
-        let resources: Vec<String> = (0..24).map(|i| format!("r{set}-{i}")).collect();
-        let body =
-            json!({"op": "acquire", "resources": resources, "holder": "agent-1", "session": s});
-        let a = f.call(body, t0).await;
-        assert!(a.granted, "{a:?}");
-        let first = &a.leases.as_ref().unwrap()[0];
-        assert_eq!(first.holders[0].session.as_deref(), Some(s.as_str()));
-    }
-    for i in 0..16 {
-        let one = f.acquire_in(&format!("one-{i}"), "agent-1", &s, t0).await;
-        assert!(one.granted);
-    }
+    f.fill(&s, 256, t0).await;
     let full = f.acquire_in("one-more", "agent-1", &s, t0).await;
     assert_eq!(rules(&full), ["SESSION_FULL"], "{full:?}");
     assert_eq!(full.witnesses[0].actual, Some(json!(256)));
@@ -439,16 +445,7 @@ async fn two_acquires_racing_for_a_sessions_last_room_get_it_once() {
     let f = Arc::new(Fixture::new().await);
     let t0 = now_ms();
     let s = f.open("agent-1", 600, t0).await;
-    for set in 0..10 {
-        let resources: Vec<String> = (0..24).map(|i| format!("r{set}-{i}")).collect();
-        let body =
-            json!({"op": "acquire", "resources": resources, "holder": "agent-1", "session": s});
-        assert!(f.call(body, t0).await.granted);
-    }
-    for i in 0..15 {
-        let one = f.acquire_in(&format!("one-{i}"), "agent-1", &s, t0).await;
-        assert!(one.granted);
-    }
+    f.fill(&s, 255, t0).await;
     for round in 0..5 {
         let racers: Vec<_> = ["left", "right"]
             .into_iter()
