@@ -30,7 +30,7 @@ pub fn typescript_client() -> Value {
 }
 
 /// The lease description, as the product states it.
-pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, waitSeconds (0-20) waits in a first-come-first-served queue, and check answers whether a token is still current. list pages through your live leases (advisory); revoke force-releases a permit with a reason, audited, and audit lists the revokes (both for API keys with the admin role and paying wallets). Scoped to the paying wallet (or to the API key's account and tenantId).";
+pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, waitSeconds (0-20) waits in a first-come-first-served queue, and check answers whether a token is still current. Sessions: open one, acquire with session instead of ttlSeconds, and one keepalive holds every permit in it; when it is closed or lapses, all its permits end at once. list pages through your live leases (advisory); revoke force-releases a permit with a reason, audited, and audit lists the revokes (both for API keys with the admin role and paying wallets). Scoped to the paying wallet (or to the API key's account and tenantId).";
 
 /// The lease route's request examples: a lease, a semaphore's permit, a set and a check, each
 /// with its curl line.
@@ -58,6 +58,26 @@ fn lease_examples(lease: Value) -> Value {
             "wait",
             "Wait up to 20 s in the queue for a lease, first come first served",
             json!({"op": "acquire", "resource": "deploy:prod", "holder": "worker-7", "waitSeconds": 20, "tenantId": "team-a"}),
+        ),
+        (
+            "openSession",
+            "Open a session: one keepalive for every hold acquired in it",
+            json!({"op": "open", "holder": "agent-3", "ttlSeconds": 60, "tenantId": "team-a"}),
+        ),
+        (
+            "acquireInSession",
+            "Acquire in a session: held exactly as long as the session lives",
+            json!({"op": "acquire", "resource": "invoice:INV-1009", "holder": "agent-3", "session": crate::discovery::examples::SESSION_ID, "tenantId": "team-a"}),
+        ),
+        (
+            "keepalive",
+            "Keep a session, and every permit in it, alive for its ttl from now",
+            json!({"op": "keepalive", "session": crate::discovery::examples::SESSION_ID, "holder": "agent-3", "tenantId": "team-a"}),
+        ),
+        (
+            "closeSession",
+            "Close a session: every permit in it ends now",
+            json!({"op": "close", "session": crate::discovery::examples::SESSION_ID, "holder": "agent-3", "tenantId": "team-a"}),
         ),
         (
             "check",
