@@ -65,12 +65,16 @@ pub fn page(op: Op, answer: &Value, now: Millis) -> String {
                 .iter()
                 .map(|p| format!("{} ({})", text(&p["holder"]), text(&p["fencingToken"])))
                 .collect();
-            let [at, actor, resource, reason] =
-                [&e["at"], &e["actor"], &e["resource"], &e["reason"]];
+            let [at, actor, reason] = [&e["at"], &e["actor"], &e["reason"]];
+            // A session's revoke names the session; its permits' resources are in `ended`.
+            let resource = match &e["resource"] {
+                Value::Null => format!("session {}", text(&e["session"])),
+                resource => text(resource),
+            };
             vec![
                 text(at),
                 text(actor),
-                text(resource),
+                resource,
                 ended.join(", "),
                 text(reason),
             ]

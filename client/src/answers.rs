@@ -109,7 +109,11 @@ pub struct AuditEntry {
     pub at: String,
     /// `key:<key id>`, or the paying wallet's tenant.
     pub actor: String,
-    pub resource: String,
+    /// The resource revoked; `None` for a session's revoke.
+    pub resource: Option<String>,
+    /// The session revoked, with every permit in it; `None` for a resource's revoke.
+    #[serde(default)]
+    pub session: Option<String>,
     pub ended: Vec<Permit>,
     pub reason: String,
 }

@@ -244,7 +244,7 @@ async fn a_revoked_holder_learns_revoked_and_its_token_is_not_current() {
     let entries = audit.entries.unwrap();
     assert_eq!(entries.len(), 1);
     let entry = &entries[0];
-    assert_eq!(entry.resource, "deploy:prod");
+    assert_eq!(entry.resource.as_deref(), Some("deploy:prod"));
     assert_eq!(entry.reason, "stuck since 3 am");
     assert_eq!(entry.actor, "key:0123456789abcdef");
     assert_eq!(entry.ended, ended);

@@ -572,3 +572,70 @@ async fn list_entries_name_their_session_and_an_ended_ones_are_not_listed() {
         .collect();
     assert_eq!(listed, ["job:b"]);
 }
+
+/// An operator's revoke of a session: it ends, with every permit in it, at once; the audit keeps
+/// who, when, why, and the permits it ended with their resources. A resource's revoke of a
+/// session's permit takes it off the session's list.
+#[tokio::test]
+async fn a_revoke_of_a_session_ends_every_permit_in_it_and_is_audited() {
+    let f = Fixture::new().await.checking_shapes().acting_as("key:ops");
+    let t0 = now_ms();
+    let s = f.open("agent-1", 600, t0).await;
+    for r in ["a", "b", "c"] {
+        assert!(f.acquire_in(r, "agent-1", &s, t0).await.granted);
+    }
+    let one =
+        json!({"op": "revoke", "resource": "c", "holder": "agent-1", "reason": "c is wedged"});
+    assert!(f.call(one, t0 + 1_000).await.granted);
+    let view = f.session(&s, t0 + 1_000).await.unwrap();
+    assert_eq!(leases_of(&view), [("a", 1), ("b", 1)], "c is off its list");
+
+    let revoke = json!({"op": "revoke", "session": s, "reason": "agent-1 is stuck"});
+    let revoked = f.call(revoke.clone(), t0 + 2_000).await;
+    assert!(revoked.granted, "{revoked:?}");
+    assert_eq!(revoked.session, Some(None));
+    let ended: Vec<(Option<&str>, u64)> = revoked
+        .revoked
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|h| (h.resource.as_deref(), h.fencing_token))
+        .collect();
+    assert_eq!(ended, [(Some("a"), 1), (Some("b"), 1)]);
+    for r in ["a", "b"] {
+        assert!(!f.get(r, t0 + 2_000).await.granted, "{r} is free");
+    }
+    let kept = f
+        .call(
+            json!({"op": "keepalive", "session": s, "holder": "agent-1"}),
+            t0 + 3_000,
+        )
+        .await;
+    assert_eq!(rules(&kept), ["SESSION_EXPIRED"]);
+    let again = f.call(revoke, t0 + 3_000).await;
+    assert_eq!(rules(&again), ["SESSION_EXPIRED"], "nothing left to revoke");
+
+    let audit = f.call(json!({"op": "audit"}), t0 + 4_000).await;
+    let entries = audit.entries.unwrap();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let newest = &entries[0];
+    assert_eq!(
+        (
+            newest.resource.as_deref(),
+            newest.session.as_deref(),
+            newest.actor.as_str()
+        ),
+        (None, Some(s.as_str()), "key:ops")
+    );
+    assert_eq!(newest.reason, "agent-1 is stuck");
+    assert_eq!(newest.ended.len(), 2);
+    assert_eq!(entries[1].resource.as_deref(), Some("c"));
+    let of_c = f
+        .call(json!({"op": "audit", "resource": "c"}), t0 + 4_000)
+        .await;
+    assert_eq!(
+        of_c.entries.unwrap().len(),
+        1,
+        "a resource's audit lists its own revokes"
+    );
+}

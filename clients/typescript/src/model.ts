@@ -37,7 +37,10 @@ export interface AuditEntry {
   readonly at: Date;
   /** `key:<key id>`, or the paying wallet's tenant. */
   readonly actor: string;
-  readonly resource: string;
+  /** The resource revoked; null for a session's revoke. */
+  readonly resource: string | null;
+  /** The session revoked, with every permit in it; null for a resource's revoke. */
+  readonly session: string | null;
   readonly ended: readonly Permit[];
   readonly reason: string;
 }
@@ -123,7 +126,8 @@ function entries(value: unknown): AuditEntry[] | null {
     id: String(e.id),
     at: time(e.at) ?? new Date(0),
     actor: String(e.actor),
-    resource: String(e.resource),
+    resource: e.resource == null ? null : String(e.resource),
+    session: e.session == null ? null : String(e.session),
     ended: permits(e.ended),
     reason: String(e.reason),
   }));

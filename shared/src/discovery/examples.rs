@@ -56,6 +56,7 @@ pub fn examples() -> Vec<Example> {
         fencing_token: 1,
         expires_at: iso8601(NOW + 80 * SECOND),
         session: None,
+        resource: None,
     };
     let acquire = json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-7", "ttlSeconds": 60, "requestId": "w7-deploy-1"});
     let refused = json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-8", "ttlSeconds": 60});
@@ -150,7 +151,8 @@ pub fn examples() -> Vec<Example> {
                     id: "6f1c0e9a4b2d47e8a3c5b7d9e1f20384".into(),
                     at: iso8601(NOW + 30 * SECOND),
                     actor: "key:3f9a2c71d04b8e65".into(),
-                    resource: "deploy:prod".into(),
+                    resource: Some("deploy:prod".into()),
+                    session: None,
                     ended: vec![permit],
                     reason: "wedged since 03:00".into(),
                 }],

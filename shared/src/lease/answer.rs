@@ -140,6 +140,9 @@ pub struct Holder {
     /// The session it lives in (docs/adr/0010), or null.
     #[serde(default)]
     pub session: Option<String>,
+    /// Its resource, where a list of permits spans several: a session revoke's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 /// A live session, as answers show it.
@@ -216,8 +219,12 @@ pub struct AuditEntry {
     pub at: String,
     /// Who revoked: `key:<key id>`, or the paying wallet's tenant.
     pub actor: String,
-    pub resource: String,
-    /// The permits it ended.
+    /// The resource revoked; null for a session's revoke.
+    pub resource: Option<String>,
+    /// The session revoked (docs/adr/0010); null for a resource's revoke.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The permits it ended (a session's: each with its resource).
     pub ended: Vec<Holder>,
     pub reason: String,
 }
@@ -289,6 +296,7 @@ impl LeaseAnswer {
                     fencing_token: p.token,
                     expires_at: iso8601(p.expires_at),
                     session: p.session.clone(),
+                    resource: None,
                 })
                 .collect(),
             queue_position: caller.and_then(|c| state.queue_position(c, now)),

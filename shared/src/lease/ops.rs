@@ -62,7 +62,7 @@ pub enum SessionField {
     Required,
     /// acquire: the permit lives as long as the session, so it takes no `ttlSeconds`.
     InsteadOfTtl,
-    /// get: the session is what it reads, instead of a resource.
+    /// get, revoke: the session is what it reads or ends, instead of a resource.
     InsteadOfResource,
 }
 
@@ -280,7 +280,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         request_id: Field::Optional,
-        session: SessionField::Unused,
+        session: SessionField::InsteadOfResource,
         tools: &[Tool::Revoke],
     },
     Spec {

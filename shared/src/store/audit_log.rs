@@ -54,13 +54,17 @@ impl LeaseStore {
     ) -> Result<Put, StoreError> {
         let json = serde_json::to_string(entry)
             .map_err(|e| StoreError::Corrupt(format!("an audit entry would not serialize: {e}")))?;
-        Put::builder()
+        // `ar` is what an audit of one resource's entries filters on: a session's revoke has
+        // none (its permits' resources are in `ended`).
+        let mut put = Put::builder()
             .table_name(&self.requests)
             .item("pk", s(entry_key(tenant, &entry.id)))
             .item("at", s(partition(tenant)))
-            .item("atm", n(at))
-            .item("ar", s(&entry.resource))
-            .item("entry", s(json))
+            .item("atm", n(at));
+        if let Some(resource) = &entry.resource {
+            put = put.item("ar", s(resource));
+        }
+        put.item("entry", s(json))
             .item("ttl", n((at + AUDIT_KEPT_MS).div_euclid(1000) + 3600))
             .condition_expression("attribute_not_exists(pk)")
             .build()

@@ -48,14 +48,16 @@ class Member:
 @dataclass(frozen=True)
 class AuditEntry:
     """One revoke, as the audit keeps it (90 days): when, who (`key:<id>` or the wallet), which
-    resource, the permits it ended, and why."""
+    resource (None for a session's revoke, which names its `session`), the permits it ended, and
+    why."""
 
     id: str
     at: datetime
     actor: str
-    resource: str
+    resource: str | None
     ended: tuple[Permit, ...]
     reason: str
+    session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,13 @@ def _entries(value: object) -> tuple[AuditEntry, ...] | None:
     if not isinstance(value, list):
         return None
     return tuple(AuditEntry(id=str(e.get("id")), at=_time(e.get("at")) or datetime.min, actor=str(e.get("actor")),
-                            resource=str(e.get("resource")), ended=_permits(e.get("ended")),
-                            reason=str(e.get("reason")))
+                            resource=_text_or_none(e.get("resource")), ended=_permits(e.get("ended")),
+                            reason=str(e.get("reason")), session=_text_or_none(e.get("session")))
                  for e in value if isinstance(e, dict))
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 def lease_from(answer: object) -> Lease:

@@ -31,6 +31,10 @@ const FIELD_LINES: &[(&str, &str)] = &[
     ),
     ("session_read", "get: this session, not a resource."),
     (
+        "session_revoke",
+        "This session and its permits, not a resource.",
+    ),
+    (
         "token",
         "The fencingToken your acquire returned; required for renew, release and check.",
     ),
@@ -117,6 +121,7 @@ fn compact_input(tool: LeaseTool) -> Arc<JsonObject> {
         let key = match (tool, name) {
             (LeaseTool::Revoke, "holder") => "holder_revoke",
             (LeaseTool::Read, "session") => "session_read",
+            (LeaseTool::Revoke, "session") => "session_revoke",
             _ => name,
         };
         FIELD_LINES
@@ -208,7 +213,7 @@ fn tools() -> Vec<Tool> {
         Tool::new(
             LeaseTool::List.name(),
             "List your tenant's resources that have a live permit or a waiter, by name: each with its limit, holders \
-             (fencingToken, expiresAt) and waiters. prefix filters by name; pageSize 1-100 (default 50); send nextCursor \
+             (fencingToken, expiresAt) and waiters. send nextCursor \
              back as cursor for the next page (null: the end). Advisory (an index, about 2 s behind): use lease_read to decide.",
             compact_input(LeaseTool::List),
         )
@@ -223,7 +228,7 @@ fn tools() -> Vec<Tool> {
         Tool::new(
             LeaseTool::Audit.name(),
             "The revoke audit of your tenant, newest first (kept 90 days): each entry's time, actor (key:<id> or the wallet), \
-             resource, the permits it ended and the reason. resource filters; cursor and pageSize page. \
+             resource, the permits it ended and the reason. \
              Only for API keys with the admin role and paying wallets (others: 403 FORBIDDEN).",
             compact_input(LeaseTool::Audit),
         )
@@ -237,10 +242,10 @@ fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             LeaseTool::Revoke.name(),
-            "Force-release: end a holder's permit of a resource (holder), or every permit of it, at once, with a reason \
-             (1-200 characters) kept in the audit. Waiters are served as after a release; the revoked holder's next renew \
+            "Force-release: end a holder's permit of a resource (holder), every permit of it, or a session and its permits, \
+             at once, with a reason kept in the audit. Waiters are served; the revoked holder's next renew \
              or release fails with REVOKED. Only for API keys with the admin role and paying wallets in their own tenant \
-             (others: 403 FORBIDDEN, nothing changes). requestId makes a retry safe.",
+             (others: 403 FORBIDDEN). requestId makes a retry safe.",
             compact_input(LeaseTool::Revoke),
         )
         .with_raw_output_schema(lease_output())

@@ -159,8 +159,9 @@ fn session_asked(request: &LeaseRequest) -> Result<Option<sessions::Asked<'_>>, 
             .ok_or(LeaseError::Missing("holder"))
     };
     let ttl_ms = request.ttl_seconds.map(|s| Millis::from(s) * 1000);
-    let reads_session = request.op == Op::Get && request.session.is_some();
-    if !request.op.is_sessions() && !reads_session {
+    // get and revoke take a session instead of a resource.
+    let of_session = matches!(request.op, Op::Get | Op::Revoke) && request.session.is_some();
+    if !request.op.is_sessions() && !of_session {
         return Ok(None);
     }
     Ok(Some(match request.op {
@@ -173,6 +174,12 @@ fn session_asked(request: &LeaseRequest) -> Result<Option<sessions::Asked<'_>>, 
             ttl_ms,
         },
         Op::Close => sessions::Asked::Close { holder: holder()? },
+        Op::Revoke => sessions::Asked::Revoke {
+            reason: request
+                .reason
+                .as_deref()
+                .ok_or(LeaseError::Missing("reason"))?,
+        },
         _ => sessions::Asked::Get,
     }))
 }

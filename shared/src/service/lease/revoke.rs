@@ -34,6 +34,7 @@ fn ended(state: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Holder> {
             fencing_token: p.token,
             expires_at: iso8601(p.expires_at),
             session: p.session.clone(),
+            resource: None,
         })
         .collect()
 }
@@ -64,7 +65,8 @@ impl Planner for RevokePlanner<'_> {
                         id: call_id()?,
                         at: iso8601(now),
                         actor: actor.id.to_owned(),
-                        resource: self.resource.to_owned(),
+                        resource: Some(self.resource.to_owned()),
+                        session: None,
                         ended: ended.clone(),
                         reason: self.reason.to_owned(),
                     };

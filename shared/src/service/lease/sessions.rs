@@ -1,4 +1,4 @@
-//! A session's own ops (docs/adr/0010): open, keepalive, close, and get of a session. Each is
+//! A session's own ops (docs/adr/0010): open, keepalive, close, get and revoke of a session. Each is
 //! one run of the round engine on the session's item and the request's record, no lease: the
 //! session's permits are not written when it ends (their readers judge them through it), only
 //! their waiters in this process are woken.
@@ -8,10 +8,12 @@ use super::rounds::{Attempt, Ended, Given, Planner, Target};
 use super::views::Views;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
+use crate::clock::iso8601;
+use crate::lease::answer::{AuditEntry, Holder};
 use crate::lease::session::{Session, ended};
 use crate::lease::{LeaseAnswer, Op};
 use crate::store::session_store::{SessionChange, SessionKey};
-use crate::store::{Commit, LeaseKey};
+use crate::store::{Commit, LeaseKey, call_id};
 use crate::witness::Witness;
 
 /// What a session op asks.
@@ -29,6 +31,10 @@ pub(super) enum Asked<'a> {
         holder: &'a str,
     },
     Get,
+    /// An operator ends it, and every permit in it, with a reason the audit keeps.
+    Revoke {
+        reason: &'a str,
+    },
 }
 
 /// A new session's id: 128 random bits, lowercase base32 (26 characters): unguessable, so that
@@ -69,8 +75,23 @@ impl SessionPlanner<'_> {
         change: Option<(SessionKey, SessionChange)>,
         read: Option<Session>,
     ) -> Result<Attempt<Decided>, LeaseError> {
+        self.audited(shown, witnesses, change, read, None)
+    }
+
+    /// [`Self::attempt`], with a revoke's audit entry committed with it.
+    fn audited(
+        &self,
+        shown: Option<&Session>,
+        witnesses: Vec<Witness>,
+        change: Option<(SessionKey, SessionChange)>,
+        read: Option<Session>,
+        entry: Option<AuditEntry>,
+    ) -> Result<Attempt<Decided>, LeaseError> {
         let signing = &self.call.signing;
-        let answer = LeaseAnswer::about_session(self.op(), shown, signing.now, witnesses);
+        let mut answer = LeaseAnswer::about_session(self.op(), shown, signing.now, witnesses);
+        if let Some(entry) = &entry {
+            answer.revoked = Some(entry.ended.clone());
+        }
         let answer = self.service.sign(answer, signing)?;
         let record = match self.op().writes() {
             true => record_put(self.target, Some(&answer), signing, true)?,
@@ -81,7 +102,10 @@ impl SessionPlanner<'_> {
             (change, record) => Some(Commit::Together {
                 writes: Vec::new(),
                 unchanged: None,
-                audit: Vec::new(),
+                audit: entry
+                    .map(|e| (self.call.actor.tenant.clone(), e))
+                    .into_iter()
+                    .collect(),
                 sessions: change.into_iter().collect(),
                 record,
             }),
@@ -104,6 +128,60 @@ impl SessionPlanner<'_> {
     }
 }
 
+impl SessionPlanner<'_> {
+    /// An operator's revoke of the session `read`: it ends now, with every permit in it, and the
+    /// audit keeps who, when, why, and the permits it ended (each with its resource).
+    fn revoke(&self, read: Option<Session>, reason: &str) -> Result<Attempt<Decided>, LeaseError> {
+        let now = self.call.signing.now;
+        let decided = match &read {
+            Some(s) => s.revoke(now),
+            None => Err(vec![ended()]),
+        };
+        let (write, before) = match (decided, read) {
+            (Ok(write), Some(before)) => (write, before),
+            (Err(witnesses), read) => return self.attempt(read.as_ref(), witnesses, None, None),
+            (Ok(_), None) => return Err(LeaseError::Internal("a revoke of no session".into())),
+        };
+        let ended: Vec<Holder> = before
+            .permits
+            .iter()
+            .map(|(resource, p)| Holder {
+                holder: before.holder.clone(),
+                fencing_token: p.token,
+                expires_at: iso8601(now),
+                session: Some(before.id.clone()),
+                resource: Some(resource.clone()),
+            })
+            .collect();
+        let entry = AuditEntry {
+            id: call_id()?,
+            at: iso8601(now),
+            actor: self.call.actor.id.to_owned(),
+            resource: None,
+            session: Some(before.id.clone()),
+            ended,
+            reason: reason.to_owned(),
+        };
+        let after = Session {
+            expires_at: write.expires_at,
+            ended: write.ended,
+            ..before.clone()
+        };
+        let key = SessionKey::new(self.call.actor.tenant, &before.id);
+        let change = SessionChange::End {
+            holder: None,
+            write,
+        };
+        self.audited(
+            Some(&after),
+            Vec::new(),
+            Some((key, change)),
+            Some(before),
+            Some(entry),
+        )
+    }
+}
+
 impl Planner for SessionPlanner<'_> {
     type Decision = Decided;
 
@@ -121,6 +199,7 @@ impl Planner for SessionPlanner<'_> {
         let (holder, decided) = match (self.asked, &read) {
             (Asked::Open { .. }, _) => return self.open(),
             (Asked::Get, _) => return self.attempt(read.as_ref(), Vec::new(), None, None),
+            (Asked::Revoke { reason }, _) => return self.revoke(read, reason),
             (Asked::Keepalive { holder, .. } | Asked::Close { holder }, None) => {
                 (holder, Err(vec![ended()]))
             }
@@ -188,8 +267,10 @@ impl LeaseService {
             Ended::Done { decision, .. } => decision,
             Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
         };
-        // A closed session's permits are free now: their waiters here are told at once.
-        if let Some(before) = ended.filter(|_| matches!(asked, Asked::Close { .. })) {
+        // A closed or revoked session's permits are free now: their waiters here are told at
+        // once.
+        let ends = matches!(asked, Asked::Close { .. } | Asked::Revoke { .. });
+        if let Some(before) = ended.filter(|_| ends) {
             for resource in before.permits.keys() {
                 self.waits.wake(&LeaseKey::new(call.actor.tenant, resource));
             }
