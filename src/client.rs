@@ -90,7 +90,8 @@ pub struct Call {
     #[arg(long)]
     pub request_id: Option<String>,
     /// acquire: in this session (from `leasekit session open`), instead of --ttl: the permit
-    /// lives as long as the session. get: show the session instead of a resource.
+    /// lives as long as the session. get: show the session instead of a resource. revoke: end
+    /// the session and every permit in it (an admin key).
     #[arg(long)]
     pub session: Option<String>,
     /// Print the whole signed JSON answer on a terminal too (it always goes to pipes and files).
@@ -218,7 +219,8 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     let spec = op.spec();
     let mut body = json!({"op": op.as_str()});
     match (call.resource.as_slice(), call.token.as_slice()) {
-        ([], _) if op == Op::Get && call.session.is_some() => {}
+        // get and revoke of a session name no resource.
+        ([], _) if matches!(op, Op::Get | Op::Revoke) && call.session.is_some() => {}
         ([], _) => anyhow::bail!("--resource is required"),
         ([one], tokens) => {
             body["resource"] = json!(one);
