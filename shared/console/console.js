@@ -342,7 +342,7 @@ function leaseCard(lease) {
     const table = el("table", "holders");
     const thead = el("thead");
     const hr = el("tr");
-    for (const name of ["Holder", "Fencing token", "Expires in", ""]) {
+    for (const name of ["Holder", "Fencing token", "Expires in", "Session", ""]) {
       const th = el("th", null, name);
       th.scope = "col";
       hr.append(th);
@@ -361,6 +361,12 @@ function leaseCard(lease) {
       const cExp = el("td", "cell-expires");
       cExp.dataset.label = "Expires in";
       cExp.append(countdown("expires", permit.expiresAt));
+      // A permit in a session lives as long as the session: revoking the session ends it and
+      // every other permit in it.
+      const session = typeof permit.session === "string" ? permit.session : null;
+      const cSession = el("td", "cell-session");
+      cSession.dataset.label = "Session";
+      cSession.append(el("span", "session", session === null ? "none" : session));
       const cAct = el("td", "cell-action");
       const revoke = el("button", "button danger-quiet revoke", "Revoke");
       revoke.type = "button";
@@ -369,7 +375,16 @@ function leaseCard(lease) {
         openRevoke({ resource, holder, token: permit.fencingToken, count: 1 }),
       );
       cAct.append(revoke);
-      row.append(cHolder, cToken, cExp, cAct);
+      if (session !== null) {
+        const ending = el("button", "button danger-quiet revoke-session", "Revoke session");
+        ending.type = "button";
+        ending.setAttribute("aria-label", "Revoke the session of " + shown(holder) + " on " + shown(resource));
+        ending.addEventListener("click", () =>
+          openRevoke({ resource, holder, token: null, session, count: 1 }),
+        );
+        cAct.append(ending);
+      }
+      row.append(cHolder, cToken, cExp, cSession, cAct);
       tbody.append(row);
     }
     table.append(thead, tbody);
@@ -464,7 +479,12 @@ function auditEntry(entry) {
   const head = el("div", "entry-head");
   head.append(
     timeEl("at", entry.at, formatTime(entry.at)),
-    el("span", "entry-resource", String(entry.resource)),
+    // A session's revoke has no one resource: it names the session.
+    el(
+      "span",
+      "entry-resource",
+      entry.resource === null ? "session " + String(entry.session) : String(entry.resource),
+    ),
   );
   item.append(head);
   const list = el("dl", "entry-fields");
@@ -490,7 +510,18 @@ function openRevoke(target) {
   state.revoke = target;
   const what = ui.revokeWhat;
   what.replaceChildren();
-  if (target.holder !== null) {
+  if (target.session) {
+    ui.revokeTitle.textContent = "Revoke a session";
+    what.append(
+      "End session ",
+      el("strong", "session", target.session),
+      " of ",
+      el("strong", "holder", target.holder),
+      " and every permit in it, on ",
+      el("strong", "resource-name", target.resource),
+      " and elsewhere.",
+    );
+  } else if (target.holder !== null) {
     ui.revokeTitle.textContent = "Revoke a permit";
     what.append(
       "End the permit of ",

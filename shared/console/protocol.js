@@ -89,10 +89,11 @@ export function auditRequest(cursor) {
   return body;
 }
 
-// The revoke of `target` ({resource, holder|null, token|null}): every permit of the resource,
-// or one holder's. The permit on screen, by its token: a newer permit of the same holder is left
-// alone.
+// The revoke of `target` ({resource, holder|null, token|null, session?}): every permit of the
+// resource, or one holder's, or (with a session) that session and every permit in it. The permit
+// on screen, by its token: a newer permit of the same holder is left alone.
 export function revokeRequest(target, reason) {
+  if (target.session) return { op: "revoke", session: target.session, reason };
   const body = { op: "revoke", resource: target.resource, reason };
   if (target.holder !== null) body.holder = target.holder;
   if (target.token !== null) body.token = target.token;

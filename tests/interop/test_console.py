@@ -393,6 +393,29 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
     page.revoke(bidi, "invoice[U+202E]gnp.exe", "a spoofed name")
     page.wait(lambda: "invoice[U+202E]gnp.exe #" in (page.text("#status") or ""), "the revoked holder, shown")
     assert "\u202e" not in page.text("#status")
+    # A permit in a session: its row names the session, and "Revoke session" ends the session
+    # and every permit in it (on another resource too).
+    session = lease_op(url, API_KEY, {"op": "open", "tenantId": tenant, "holder": "agent-3", "ttlSeconds": 600})["session"]["id"]
+    for job in ("job:a", "job:b"):
+        lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": job, "holder": "agent-3", "session": session})
+    card = page.wait(lambda: page.card("job:a"), "the session's permit on the page")
+    row = card.find_element(By.CSS_SELECTOR, ".permit")
+    assert row.find_element(By.CSS_SELECTOR, ".session").get_property("textContent") == session
+    page.wait(lambda: page.visible_buttons("Revoke session", row), "the Revoke session button")
+    page.button("Revoke session", within=row).click()
+    dialog = browser.find_element(By.ID, "revoke-dialog")
+    page.wait(lambda: dialog.is_displayed(), "the revoke dialog")
+    assert session in dialog.get_property("textContent")
+    page.by_label("Reason").send_keys("agent-3 is stuck")
+    page.button("Confirm revoke", within=dialog).click()
+    page.wait(lambda: page.card("job:a") is None and page.card("job:b") is None, "both of the session's leases gone")
+    assert lease_op(url, API_KEY, {"op": "get", "tenantId": tenant, "session": session})["session"] is None
+    page.wait(
+        lambda: any(e.get_property("textContent") == "session " + session
+                    for e in browser.find_elements(By.CSS_SELECTOR, "#audit .entry-resource")),
+        "the session's revoke in the audit feed, by its session",
+    )
+
     page.revoke(resource, HOSTILE_HOLDER, HOSTILE_REASON)
     page.wait(lambda: page.card(resource) is None, "the revoked lease to leave the page")
     got = lease_op(url, API_KEY, {"op": "get", "tenantId": tenant, "resource": resource})

@@ -204,6 +204,13 @@ test("auditRequest: a page of 25, with the cursor only when given", () => {
   assert.equal(JSON.stringify(auditRequest("c2")), '{"op":"audit","pageSize":25,"cursor":"c2"}');
 });
 
+test("revokeRequest: a session, and every permit in it, by its id alone", () => {
+  assert.equal(
+    JSON.stringify(revokeRequest({ resource: "r", holder: "w", token: null, session: "k7f3q2m5x4w4c2b6n2p5r7t3ya", count: 1 }, "stuck")),
+    '{"op":"revoke","session":"k7f3q2m5x4w4c2b6n2p5r7t3ya","reason":"stuck"}',
+  );
+});
+
 test("revokeRequest: every permit of a resource, or one holder's permit by its token", () => {
   assert.deepEqual(revokeRequest({ resource: "r", holder: null, token: null, count: 2 }, "why"), {
     op: "revoke",
