@@ -925,3 +925,64 @@ async fn a_paid_call_may_ask_for_its_answer_unsigned() {
     );
     assert_eq!(a.settlement.expect("settled")["success"], true);
 }
+
+/// Sessions on the paid route: a wallet opens one, acquires in it, keeps it alive and closes it,
+/// each call paid and settled; the session is the wallet's (another wallet's acquire in it is
+/// told it does not exist). A 400 (session with ttlSeconds) consumes no payment.
+#[tokio::test]
+async fn a_wallet_pays_for_each_session_call_and_the_session_is_its_own() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let call = |body: Value, nonce: u8| {
+        let (url, payment) = (server.url.clone(), paid(&alice, &offer, nonce));
+        async move { pay_post(&url, &body, Some(&payment)).await }
+    };
+    let opened = call(
+        json!({"op": "open", "holder": "agent-1", "ttlSeconds": 60}),
+        1,
+    )
+    .await;
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    assert_eq!(opened.settlement.unwrap()["success"], true);
+    let session = opened.body["data"]["session"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = json!({"op": "acquire", "resource": "r", "holder": "agent-1", "session": session});
+    let held = call(body.clone(), 2).await;
+    assert_eq!(held.body["data"]["granted"], true, "{}", held.body);
+    assert_eq!(
+        held.body["data"]["holders"][0]["session"].as_str(),
+        Some(session.as_str())
+    );
+    assert_eq!(held.settlement.unwrap()["success"], true);
+
+    let bob = pay_post(&server.url, &body, Some(&paid(&wallet(2), &offer, 3))).await;
+    assert_eq!(
+        bob.body["data"]["witnesses"][0]["ruleId"],
+        "SESSION_EXPIRED"
+    );
+
+    let both = json!({"op": "acquire", "resource": "r2", "holder": "agent-1", "session": session, "ttlSeconds": 5});
+    let refused = call(both, 4).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.settlement.is_none(), "a 400 is not settled");
+    // The authorization the 400 was sent with is still good: nothing consumed it.
+    let kept = call(
+        json!({"op": "keepalive", "session": session, "holder": "agent-1"}),
+        4,
+    )
+    .await;
+    assert_eq!(kept.body["data"]["granted"], true, "{}", kept.body);
+    let closed = call(
+        json!({"op": "close", "session": session, "holder": "agent-1"}),
+        5,
+    )
+    .await;
+    assert_eq!(closed.body["data"]["granted"], true);
+    assert_eq!(closed.settlement.unwrap()["success"], true);
+    let get = call(json!({"op": "get", "resource": "r"}), 6).await;
+    assert_eq!(get.body["data"]["granted"], false, "free once closed");
+}

@@ -109,6 +109,31 @@ def test_a_semaphore_over_mcp_and_a_check_with_the_read_only_tool(server):
     assert after.structured_content["data"]["holders"] == got.structured_content["data"]["holders"]
 
 
+async def a_session_over_mcp(server):
+    tenant = unique("mcp-session")
+    async with client(server, "auto") as c:
+        call = lambda tool, args: c.call_tool(tool, {"tenantId": tenant, **args})
+        opened = (await call("lease", {"op": "open", "holder": "agent-1", "ttlSeconds": 60})).structured_content["data"]
+        session = opened["session"]["id"]
+        held = await call("lease", {"op": "acquire", "resource": "mcp:job", "holder": "agent-1", "session": session})
+        read = await call("lease_read", {"op": "get", "session": session})
+        kept = await call("lease", {"op": "keepalive", "session": session, "holder": "agent-1"})
+        closed = await call("lease", {"op": "close", "session": session, "holder": "agent-1"})
+        after = await call("lease_read", {"op": "get", "resource": "mcp:job"})
+        return held, read, kept, closed, after
+
+
+def test_a_session_over_mcp_with_its_read_in_the_read_only_tool(server):
+    held, read, kept, closed, after = asyncio.run(a_session_over_mcp(server))
+    held = held.structured_content["data"]
+    assert held["granted"] is True and held["holders"][0]["session"] is not None
+    read = read.structured_content["data"]
+    assert [l["resource"] for l in read["session"]["leases"]] == ["mcp:job"]
+    assert kept.structured_content["data"]["granted"] is True
+    assert closed.structured_content["data"]["session"] is None
+    assert after.structured_content["data"]["granted"] is False
+
+
 def test_tools_declare_true_annotations_and_the_rest_schemas(server):
     """Annotations say what the tools do; input and output schemas are the REST API's own (so
     the official client's check of structuredContent against outputSchema, which every
