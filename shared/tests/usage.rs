@@ -519,11 +519,20 @@ async fn session_paths_cost_what_adr_0010_says() {
             true,
             (1, 1.0, 0.0),
         ),
+        // One conditional write, no read: the store keeps it for the ttl it was opened with.
         (
             "keepalive",
             json!({"op": "keepalive", "session": id, "holder": "agent"}),
             true,
-            (2, 1.0, 1.0),
+            (1, 0.0, 1.0),
+        ),
+        // With a requestId its answer is recorded with it: a read of the session and the
+        // record, then the write and the record in one transaction.
+        (
+            "keepalive with requestId",
+            json!({"op": "keepalive", "session": id, "holder": "agent", "requestId": "keep-1"}),
+            true,
+            (2, 4.0, 4.0),
         ),
         // This process saw a session's permit on it: no blind write, but a read (the item,
         // then its session), then the version-guarded write with the session's list, and the
@@ -544,7 +553,7 @@ async fn session_paths_cost_what_adr_0010_says() {
             "close (one write, whatever it holds)",
             json!({"op": "close", "session": id, "holder": "agent"}),
             true,
-            (2, 1.0, 1.0),
+            (1, 0.0, 1.0),
         ),
     ];
     for (path, body, granted, expected) in cases {

@@ -107,6 +107,11 @@ impl LeaseStore {
         }
     }
 
+    /// The sessions, in the same table.
+    pub fn sessions(&self) -> super::SessionStore {
+        super::SessionStore::new(self.client.clone(), self.leases.clone())
+    }
+
     /// The lease as stored (strongly consistent), its session permits unresolved: what the
     /// item says, for tests that look at it. What rules are given is [`Self::read_one`]'s.
     pub async fn get(&self, key: &LeaseKey) -> Result<LeaseState, StoreError> {

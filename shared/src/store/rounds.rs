@@ -9,8 +9,7 @@
 
 use super::lease_store::{lease_from_item, record_from_item};
 use super::session_store::{
-    SessionChange, SessionKey, SessionStore, SessionWritten, change_item,
-    from_item as session_from_item,
+    SessionChange, SessionKey, SessionWritten, change_item, from_item as session_from_item,
 };
 use super::usage::{add as add_usage, measured};
 use super::{
@@ -320,7 +319,7 @@ impl LeaseStore {
         change: &SessionChange,
         now: Millis,
     ) -> Result<Outcome, StoreError> {
-        let sessions = SessionStore::new(self.client.clone(), self.leases.clone());
+        let sessions = self.sessions();
         let written = match change {
             SessionChange::Open(session) => {
                 sessions.open_at(key, session).await?;

@@ -32,6 +32,9 @@ use std::collections::{BTreeMap, HashMap};
 /// table.
 const KEPT_MS: Millis = 90 * 24 * 3600 * 1000;
 
+/// The longest a session is kept alive for by one call (ttlSeconds' bound).
+const MAX_TTL_MS: Millis = 3600 * 1000;
+
 /// The partition key of `id` in `tenant`.
 pub fn session_pk(tenant: &Tenant, id: &str) -> String {
     session_pk_in(tenant.as_str(), id)
@@ -196,8 +199,57 @@ impl SessionStore {
         write: &SessionWrite,
         now: Millis,
     ) -> Result<SessionWritten, StoreError> {
+        let expressions = end_expressions(holder, write, now);
+        self.conditional(key, expressions, |s| {
+            s.expires_at == write.expires_at && s.ended == write.ended
+        })
+        .await
+    }
+
+    /// `holder`'s keepalive of the session of `key` for `ttl_ms` from `now` (`None`: the ttl it
+    /// was opened with, which the store reads itself), if it lives and is `holder`'s: one
+    /// conditional write, no read first (docs/adr/0010).
+    pub async fn keep_alive(
+        &self,
+        key: &SessionKey,
+        holder: &str,
+        ttl_ms: Option<Millis>,
+        now: Millis,
+    ) -> Result<SessionWritten, StoreError> {
+        let mut e = Expr::default();
+        let condition = format!(
+            "{} AND {} = {}",
+            lives(&mut e, now),
+            e.name("holder"),
+            e.value("holder", s(holder))
+        );
+        let end = match ttl_ms {
+            Some(ttl) => e.value("exp", n(now + ttl)),
+            None => format!("{} + {}", e.value("now", n(now)), e.name("ttl")),
+        };
+        // Clean-up only: the longest a keepalive can keep it.
+        let gone_at = gone(now + ttl_ms.unwrap_or(MAX_TTL_MS));
+        let update = format!(
+            "SET {} = {end}, {} = {}",
+            e.name("exp"),
+            e.name("gone"),
+            e.value("gone", n(gone_at))
+        );
+        self.conditional(key, (update, condition, e), |s| {
+            s.ended.is_none() && s.expires_at == now + ttl_ms.unwrap_or(s.ttl_ms)
+        })
+        .await
+    }
+
+    /// One conditional `UpdateItem` of the session of `key`; `wrote` tells, of the item a
+    /// retry's refusal found, whether it is this very write's (the SDK retried a lost answer).
+    async fn conditional(
+        &self,
+        key: &SessionKey,
+        (update, condition, e): (String, String, Expr),
+        wrote: impl Fn(&Session) -> bool,
+    ) -> Result<SessionWritten, StoreError> {
         let id = key.id();
-        let (update, condition, e) = end_expressions(holder, write, now);
         let send = self
             .client
             .update_item()
@@ -210,13 +262,10 @@ impl SessionStore {
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send();
-        // A retry refused by its own first attempt finds the end it wrote.
         let mine = |old: Option<&Item>| {
             let stored = old.map(|item| from_item(id, item)).transpose()?;
             Ok(match stored {
-                Some(s) if s.expires_at == write.expires_at && s.ended == write.ended => {
-                    FirstAttempt::Committed
-                }
+                Some(s) if wrote(&s) => FirstAttempt::Committed,
                 _ => FirstAttempt::NotCommitted,
             })
         };

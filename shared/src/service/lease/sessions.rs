@@ -10,9 +10,9 @@ use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
 use crate::clock::iso8601;
 use crate::lease::answer::{AuditEntry, Holder};
-use crate::lease::session::{Session, ended};
+use crate::lease::session::{self, Session, SessionWrite, ended};
 use crate::lease::{LeaseAnswer, Op};
-use crate::store::session_store::{SessionChange, SessionKey};
+use crate::store::session_store::{SessionChange, SessionKey, SessionWritten};
 use crate::store::{Commit, LeaseKey, call_id};
 use crate::witness::Witness;
 
@@ -233,6 +233,67 @@ impl Planner for SessionPlanner<'_> {
 }
 
 impl LeaseService {
+    /// A holder's keepalive or close with no requestId (nothing to record): one conditional
+    /// write of the session, no read first; a refusal hands back the session as it stood, which
+    /// says why. `None`: not such a call, or one the rules would have let (the store disagreed:
+    /// decided on a read instead).
+    async fn by_holder(
+        &self,
+        call: &Call<'_>,
+        target: &Target,
+        asked: Asked<'_>,
+    ) -> Result<Option<SignedAnswer>, LeaseError> {
+        let Some(key) = &target.session else {
+            return Ok(None);
+        };
+        let now = call.signing.now;
+        let sessions = self.store.sessions();
+        let written = match asked {
+            Asked::Keepalive { holder, ttl_ms } => {
+                sessions.keep_alive(key, holder, ttl_ms, now).await?
+            }
+            Asked::Close { holder } => {
+                let write = SessionWrite {
+                    expires_at: now,
+                    ended: Some(session::Ended::Closed),
+                };
+                sessions.write_at(key, Some(holder), &write, now).await?
+            }
+            _ => return Ok(None),
+        };
+        let (shown, witnesses) = match written {
+            SessionWritten::Done(after) => {
+                if after.ended.is_some() {
+                    self.wake_permits_of(call, &after);
+                }
+                (Some(after), Vec::new())
+            }
+            SessionWritten::Refused(old) => {
+                let why = match (&old, asked) {
+                    (None, _) => Err(vec![ended()]),
+                    (Some(s), Asked::Keepalive { holder, ttl_ms }) => {
+                        s.keepalive(holder, ttl_ms, now).map(|_| ())
+                    }
+                    (Some(s), Asked::Close { holder }) => s.close(holder, now).map(|_| ()),
+                    (Some(_), _) => Ok(()),
+                };
+                match why {
+                    Err(witnesses) => (old, witnesses),
+                    Ok(()) => return Ok(None),
+                }
+            }
+        };
+        let answer = LeaseAnswer::about_session(call.request.op, shown.as_ref(), now, witnesses);
+        self.sign(answer, &call.signing).map(Some)
+    }
+
+    /// Wake this process's waiters of every resource `session` listed: its end freed them.
+    fn wake_permits_of(&self, call: &Call<'_>, session: &Session) {
+        for resource in session.permits.keys() {
+            self.waits.wake(&LeaseKey::new(call.actor.tenant, resource));
+        }
+    }
+
     /// A session's own op: open, keepalive, close, or get of a session.
     pub(super) async fn session_op(
         &self,
@@ -251,6 +312,11 @@ impl LeaseService {
         // A read has nothing to replay: its requestId is ignored, as a resource's get's is.
         if !call.request.op.writes() {
             target.record = None;
+        }
+        if target.record.is_none()
+            && let Some(answer) = self.by_holder(call, &target, asked).await?
+        {
+            return Ok(answer);
         }
         let mut planner = SessionPlanner {
             call,
@@ -271,9 +337,7 @@ impl LeaseService {
         // once.
         let ends = matches!(asked, Asked::Close { .. } | Asked::Revoke { .. });
         if let Some(before) = ended.filter(|_| ends) {
-            for resource in before.permits.keys() {
-                self.waits.wake(&LeaseKey::new(call.actor.tenant, resource));
-            }
+            self.wake_permits_of(call, &before);
         }
         Ok(answer)
     }
