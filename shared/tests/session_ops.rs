@@ -639,3 +639,24 @@ async fn a_revoke_of_a_session_ends_every_permit_in_it_and_is_audited() {
         "a resource's audit lists its own revokes"
     );
 }
+
+/// A close recorded under a requestId replays as it was answered, `"session": null` and all
+/// (the attack on sessions, 2026-12-05: the replay read null as absent and answered as a
+/// resource's answer, with holder, fencingToken, expiresAt, limit and holders).
+#[tokio::test]
+async fn a_replayed_close_is_the_answer_it_was() {
+    let f = Fixture::new().await;
+    let t0 = now_ms();
+    let s = f.open("agent-1", 60, t0).await;
+    let close = json!({"op": "close", "session": s, "holder": "agent-1", "requestId": "close-1"});
+    let first = f.signed(&common::service::req(close.clone()), t0).await;
+    let again = f.signed(&common::service::req(close), t0 + 1_000).await;
+    assert!(again.data.replayed);
+    let mut first_data = serde_json::to_value(&first.data).unwrap();
+    let mut again_data = serde_json::to_value(&again.data).unwrap();
+    first_data["replayed"] = json!(true);
+    again_data["replayed"] = json!(true);
+    assert_eq!(again_data, first_data);
+    assert_eq!(again_data["session"], Value::Null);
+    assert!(again_data.get("holder").is_none(), "{again_data}");
+}

@@ -60,7 +60,7 @@ pub struct LeaseAnswer {
     /// open, keepalive, close, and get of a session: the session as it stands after the call
     /// (null: closed, lapsed, revoked or unknown); absent for the ops on resources, which leave
     /// out the fields that describe one resource when they answer about a session.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     pub session: Option<Option<SessionView>>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
@@ -128,6 +128,16 @@ pub fn unsigned(mut sent: serde_json::Value) -> serde_json::Value {
         }
     }
     sent
+}
+
+/// A field that is there, even as null (`Some(None)`), told from one that is not (`None`, by
+/// `default`): a recorded close's `"session": null` replays as the answer it was.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// One live permit, as answers list them.
