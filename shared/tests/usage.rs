@@ -500,6 +500,15 @@ async fn session_paths_cost_what_adr_0010_says() {
             true,
             (2, 4.0, 5.0),
         ),
+        // Its holder acquires it in the session again: the session, read with the resource, is
+        // not read again to judge the permit it holds in it; the permit stays on its list (one
+        // version-guarded write, no transaction).
+        (
+            "acquire in a session, by its holder",
+            json!({"op": "acquire", "resource": "r", "holder": "agent", "session": id}),
+            true,
+            (2, 4.0, 1.0),
+        ),
         // The item, then the session its permit names: a consistent GetItem each.
         (
             "get of a resource held in a session",

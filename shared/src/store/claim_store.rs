@@ -9,12 +9,13 @@
 
 use super::expr::Expr;
 use super::{
-    FirstAttempt, Item, StoreError, Written, get_n, guarded, n, read_item, req_n, req_s, s,
+    FirstAttempt, Item, StoreError, Written, conditional_update, get_n, guarded, n, read_item,
+    req_n, req_s, s,
 };
 use crate::claims::{Claim, Outcome, Plan};
 use crate::clock::Millis;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
 
 #[derive(Clone)]
 pub struct ClaimStore {
@@ -66,18 +67,9 @@ impl ClaimStore {
             one = e.value("one", n(1)),
         );
         let condition = format!("attribute_not_exists({exp}) OR {exp} <= {now_value}");
-        let send = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(claim_pk(scope, key)))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send();
+        let pk = claim_pk(scope, key);
+        let send =
+            conditional_update(&self.client, &self.table, &pk, (update, condition, e)).send();
         // A retry refused by this very claim (this holder, acquired at this `now`): the first
         // attempt won it and its answer was lost. The caller won it.
         let ours = |old: Option<&Item>| {

@@ -105,7 +105,7 @@ impl LeaseStore {
                 .map(|key| states.get(&key.0).cloned().unwrap_or_default())
                 .collect();
             // A session's permits live as long as their sessions (docs/adr/0010).
-            let states = self.through_sessions(&keys, stored, now).await?;
+            let states = self.through_sessions(&keys, stored, None, now).await?;
             let mut free = Vec::new();
             for ((name, key), state) in names.into_iter().zip(&keys).zip(states) {
                 if state.live(now).is_some() || state.live_waiters(now).next().is_some() {

@@ -7,19 +7,21 @@ use super::expr::Expr;
 use super::lease_item::conditions;
 pub(super) use super::lease_item::lease_from_item;
 use super::lease_item::updates::write_expressions;
-use super::session_store::{SessionKey, from_item as session_from_item, session_pk_in};
+use super::session_store::{SessionKey, from_item as session_from_item};
 use super::{
-    FirstAttempt, Item, StoreError, Written, get_s, guarded, n, read_item, req_n, req_s, s,
+    FirstAttempt, Item, StoreError, Written, conditional_update, get_s, guarded, n, read_item,
+    req_n, req_s, s,
 };
 use crate::clock::Millis;
-use crate::lease::session::{SessionEnds, end_of, resolve};
+use crate::lease::session::{Session, SessionEnds, end_of, resolve};
 use crate::lease::{Guard, LeaseState, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Get, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    TransactGetItem, Update,
+    AttributeValue, ConditionCheck, Get, Put, ReturnValuesOnConditionCheckFailure, TransactGetItem,
+    Update,
 };
+use std::collections::{BTreeSet, HashMap};
 
 /// The partition key of a lease: `<tenant>|<resource>`. Neither part can contain `|`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -126,7 +128,7 @@ impl LeaseStore {
             return Ok(lease);
         }
         let mut resolved = self
-            .through_sessions(std::slice::from_ref(key), vec![lease], now)
+            .through_sessions(std::slice::from_ref(key), vec![lease], None, now)
             .await?;
         Ok(resolved.remove(0))
     }
@@ -161,32 +163,35 @@ impl LeaseStore {
     }
 
     /// `leases` (of `keys`, as stored) with each session permit's expiry made its session's end,
-    /// read now (docs/adr/0010): one `TransactGetItems` of the sessions they name, at most 100
-    /// a call; none when no permit is in a session, which is every lease but a session's.
+    /// read now (docs/adr/0010): one read of the sessions they name (a consistent GetItem for
+    /// one, a TransactGetItems of up to 100), none when no permit is in a session, which is every
+    /// lease but a session's. `known`: a session read already with the leases (its key, and what
+    /// was there), not read again.
     pub async fn through_sessions(
         &self,
         keys: &[LeaseKey],
         leases: Vec<LeaseState>,
+        known: Option<(&SessionKey, Option<&Session>)>,
         now: Millis,
     ) -> Result<Vec<LeaseState>, StoreError> {
-        let named: std::collections::BTreeSet<(String, String)> = keys
+        let mut ends: HashMap<SessionKey, Millis> = HashMap::new();
+        if let Some((key, session)) = known {
+            ends.insert(key.clone(), end_of(session, now));
+        }
+        let named: BTreeSet<SessionKey> = keys
             .iter()
             .zip(&leases)
             .flat_map(|(key, lease)| {
-                let tenant = key.0.split_once('|').map_or("", |(t, _)| t);
-                let ids = lease.permits.iter().filter_map(|p| p.session.clone());
-                ids.map(move |id| (session_pk_in(tenant, &id), id))
+                let ids = lease.permits.iter().filter_map(|p| p.session.as_deref());
+                ids.map(|id| key.session(id))
             })
+            .filter(|session| !ends.contains_key(session))
             .collect();
-        if named.is_empty() {
-            return Ok(leases);
-        }
-        let named: Vec<(String, String)> = named.into_iter().collect();
-        let mut ends: std::collections::HashMap<String, Millis> = std::collections::HashMap::new();
+        let named: Vec<SessionKey> = named.into_iter().collect();
         for chunk in named.chunks(100) {
             let wanted: Vec<(&str, &str)> = chunk
                 .iter()
-                .map(|(pk, _)| (self.leases.as_str(), pk.as_str()))
+                .map(|key| (self.leases.as_str(), key.pk()))
                 .collect();
             // One session: a consistent GetItem, half a transaction's units. More: one
             // consistent snapshot of them (a session never comes back, so a read of each at
@@ -195,24 +200,22 @@ impl LeaseStore {
                 [(table, pk)] => vec![read_item(&self.client, table, pk).await?],
                 _ => self.read_together(&wanted).await?,
             };
-            for ((pk, id), item) in chunk.iter().zip(items) {
-                let session = item.map(|item| session_from_item(id, &item)).transpose()?;
-                ends.insert(pk.clone(), end_of(session.as_ref(), now));
+            for (key, item) in chunk.iter().zip(items) {
+                let session = item
+                    .map(|item| session_from_item(key.id(), &item))
+                    .transpose()?;
+                ends.insert(key.clone(), end_of(session.as_ref(), now));
             }
         }
         Ok(keys
             .iter()
             .zip(leases)
             .map(|(key, lease)| {
-                let tenant = key.0.split_once('|').map_or("", |(t, _)| t);
                 let of_lease: SessionEnds = lease
                     .permits
                     .iter()
-                    .filter_map(|p| p.session.as_ref())
-                    .filter_map(|id| {
-                        let end = ends.get(&session_pk_in(tenant, id))?;
-                        Some((id.clone(), *end))
-                    })
+                    .filter_map(|p| p.session.as_deref())
+                    .filter_map(|id| Some((id.to_owned(), *ends.get(&key.session(id))?)))
                     .collect();
                 resolve(&lease, &of_lease, now)
             })
@@ -228,19 +231,8 @@ impl LeaseStore {
         write: &Write,
         now: Millis,
     ) -> Result<Applied, StoreError> {
-        let (update, condition, expr) = write_expressions(&key.0, write, now);
-        let send = self
-            .client
-            .update_item()
-            .table_name(&self.leases)
-            .key("pk", s(&key.0))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(expr.names())
-            .set_expression_attribute_values(expr.values())
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send();
+        let expressions = write_expressions(&key.0, write, now);
+        let send = conditional_update(&self.client, &self.leases, &key.0, expressions).send();
         // A retry refused by the item its first attempt wrote: the item shows the write. If it
         // does not, the first attempt may still have committed and been overtaken (a short lease
         // lapsed and taken): unknown.

@@ -78,6 +78,28 @@ pub fn local_config(endpoint: &str) -> aws_sdk_dynamodb::config::Builder {
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
 /// The item `pk` of `table`, read consistently (`None` if there is none): every single-item read.
+/// A conditional `UpdateItem` of the item `pk` in `table`, with `update` and `condition` (their
+/// placeholders in `e`), answering the item as it stands after it, or, refused, as its condition
+/// found it: what every guarded write of one item sends (see [`guarded`]).
+pub(crate) fn conditional_update(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    pk: &str,
+    (update, condition, e): (String, String, expr::Expr),
+) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+    use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+    client
+        .update_item()
+        .table_name(table)
+        .key("pk", s(pk))
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(e.names())
+        .set_expression_attribute_values(e.values())
+        .return_values(ReturnValue::AllNew)
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+}
+
 pub(crate) async fn read_item(
     client: &aws_sdk_dynamodb::Client,
     table: &str,

@@ -108,6 +108,7 @@ impl Rounds for LeaseStore {
         session: Option<&SessionKey>,
         now: Millis,
     ) -> Result<Snapshot, StoreError> {
+        let session_key = session;
         if let ([key], None, None) = (keys, record, session) {
             return Ok(Snapshot {
                 leases: vec![self.read_one(key, now).await?],
@@ -136,7 +137,6 @@ impl Rounds for LeaseStore {
             .iter()
             .map(|_| lease_from_item(items.next().flatten().as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
-        let leases = self.through_sessions(keys, leases, now).await?;
         let record = match record {
             Some(_) => items
                 .next()
@@ -154,6 +154,9 @@ impl Rounds for LeaseStore {
                 .transpose()?,
             None => None,
         };
+        // The request's own session, read with the leases, is not read again for them.
+        let known = session_key.map(|key| (key, session.as_ref()));
+        let leases = self.through_sessions(keys, leases, known, now).await?;
         Ok(Snapshot {
             leases,
             record,

@@ -15,15 +15,15 @@
 
 use super::expr::Expr;
 use super::{
-    FirstAttempt, Item, StoreError, Written, get_n, get_s, guarded, n, read_item, req_n, req_s, s,
+    FirstAttempt, Item, StoreError, Written, conditional_update, get_n, get_s, guarded, n,
+    read_item, req_n, req_s, s,
 };
 use crate::clock::Millis;
 use crate::lease::session::{Ended, MAX_SESSION_PERMITS, Session, SessionPermit, SessionWrite};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-    Update,
+    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -250,18 +250,8 @@ impl SessionStore {
         wrote: impl Fn(&Session) -> bool,
     ) -> Result<SessionWritten, StoreError> {
         let id = key.id();
-        let send = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(key.pk()))
-            .update_expression(update)
-            .condition_expression(condition)
-            .set_expression_attribute_names(e.names())
-            .set_expression_attribute_values(e.values())
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send();
+        let send =
+            conditional_update(&self.client, &self.table, key.pk(), (update, condition, e)).send();
         let mine = |old: Option<&Item>| {
             let stored = old.map(|item| from_item(id, item)).transpose()?;
             Ok(match stored {
