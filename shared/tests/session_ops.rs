@@ -95,6 +95,14 @@ async fn a_permit_lives_exactly_as_long_as_its_session_and_moves_with_each_keepa
     let t0 = now_ms();
     let s = f.open("agent-1", 30, t0).await;
     assert_eq!(s.len(), 26, "128 bits in base32: {s}");
+    let default = f.call(json!({"op": "open", "holder": "agent-9"}), t0).await;
+    let default = default.session.flatten().unwrap();
+    assert_eq!(
+        default.expires_at,
+        iso8601(t0 + 30_000),
+        "ttlSeconds defaults to 30"
+    );
+    assert_ne!(default.id, s, "each open is a new session");
     let a = f.acquire_in("deploy:prod", "agent-1", &s, t0 + 1_000).await;
     assert!(a.granted, "{a:?}");
     assert_eq!(a.fencing_token, Some(1));
