@@ -23,9 +23,12 @@ pub struct Lease {
     pub fencing_token: Option<u64>,
     /// ISO 8601 UTC.
     pub expires_at: Option<String>,
-    /// How many holders the resource takes at once (1: a lease).
+    /// How many holders the resource takes at once (1: a lease; absent from a session's
+    /// answer, read as 1).
+    #[serde(default = "one")]
     pub limit: u32,
     /// The live permits, by token.
+    #[serde(default)]
     pub holders: Vec<Permit>,
     /// check: whether the token is a live permit's.
     #[serde(default)]
@@ -39,8 +42,37 @@ pub struct Lease {
     /// revoke: the permits it ended.
     #[serde(default)]
     pub revoked: Option<Vec<Permit>>,
+    /// open, keepalive, close, get of a session: the session after the call (`None` once it
+    /// has ended, or when unknown).
+    #[serde(default)]
+    pub session: Option<SessionState>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A live session, as the service answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionState {
+    pub id: String,
+    pub holder: String,
+    /// ISO 8601 UTC: it and every permit in it lapse then unless kept alive.
+    pub expires_at: String,
+    /// Its live permits.
+    pub leases: Vec<SessionPermit>,
+}
+
+/// One live permit of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionPermit {
+    pub resource: String,
+    pub fencing_token: u64,
+    pub limit: u32,
 }
 
 /// One live permit of a resource.
@@ -50,6 +82,9 @@ pub struct Permit {
     pub holder: String,
     pub fencing_token: u64,
     pub expires_at: String,
+    /// The session it lives in (its expiry is the session's), if any.
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 /// One resource of a set, as it stands after the call.

@@ -8,6 +8,7 @@
 //! deadline, whatever a renewal in flight is doing, and a renewal is given only the time left.
 
 use super::{Client, Error, release_body, renew_body};
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
@@ -74,17 +75,45 @@ pub enum Lost {
     /// No renewal got through before the local deadline (or before `lead` of it, for
     /// [`Guard::expiring`]).
     Unreachable(String),
+    /// Its owner released it (or closed the session, or dropped the guard).
+    Released,
+}
+
+/// What the guard keeps alive: one lease (or permit), or a session and every permit in it.
+pub(crate) enum Kept {
+    Lease { resource: String, token: u64 },
+    Session { id: String },
 }
 
 /// What the guard holds, for its renewals.
 pub(crate) struct Held {
-    pub resource: String,
+    pub kept: Kept,
     pub holder: String,
-    pub token: u64,
     /// As sent (whole seconds).
     pub ttl: Duration,
     /// Its deadline and renewals (planned to land a lead before the deadline).
     pub timing: Timing,
+}
+
+impl Held {
+    /// What moves the deadline: a lease's renew, a session's keepalive.
+    fn renewal(&self) -> Value {
+        match &self.kept {
+            Kept::Lease { resource, token } => renew_body(resource, &self.holder, *token, self.ttl),
+            Kept::Session { id } => json!({
+                "op": "keepalive", "session": id, "holder": self.holder,
+                "ttlSeconds": self.ttl.as_secs(),
+            }),
+        }
+    }
+
+    /// What ends it: a lease's release, a session's close (every permit in it).
+    fn ending(&self) -> Value {
+        match &self.kept {
+            Kept::Lease { resource, token } => release_body(resource, &self.holder, *token),
+            Kept::Session { id } => json!({"op": "close", "session": id, "holder": self.holder}),
+        }
+    }
 }
 
 /// Shared by the guard and its renewer; changed only under the channel's lock, so a loss, once
@@ -113,8 +142,7 @@ impl State {
 /// the latest, at the local deadline; [`Guard::release`] (or dropping the guard) releases it.
 pub struct Guard {
     token: u64,
-    state: Arc<watch::Sender<State>>,
-    seen: watch::Receiver<State>,
+    signal: Signal,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -126,14 +154,19 @@ impl Guard {
             deadline,
             lost: None,
         }));
-        let seen = state.subscribe();
+        let signal = Signal {
+            seen: state.subscribe(),
+            state: state.clone(),
+        };
         let (stop, stopped) = oneshot::channel();
-        let token = held.token;
-        let task = tokio::spawn(renew(client, held, state.clone(), stopped));
+        let token = match held.kept {
+            Kept::Lease { token, .. } => token,
+            Kept::Session { .. } => 0,
+        };
+        let task = tokio::spawn(renew(client, held, state, stopped));
         Self {
             token,
-            state,
-            seen,
+            signal,
             stop: Some(stop),
             task: Some(task),
         }
@@ -146,18 +179,70 @@ impl Guard {
 
     /// The local deadline: the lease is yours until then at least, unless renewed.
     pub fn deadline(&self) -> std::time::Instant {
-        self.state.borrow().deadline.into_std()
+        self.signal.deadline()
     }
 
     /// Resolves when the lease is lost: a renewal refused, or the local deadline reached with no
     /// renewal granted (whatever a renewal in flight is doing). Never, while it is renewed.
     pub async fn lost(&mut self) -> Lost {
-        self.expiring(Duration::ZERO).await
+        self.signal.lost().await
     }
 
     /// Like [`Guard::lost`], but resolves already `lead` before the local deadline when no
     /// renewal has moved it by then: for work that needs `lead` to stop (make the guard with
     /// [`Client::guard_with_lead`] so renewals are planned before that).
+    pub async fn expiring(&mut self, lead: Duration) -> Lost {
+        self.signal.expiring(lead).await
+    }
+
+    /// The loss of this lease for other tasks: each clone resolves [`Signal::lost`] with it.
+    pub fn signal(&self) -> Signal {
+        self.signal.clone()
+    }
+
+    /// The local deadline each time a renewal moves it: for a second process that enforces the
+    /// deadline by itself, should this one stop being scheduled (`leasekit run`'s watchdog).
+    pub fn renewals(&self) -> Renewals {
+        let seen = self.signal.state.subscribe();
+        let last = seen.borrow().deadline;
+        Renewals { seen, last }
+    }
+
+    /// Whether the lease is still held, as far as the last renewal and the local deadline know.
+    pub fn is_held(&self) -> bool {
+        self.signal.is_held()
+    }
+
+    /// Stop renewing and release the lease; waits for the release (at most until the deadline,
+    /// after which the lease lapses by itself).
+    pub async fn release(mut self) -> Result<(), Error> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.map_err(|e| Error::Unavailable(e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The loss of a guard's lease (or of a session and every hold in it), for any number of
+/// tasks: clone it into each. It judges the local deadline itself, so it resolves on time even
+/// while the renewer is stuck in a call; once the lease is released (or the guard dropped) it
+/// resolves with [`Lost::Released`]. A loss, once judged, is final.
+#[derive(Clone)]
+pub struct Signal {
+    state: Arc<watch::Sender<State>>,
+    seen: watch::Receiver<State>,
+}
+
+impl Signal {
+    /// See [`Guard::lost`].
+    pub async fn lost(&mut self) -> Lost {
+        self.expiring(Duration::ZERO).await
+    }
+
+    /// See [`Guard::expiring`].
     pub async fn expiring(&mut self, lead: Duration) -> Lost {
         loop {
             self.state.send_if_modified(|s| s.judge(Instant::now()));
@@ -175,37 +260,30 @@ impl Guard {
                 ));
             }
             tokio::select! {
-                // The guard holds a sender too, so this never ends in an error.
+                // This signal holds a sender too, so this never ends in an error.
                 _ = self.seen.changed() => {}
                 () = sleep_until(at) => {}
             }
         }
     }
 
-    /// The local deadline each time a renewal moves it: for a second process that enforces the
-    /// deadline by itself, should this one stop being scheduled (`leasekit run`'s watchdog).
-    pub fn renewals(&self) -> Renewals {
-        let seen = self.state.subscribe();
-        let last = seen.borrow().deadline;
-        Renewals { seen, last }
-    }
-
-    /// Whether the lease is still held, as far as the last renewal and the local deadline know.
+    /// See [`Guard::is_held`].
     pub fn is_held(&self) -> bool {
         self.state.send_if_modified(|s| s.judge(Instant::now()));
         self.state.borrow().lost.is_none()
     }
 
-    /// Stop renewing and release the lease; waits for the release (at most until the deadline,
-    /// after which the lease lapses by itself).
-    pub async fn release(mut self) -> Result<(), Error> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.map_err(|e| Error::Unavailable(e.to_string()))?;
-        }
-        Ok(())
+    /// See [`Guard::deadline`].
+    pub fn deadline(&self) -> std::time::Instant {
+        self.state.borrow().deadline.into_std()
+    }
+
+    /// Record a loss seen by another call than a renewal (an acquire in a session that has
+    /// ended): every clone resolves with it, and the renewer stops at its next step.
+    pub(crate) fn lose(&self, lost: Lost) {
+        self.state.send_modify(|s| {
+            s.lost.get_or_insert(lost);
+        });
     }
 }
 
@@ -257,7 +335,7 @@ async fn renew(
     let mut deadline = state.borrow().deadline;
     loop {
         tokio::select! {
-            _ = &mut stopped => return release(&client, &held, deadline).await,
+            _ = &mut stopped => return release(&client, &held, &state, deadline).await,
             () = sleep_until(timing.renew_at(deadline)) => {}
         }
         let sent = loop {
@@ -266,12 +344,9 @@ async fn renew(
                 state.send_if_modified(|s| s.judge(sent));
                 return;
             }
-            let call = client.call(
-                renew_body(&held.resource, &held.holder, held.token, held.ttl),
-                Some(deadline),
-            );
+            let call = client.call(held.renewal(), Some(deadline));
             let answer = tokio::select! {
-                _ = &mut stopped => return release(&client, &held, deadline).await,
+                _ = &mut stopped => return release(&client, &held, &state, deadline).await,
                 answer = call => answer,
             };
             match answer {
@@ -290,7 +365,7 @@ async fn renew(
                 Err(e) => {
                     tracing::warn!(error = %e, "renewal failed; retrying while time is left");
                     tokio::select! {
-                        _ = &mut stopped => return release(&client, &held, deadline).await,
+                        _ = &mut stopped => return release(&client, &held, &state, deadline).await,
                         () = sleep(RETRY_PAUSE) => {}
                     }
                 }
@@ -313,10 +388,13 @@ async fn renew(
     }
 }
 
-/// Release, giving up at the deadline (the lease lapses by itself after).
-async fn release(client: &Client, held: &Held, deadline: Instant) {
-    let body = release_body(&held.resource, &held.holder, held.token);
-    if let Err(e) = client.call(body, Some(deadline)).await {
+/// Release, giving up at the deadline (the lease lapses by itself after). The signal says so
+/// first: nothing is held from the moment the owner lets go.
+async fn release(client: &Client, held: &Held, state: &watch::Sender<State>, deadline: Instant) {
+    state.send_modify(|s| {
+        s.lost.get_or_insert(Lost::Released);
+    });
+    if let Err(e) = client.call(held.ending(), Some(deadline)).await {
         tracing::warn!(error = %e, "release failed; the lease lapses by itself");
     }
 }

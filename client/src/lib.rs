@@ -13,12 +13,15 @@
 mod answers;
 pub mod guard;
 mod retry;
+mod session;
 pub use leasekit_json_http as http;
 
 pub use answers::{
-    AuditEntry, AuditPage, Lease, ListPage, Listed, Member, Permit, Waiter, Witness,
+    AuditEntry, AuditPage, Lease, ListPage, Listed, Member, Permit, SessionPermit, SessionState,
+    Waiter, Witness,
 };
-pub use guard::{Guard, Lost, Renewals, safety_margin};
+pub use guard::{Guard, Lost, Renewals, Signal, safety_margin};
+pub use session::Session;
 
 use http::JsonHttp;
 use serde_json::{Value, json};
@@ -61,9 +64,13 @@ pub enum Error {
     /// call's retry replay another call's answer.
     #[error("no random source for the requestId: {0}")]
     Random(String),
-    /// An argument this client refuses before sending anything.
+    /// An argument this client refuses before sending anything, or a limit of the service
+    /// that asking again will not change (a full session).
     #[error("{0}")]
     Invalid(String),
+    /// The session this call worked in is lost, and every hold in it (from [`Session`]).
+    #[error("the session is lost: {0:?}")]
+    Lost(Lost),
 }
 
 /// How long one attempt waits for its answer (plus the wait it asked the server for).
@@ -286,9 +293,11 @@ impl Client {
             (true, Some(token)) => Ok(Guard::start(
                 self.clone(),
                 guard::Held {
-                    resource: resource.to_owned(),
+                    kept: guard::Kept::Lease {
+                        resource: resource.to_owned(),
+                        token,
+                    },
                     holder: holder.to_owned(),
-                    token,
                     ttl,
                     timing,
                 },
@@ -406,6 +415,14 @@ impl Client {
         if let Some(token) = token {
             body["token"] = json!(token);
         }
+        self.call(body, None).await
+    }
+
+    /// End session `session` and every permit in it with `reason`, audited (the callers
+    /// [`Client::revoke`] allows). `revoked` lists the permits it ended; not granted
+    /// (SESSION_EXPIRED) when the session had ended already.
+    pub async fn revoke_session(&self, session: &str, reason: &str) -> Result<Lease, Error> {
+        let body = json!({"op": "revoke", "session": session, "reason": reason});
         self.call(body, None).await
     }
 
