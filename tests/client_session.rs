@@ -134,6 +134,20 @@ async fn dropping_a_session_frees_its_holds_and_a_waiting_session_gets_them() {
     );
     let held = c.get("job").await.unwrap();
     assert_eq!(held.holders[0].session.as_deref(), Some(second.id()));
+    // A wait that ends ungranted lasts what was asked, fractions included.
+    c.acquire("busy", "agent-3", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let began = std::time::Instant::now();
+    let busy = second
+        .acquire_waiting("busy", 1, Duration::from_millis(1_500))
+        .await;
+    assert!(matches!(busy, Err(Error::Held { holder, .. }) if holder == "agent-3"));
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1_500) && waited < Duration::from_secs(4),
+        "{waited:?}"
+    );
     second.close().await.unwrap();
 }
 

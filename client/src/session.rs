@@ -86,11 +86,19 @@ impl Session {
         loop {
             let left = give_up.saturating_duration_since(Instant::now());
             let mut body = self.acquire_body(resource, limit);
-            body["waitSeconds"] = json!(left.min(super::MAX_SERVER_WAIT).as_secs());
+            let server_wait = left.min(super::MAX_SERVER_WAIT).as_secs();
+            if server_wait > 0 {
+                body["waitSeconds"] = json!(server_wait);
+            }
             let answer = self.send(body).await?;
-            let waited_in_vain = !answer.granted && answer.queue_position.is_some();
-            if !waited_in_vain || left < Duration::from_secs(1) {
+            let left = give_up.saturating_duration_since(Instant::now());
+            if answer.granted || left.is_zero() || !holding(&answer) {
                 return self.token_of(resource, answer);
+            }
+            // After a wait on the service (which kept the place) ask again at once; after a
+            // try that could not wait (under a second left), a little later.
+            if server_wait == 0 {
+                tokio::time::sleep(ACQUIRE_PAUSE.min(left)).await;
             }
         }
     }
@@ -205,6 +213,24 @@ impl Session {
             },
         }
     }
+}
+
+/// Pause between tries to acquire while a wait has less than a second left.
+const ACQUIRE_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether a refused acquire was refused because others hold the resource (asking again may
+/// get it), not because of the session or the request.
+fn holding(answer: &Lease) -> bool {
+    const NOT_OTHERS: [&str; 4] = [
+        "SESSION_EXPIRED",
+        "NOT_HOLDER",
+        "SESSION_FULL",
+        "LIMIT_MISMATCH",
+    ];
+    !answer
+        .witnesses
+        .iter()
+        .any(|w| NOT_OTHERS.contains(&w.rule_id.as_str()))
 }
 
 /// The loss a signal already records.

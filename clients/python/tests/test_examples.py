@@ -41,3 +41,15 @@ def test_the_semaphore_and_set_example(server: str) -> None:
     for line in ["two permits at once: tokens 1 and 2", "a third worker waits", "b current: True",
                  "both accounts held: [1, 1]", "released: True"]:
         assert line in out.stdout, out.stdout
+
+
+def test_the_session_example(server: str) -> None:
+    env = {**os.environ, "LEASEKIT_URL": server, "LEASEKIT_API_KEY": API_KEY}
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "python", "session.py")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    for line in ["holds 3 tasks, tokens [1, 1, 1]", "under fencing token 1",
+                 "held by agent-1", "closed: every task free again: True"]:
+        assert line in out.stdout, out.stdout

@@ -5,12 +5,17 @@
     with client.lease("deploy:prod", holder="worker-1", ttl=30) as lease:
         do_work(fencing_token=lease.token)   # stop when lease.lost turns true
 
+    # Many holds on one heartbeat: a session, closed on exit; one loss for all of them.
+    with client.session(holder="agent-1", ttl=30) as session:
+        for task in ("task:1", "task:2"):
+            work_on(task, fencing_token=session.acquire(task))   # stop when session.lost
+
     # Or pay per call from a wallet (pip install 'leasekit[x402]'): the wallet is the tenant.
     client = Client("http://127.0.0.1:3000", account=eth_account.Account.from_key(key))
 """
 
-from ._aio import AsyncClient, AsyncHeldLease
-from ._client import Client, HeldLease
+from ._aio import AsyncClient, AsyncHeldLease, AsyncHeldSession
+from ._client import Client, HeldLease, HeldSession
 from ._errors import (
     Forbidden,
     IdempotencyConflict,
@@ -28,11 +33,12 @@ from ._errors import (
     Unauthorized,
     Unavailable,
 )
-from ._model import AuditEntry, Lease, Member, Page, Permit, Waiter, safety_margin
+from ._model import (AuditEntry, Lease, Member, Page, Permit, SessionPermit, SessionState, Waiter,
+                     safety_margin)
 
 __all__ = [
-    "AsyncClient", "AsyncHeldLease", "AuditEntry", "Client", "HeldLease", "Lease", "Member", "Page", "Permit",
-    "Waiter", "safety_margin",
+    "AsyncClient", "AsyncHeldLease", "AsyncHeldSession", "AuditEntry", "Client", "HeldLease", "HeldSession",
+    "Lease", "Member", "Page", "Permit", "SessionPermit", "SessionState", "Waiter", "safety_margin",
     "Forbidden", "IdempotencyConflict", "InvalidInput", "LeaseLost", "LeasekitError", "NotAcquired",
     "PayloadTooLarge", "PaymentIdentifierConflict", "PaymentInProgress", "PaymentRequired", "RateLimited", "ServiceError", "StoreUnavailable",
     "Unauthorized", "Unavailable",

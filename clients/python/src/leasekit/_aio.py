@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import nullcontext
 from types import TracebackType
 from collections.abc import Sequence
@@ -12,9 +13,9 @@ from typing import Any
 import httpx
 
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
-                    Settings, Wait, unanswered)
+                    SessionHold, Settings, Wait, unanswered)
 from ._errors import InvalidInput, LeasekitError
-from ._model import Lease, Page, body, new_request_id, set_leases
+from ._model import Lease, Page, SessionState, body, new_request_id, set_leases
 from ._x402 import AsyncPayer
 
 
@@ -103,6 +104,18 @@ class AsyncClient(Settings):
         return await self._call(body("revoke", resource, self.tenant, holder=holder, token=token, reason=reason,
                                request_id=request_id or new_request_id()), deadline)
 
+    async def revoke_session(self, session: str, *, reason: str, request_id: str | None = None,
+                       deadline: float | None = None) -> Lease:
+        """End `session` and every permit in it at once, with `reason` kept in the audit (the
+        callers `revoke` allows). `revoked` lists the permits it ended; not granted
+        (SESSION_EXPIRED) when it had ended already."""
+        return await self._call(body("revoke", None, self.tenant, session=session, reason=reason,
+                               request_id=request_id or new_request_id()), deadline)
+
+    async def get_session(self, session: str, *, deadline: float | None = None) -> SessionState | None:
+        """`session` as it stands (its live permits in `leases`); None once it has ended."""
+        return (await self._call(body("get", None, self.tenant, session=session), deadline)).session
+
     async def list(self, *, prefix: str | None = None, cursor: str | None = None, page_size: int | None = None,
              deadline: float | None = None) -> Page:
         """A page of your tenant's resources with a live permit or waiter, by name (advisory:
@@ -132,6 +145,10 @@ class AsyncClient(Settings):
         renewed together in the background, released together; one `lost` for the whole set
         (`tokens` has each one's token)."""
         return AsyncHeldLease(self, tuple(resources), holder=holder, ttl=ttl, wait=wait, limit=limit)
+
+    def session(self, *, holder: str, ttl: int = 30) -> AsyncHeldSession:
+        """`Client.session` for asyncio: `async with client.session(holder=...) as session:`."""
+        return AsyncHeldSession(self, holder=holder, ttl=ttl)
 
     async def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
         call = self._new_call(request, deadline)
@@ -211,3 +228,41 @@ class AsyncHeldLease(Hold[AsyncClient]):
             return await self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:
             return e
+
+
+class AsyncHeldSession(SessionHold[AsyncClient], AsyncHeldLease):
+    """`HeldSession` for asyncio: `await session.acquire(...)`; `await session.wait_lost()` in
+    any number of tasks."""
+
+    def __init__(self, client: AsyncClient, *, holder: str, ttl: int) -> None:
+        AsyncHeldLease.__init__(self, client, (), holder=holder, ttl=ttl, wait=0.0, limit=1)
+
+    async def __aenter__(self) -> AsyncHeldSession:
+        await AsyncHeldLease.__aenter__(self)
+        return self
+
+    async def acquire(self, resource: str, *, limit: int = 1, wait: float = 0.0) -> int:
+        """See `HeldSession.acquire`."""
+        return (await self._acquire((resource,), limit, wait))[resource]
+
+    async def acquire_all(self, resources: Sequence[str]) -> dict[str, int]:
+        """See `HeldSession.acquire_all`."""
+        return await self._acquire(tuple(resources), 1, 0.0)
+
+    async def release(self, resource: str) -> Lease:
+        """See `HeldSession.release`."""
+        answer = await self._client.release(resource, holder=self.holder, token=self.tokens[resource])
+        return self._released(resource, answer)
+
+    async def _acquire(self, resources: tuple[str, ...], limit: int, wait: float) -> dict[str, int]:
+        give_up = time.monotonic() + wait
+        while True:
+            request = self._acquire_request(resources, limit, give_up)
+            answer = await self._client._call(request, None)
+            tokens = self._acquired(resources, request, answer, give_up)
+            if isinstance(tokens, dict):
+                return tokens
+            await asyncio.sleep(tokens)
+
+    def _lost_now(self) -> None:
+        self._changed.set()

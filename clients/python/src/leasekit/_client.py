@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
-                    Settings, Wait, unanswered)
+                    SessionHold, Settings, Wait, unanswered)
 from ._errors import InvalidInput, LeasekitError
-from ._model import Lease, Page, body, new_request_id, set_leases
+from ._model import Lease, Page, SessionState, body, new_request_id, set_leases
 from ._x402 import Payer
 
 
@@ -102,6 +102,18 @@ class Client(Settings):
         return self._call(body("revoke", resource, self.tenant, holder=holder, token=token, reason=reason,
                                request_id=request_id or new_request_id()), deadline)
 
+    def revoke_session(self, session: str, *, reason: str, request_id: str | None = None,
+                       deadline: float | None = None) -> Lease:
+        """End `session` and every permit in it at once, with `reason` kept in the audit (the
+        callers `revoke` allows). `revoked` lists the permits it ended; not granted
+        (SESSION_EXPIRED) when it had ended already."""
+        return self._call(body("revoke", None, self.tenant, session=session, reason=reason,
+                               request_id=request_id or new_request_id()), deadline)
+
+    def get_session(self, session: str, *, deadline: float | None = None) -> SessionState | None:
+        """`session` as it stands (its live permits in `leases`); None once it has ended."""
+        return (self._call(body("get", None, self.tenant, session=session), deadline)).session
+
     def list(self, *, prefix: str | None = None, cursor: str | None = None, page_size: int | None = None,
              deadline: float | None = None) -> Page:
         """A page of your tenant's resources with a live permit or waiter, by name (advisory:
@@ -132,6 +144,11 @@ class Client(Settings):
         renewed together in the background, released together; one `lost` for the whole set
         (`tokens` has each one's token)."""
         return HeldLease(self, tuple(resources), holder=holder, ttl=ttl, wait=wait, limit=limit)
+
+    def session(self, *, holder: str, ttl: int = 30) -> HeldSession:
+        """Open a session for `holder` while a `with` block runs (see `HeldSession`): one
+        keepalive for any number of holds, one loss for all of them, closed on exit."""
+        return HeldSession(self, holder=holder, ttl=ttl)
 
     def _call(self, request: dict[str, Any], deadline: float | None) -> Lease:
         call = self._new_call(request, deadline)
@@ -227,3 +244,50 @@ class HeldLease(Hold[Client]):
             return self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:
             return e
+
+
+class HeldSession(SessionHold[Client], HeldLease):
+    """A session held while a `with` block runs: opened on entry, kept alive by a background
+    thread on the held lease's deadline rule, closed on exit (every permit in it ends then,
+    its waiters served).
+
+    `acquire(resource)` and `acquire_all(resources)` take holds in it: each lives exactly as
+    long as the session, so there is one `lost`, `check()` and `wait_lost()` for all of them (an
+    acquire that finds the session ended raises `LeaseLost` and is that loss at once). `id` is
+    the session's, `tokens` each live hold's token.
+    """
+
+    def __init__(self, client: Client, *, holder: str, ttl: int) -> None:
+        HeldLease.__init__(self, client, (), holder=holder, ttl=ttl, wait=0.0, limit=1)
+
+    def __enter__(self) -> HeldSession:
+        HeldLease.__enter__(self)
+        return self
+
+    def acquire(self, resource: str, *, limit: int = 1, wait: float = 0.0) -> int:
+        """Hold `resource` (one of `limit` permits) in the session: its fencing token. Waits up
+        to `wait` seconds in its queue (first come, first served) when someone else holds it,
+        then raises `NotAcquired`."""
+        return self._acquire((resource,), limit, wait)[resource]
+
+    def acquire_all(self, resources: Sequence[str]) -> dict[str, int]:
+        """Hold every one of `resources` (2-50) in the session, or none: each one's token."""
+        return self._acquire(tuple(resources), 1, 0.0)
+
+    def release(self, resource: str) -> Lease:
+        """Give back one hold before the session ends (the others stay)."""
+        answer = self._client.release(resource, holder=self.holder, token=self.tokens[resource])
+        return self._released(resource, answer)
+
+    def _acquire(self, resources: tuple[str, ...], limit: int, wait: float) -> dict[str, int]:
+        give_up = time.monotonic() + wait
+        while True:
+            request = self._acquire_request(resources, limit, give_up)
+            answer = self._client._call(request, None)
+            tokens = self._acquired(resources, request, answer, give_up)
+            if isinstance(tokens, dict):
+                return tokens
+            time.sleep(tokens)
+
+    def _lost_now(self) -> None:
+        self._changed.notify_all()

@@ -11,7 +11,7 @@ test's clock); nothing here sleeps.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
@@ -257,7 +257,8 @@ class Acquisition:
             raise outcome
         if not isinstance(outcome, Lease):
             return self._try(self._server_wait())
-        if outcome.granted and (outcome.token is not None or outcome.leases):
+        # A session's open is granted with the session, which is what its renewal keeps.
+        if outcome.granted and (outcome.token is not None or outcome.leases or outcome.session is not None):
             if self._asked > 0:
                 return self._try(0)
             self.answer = outcome
@@ -440,3 +441,88 @@ class Hold(Generic[C]):
         if self._renewal is None:
             raise RuntimeError(f"the lease is held only inside its {self._block}")
         return self._renewal
+
+
+#: The rules by which an acquire in a session learns that the session has ended, and with it
+#: every hold in it.
+SESSION_ENDED = ("SESSION_EXPIRED", "NOT_HOLDER")
+
+
+class SessionHold(Hold[C]):
+    """What both held sessions keep, on top of a held lease's machines: the session is the one
+    thing acquired (`open`), renewed (`keepalive`) and released (`close`), so the session's
+    clock is every hold's in it. Acquires in the session are calls beside that: their requests
+    and what their answers mean are here; `tokens` keeps each live hold's token."""
+
+    #: The session's id, once open.
+    id = ""
+
+    def _acquisition(self) -> Acquisition:
+        return Acquisition(f"session of {self.holder}", self.ttl, 0.0, server_waits=False)
+
+    def _held(self, acquisition: Acquisition, renewal: Renewal) -> None:
+        answer = acquisition.answer
+        assert answer is not None and answer.session is not None, "an open is granted with its session"
+        self.id, self._renewal = answer.session.id, renewal
+
+    def _request(self, step: Acquire | Renew | Release) -> dict[str, Any]:
+        tenant = self._client.tenant
+        if isinstance(step, Acquire):
+            return body("open", None, tenant, holder=self.holder, ttl=self.ttl, request_id=step.request_id)
+        op = "keepalive" if isinstance(step, Renew) else "close"
+        return body(op, None, tenant, session=self.id, holder=self.holder, request_id=new_request_id())
+
+    def _acquire_request(self, resources: Sequence[str], limit: int, give_up: float) -> dict[str, Any]:
+        """An acquire in the session (one resource may wait until `give_up`, a `now()` instant);
+        raises `LeaseLost` once the session is lost, sending nothing (a grant would be worth
+        nothing)."""
+        with self._guard:
+            self._require().check()
+        left = give_up - time.monotonic()
+        wait = int(min(MAX_SERVER_WAIT, left)) if len(resources) == 1 and left >= 1 else None
+        target: dict[str, Any] = {"resources": list(resources)} if len(resources) > 1 else {}
+        return body("acquire", resources[0] if len(resources) == 1 else None, self._client.tenant,
+                    holder=self.holder, session=self.id, limit=limit if limit != 1 else None, wait=wait,
+                    request_id=new_request_id(), **target)
+
+    def _acquired(self, resources: Sequence[str], request: dict[str, Any], answer: Lease,
+                  give_up: float) -> dict[str, int] | float:
+        """Each resource's token once the acquire (`request`) is granted; else, while time is
+        left, the seconds to pause before asking again (none after a wait on the service, which
+        kept the place; `ACQUIRE_PAUSE` after a try that could not wait). Raises `LeaseLost` when the session has ended (and records
+        it: the session's one loss, for every hold), `InvalidInput` for a full session or
+        another limit, `NotAcquired` when someone else holds it."""
+        if answer.granted:
+            tokens = ({m.resource: m.token for m in answer.leases if m.token is not None}
+                      if answer.leases is not None else {resources[0]: answer.token or 0})
+            with self._guard:
+                self._require().check()
+                self.tokens.update(tokens)
+            return tokens
+        rule = answer.rules[0] if answer.rules else "refused"
+        if rule in SESSION_ENDED:
+            with self._guard:
+                renewal = self._require()
+                renewal.clock.refused(rule)
+                self._lost_now()
+                renewal.check()
+        if rule == "SESSION_FULL":
+            raise InvalidInput(f"session {self.id} holds as many permits as a session may (256)", code=rule)
+        if rule == "LIMIT_MISMATCH":
+            raise InvalidInput(f"{resources[0]} is held under limit {answer.limit}", code=rule)
+        left = give_up - time.monotonic()
+        if left > 0:
+            return 0.0 if request.get("waitSeconds") else min(ACQUIRE_PAUSE, left)
+        holder = answer.holder
+        if answer.leases is not None:
+            holder = next((m.holder for m in answer.leases if not m.granted), None)
+        raise NotAcquired(f"{', '.join(resources)} is held by {holder}", holder=holder)
+
+    def _released(self, resource: str, answer: Lease) -> Lease:
+        if answer.granted:
+            with self._guard:
+                self.tokens.pop(resource, None)
+        return answer
+
+    def _lost_now(self) -> None:
+        """Wake whoever waits for the loss (under `_guard`)."""

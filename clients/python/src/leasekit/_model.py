@@ -14,11 +14,33 @@ from ._errors import ServiceError
 
 @dataclass(frozen=True)
 class Permit:
-    """One live permit of a resource: its holder, fencing token and expiry."""
+    """One live permit of a resource: its holder, fencing token and expiry, and the session it
+    lives in (its expiry is the session's), if any."""
 
     holder: str
     token: int
     expires_at: datetime
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionPermit:
+    """One live permit of a session."""
+
+    resource: str
+    token: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """A live session as the service answers it: it and every permit in it (`leases`) lapse at
+    `expires_at` unless kept alive."""
+
+    id: str
+    holder: str
+    expires_at: datetime
+    leases: tuple[SessionPermit, ...]
 
 
 @dataclass(frozen=True)
@@ -85,6 +107,8 @@ class Lease:
     `current`: check's answer. `leases`: a set's resources, in request order.
     `queue_position`: an acquire whose wait ended ungranted: your place in the queue (1 = next).
     `revoked`: a revoke's ended permits. `entries`, `next_cursor`: an audit or list page (see `Page`).
+    `session`: open, keepalive, close and get of a session: the session after the call (None
+    once it has ended, or when unknown).
     """
 
     granted: bool
@@ -101,6 +125,7 @@ class Lease:
     revoked: tuple[Permit, ...] | None = None
     entries: tuple[AuditEntry, ...] | None = None
     next_cursor: str | None = None
+    session: SessionState | None = None
 
     def page(self) -> Page:
         """This answer as a list or audit page."""
@@ -118,8 +143,20 @@ def _int(value: object) -> int | None:
 def _permits(value: object) -> tuple[Permit, ...]:
     items = value if isinstance(value, list) else []
     return tuple(Permit(holder=str(p.get("holder")), token=_int(p.get("fencingToken")) or 0,
-                        expires_at=_time(p.get("expiresAt")) or datetime.min)
+                        expires_at=_time(p.get("expiresAt")) or datetime.min,
+                        session=_text_or_none(p.get("session")))
                  for p in items if isinstance(p, dict))
+
+
+def _session(value: object) -> SessionState | None:
+    if not isinstance(value, dict):
+        return None
+    items = value.get("leases")
+    leases = tuple(SessionPermit(resource=str(p.get("resource")), token=_int(p.get("fencingToken")) or 0,
+                                 limit=_int(p.get("limit")) or 1)
+                   for p in (items if isinstance(items, list) else []) if isinstance(p, dict))
+    return SessionState(id=str(value.get("id")), holder=str(value.get("holder")),
+                        expires_at=_time(value.get("expiresAt")) or datetime.min, leases=leases)
 
 
 def _members(value: object) -> tuple[Member, ...] | None:
@@ -179,6 +216,7 @@ def lease_from(answer: object) -> Lease:
         revoked=_permits(data["revoked"]) if isinstance(data.get("revoked"), list) else None,
         entries=_entries(data.get("entries")),
         next_cursor=data.get("nextCursor") if isinstance(data.get("nextCursor"), str) else None,
+        session=_session(data.get("session")),
     )
 
 
