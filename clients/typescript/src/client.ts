@@ -2,7 +2,8 @@
 
 import { type Transport, call } from "./call.js";
 import { type HeldLease, type HoldOptions, withLease } from "./held.js";
-import { type Lease, type Page, body, newRequestId, pageOf } from "./model.js";
+import { type Lease, type Page, type SessionState, body, newRequestId, pageOf } from "./model.js";
+import { type HeldSession, type SessionOptions, withSession } from "./session.js";
 import { type Wallet, payerFor } from "./x402.js";
 
 export interface ClientOptions {
@@ -156,6 +157,20 @@ export class LeaseClient {
   }
 
   /**
+   * End `session` and every permit in it at once, with `reason` kept in the audit (the callers
+   * `revoke` allows). `revoked` lists the permits it ended; not granted (SESSION_EXPIRED) when
+   * it had ended already.
+   */
+  revokeSession(session: string, options: MutationOptions & { reason: string }): Promise<Lease> {
+    return this.#mutate({ op: "revoke", session, reason: options.reason }, options);
+  }
+
+  /** `session` as it stands (its live permits in `leases`); null once it has ended. */
+  async getSession(session: string, options: CallOptions = {}): Promise<SessionState | null> {
+    return (await this.#call({ op: "get", session }, options)).session;
+  }
+
+  /**
    * A page of your tenant's resources with a live permit or waiter, by name (advisory: a grant
    * shows within about 2 s). Pass `nextCursor` back as `cursor` for the next page.
    */
@@ -185,6 +200,17 @@ export class LeaseClient {
   ): Promise<T> {
     const resources = typeof resource === "string" ? [resource] : [...resource];
     return withLease(this.#t, this.tenant, resources, options, fn);
+  }
+
+  /**
+   * Open a session and run `fn` with it: one keepalive in the background (on the same
+   * local-deadline rule) for any number of holds taken with `session.acquire` and
+   * `session.acquireAll`, each living exactly as long as the session; `session.signal` aborts
+   * once for all of them. The session is closed when `fn` returns or throws: every hold in it
+   * ends at once, its waiters served.
+   */
+  withSession<T>(options: SessionOptions, fn: (session: HeldSession) => Promise<T> | T): Promise<T> {
+    return withSession(this.#t, this.tenant, options, fn);
   }
 }
 

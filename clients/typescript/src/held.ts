@@ -149,6 +149,50 @@ export async function withLease<T>(
   }
 
   // Hold.
+  let held: HeldLease | undefined;
+  const leases = () => (held === undefined ? [] : leasesOf(held));
+  return keep(
+    t,
+    ttl,
+    sent,
+    {
+      renewal: () =>
+        isSet
+          ? request("renew", { leases: leases(), ttlSeconds: ttl })
+          : request("renew", { resource: resources[0], token: held?.token, ttlSeconds: ttl }),
+      ending: () =>
+        isSet ? request("release", { leases: leases() }) : request("release", { resource: resources[0], token: held?.token }),
+    },
+    (kept) => {
+      held = new HeldLease({ resources, holder, ttl, answer, clock: kept.clock, signal: kept.signal, now: t.now });
+      return fn(held);
+    },
+  );
+}
+
+/** What `keep` gives the function it runs: the clock of what is kept, and its loss. */
+export interface Kept {
+  readonly clock: Clock;
+  /** Aborted, with a `LeaseLost` as its reason, once it may be someone else's. */
+  readonly signal: AbortSignal;
+  /** Record a loss learned by another call than a renewal: the signal fires at once. */
+  readonly lose: (rule: string) => void;
+}
+
+/**
+ * Keep what a grant sent at `sent` gave (a lease, a set, a session) while `fn` runs: renewed in
+ * the background by `renewal()` on the local-deadline rule (see `Clock`), the loss signalled at
+ * the local deadline itself whatever a renewal in flight is doing, and ended by `ending()` when
+ * `fn` returns or throws (unless lost by then: it may be someone else's, and past its deadline
+ * an ending has no time left; it lapses by itself if the ending fails).
+ */
+export async function keep<T>(
+  t: Transport,
+  ttl: number,
+  sent: number,
+  requests: { renewal: () => Record<string, unknown>; ending: () => Record<string, unknown> },
+  fn: (kept: Kept) => Promise<T> | T,
+): Promise<T> {
   const clock = new Clock(ttl);
   clock.granted(sent);
   const lost = new AbortController();
@@ -163,25 +207,19 @@ export async function withLease<T>(
     timer = setTimeout(() => (clock.judge(t.now()) ? lose() : arm()), Math.max(0, clock.deadline - t.now()));
   };
   arm();
-  const held = new HeldLease({ resources, holder, ttl, answer, clock, signal: lost.signal, now: t.now });
-  const renewal = () =>
-    isSet
-      ? request("renew", { leases: leasesOf(held), ttlSeconds: ttl })
-      : request("renew", { resource: resources[0], token: held.token, ttlSeconds: ttl });
-  const renewing = renew(t, clock, stopping.signal, lose, arm, renewal);
+  const renewing = renew(t, clock, stopping.signal, lose, arm, requests.renewal);
+  const refused = (rule: string) => {
+    clock.refused(rule);
+    lose();
+  };
   try {
-    return await fn(held);
+    return await fn({ clock, signal: lost.signal, lose: refused });
   } finally {
     stopping.abort();
     await renewing;
     clearTimeout(timer);
-    // A lost lease may be someone else's by now; past its deadline a release has no time left.
     if (!clock.judge(t.now())) {
-      const release = isSet
-        ? request("release", { leases: leasesOf(held) })
-        : request("release", { resource: resources[0], token: held.token });
-      // It lapses by itself if the release fails.
-      await call(t, release, { deadline: clock.deadline }).catch(() => undefined);
+      await call(t, requests.ending(), { deadline: clock.deadline }).catch(() => undefined);
     }
   }
 }
@@ -191,7 +229,7 @@ function leasesOf(held: HeldLease): { resource: string; token: number }[] {
 }
 
 /** Sleep `ms`, or less if `signal` aborts; whether it aborted. */
-function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+export function pause(ms: number, signal: AbortSignal): Promise<boolean> {
   if (signal.aborted) return Promise.resolve(true);
   return new Promise((resolve) => {
     const done = () => {

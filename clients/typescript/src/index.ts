@@ -2,8 +2,9 @@
 
 export { LeaseClient, type CallOptions, type ClientOptions, type MutationOptions } from "./client.js";
 export { HeldLease, type HoldOptions } from "./held.js";
+export { HeldSession, type SessionOptions } from "./session.js";
 export { Clock, safetyMarginMs } from "./clock.js";
-export type { AuditEntry, Lease, Member, Page, Permit, Waiter } from "./model.js";
+export type { AuditEntry, Lease, Member, Page, Permit, SessionState, Waiter } from "./model.js";
 export type { Wallet } from "./x402.js";
 export {
   Forbidden,

@@ -2,11 +2,20 @@
 
 import { ServiceError } from "./errors.js";
 
-/** One live permit of a resource: its holder, fencing token and expiry. */
+/** One live permit of a resource: its holder, fencing token and expiry, and its session (or null). */
 export interface Permit {
   readonly holder: string;
   readonly token: number;
   readonly expiresAt: Date;
+  readonly session: string | null;
+}
+
+/** A live session: it and every permit in it (`leases`) lapse at `expiresAt` unless kept alive. */
+export interface SessionState {
+  readonly id: string;
+  readonly holder: string;
+  readonly expiresAt: Date;
+  readonly leases: readonly { readonly resource: string; readonly token: number; readonly limit: number }[];
 }
 
 /** A live place in a resource's queue: its holder, and when it lapses unless they call again. */
@@ -65,7 +74,8 @@ export interface Page {
  * (null when free, and for a set: see `leases`). `rules`: why the call did not do what was
  * asked (LEASE_HELD, TOKEN_MISMATCH, ...), else empty. `replayed`: the stored answer of an
  * earlier call with the same request id. `queuePosition`: an acquire whose wait ended
- * ungranted: your place (1 = next). `raw`: the answer as sent, `_provenance` included (a
+ * ungranted: your place (1 = next). `session`: open, keepalive, close and get of a session: the
+ * session after the call (null once it has ended, or when unknown). `raw`: the answer as sent, `_provenance` included (a
  * signed credential any third party can verify).
  */
 export interface Lease {
@@ -83,6 +93,7 @@ export interface Lease {
   readonly revoked: readonly Permit[] | null;
   readonly entries: readonly AuditEntry[] | null;
   readonly nextCursor: string | null;
+  readonly session: SessionState | null;
   readonly raw: unknown;
 }
 
@@ -99,7 +110,22 @@ function permits(value: unknown): Permit[] {
     holder: String(p.holder),
     token: int(p.fencingToken) ?? 0,
     expiresAt: time(p.expiresAt) ?? new Date(0),
+    session: str(p.session),
   }));
+}
+
+function sessionOf(value: unknown): SessionState | null {
+  if (!isObject(value)) return null;
+  return {
+    id: String(value.id),
+    holder: String(value.holder),
+    expiresAt: time(value.expiresAt) ?? new Date(0),
+    leases: objects(value.leases).map((p) => ({
+      resource: String(p.resource),
+      token: int(p.fencingToken) ?? 0,
+      limit: int(p.limit) ?? 1,
+    })),
+  };
 }
 
 function waiters(value: unknown): Waiter[] {
@@ -156,6 +182,7 @@ export function leaseFrom(answer: unknown): Lease {
     revoked: Array.isArray(data.revoked) ? permits(data.revoked) : null,
     entries: entries(data.entries),
     nextCursor: str(data.nextCursor),
+    session: sessionOf(data.session),
     raw: answer,
   };
 }

@@ -30,3 +30,11 @@ test("pay-per-call.mjs", async () => {
   assert.match(stdout, /granted: true, fencing token 1, paid by 0x[0-9a-fA-F]{40}/);
   assert.match(stdout, /released: true/);
 });
+
+test("session.mjs", async () => {
+  const { stdout } = await example("session.mjs");
+  assert.match(stdout, /holds 3 tasks, tokens 1, 1, 1/);
+  assert.match(stdout, /under fencing token 1/);
+  assert.match(stdout, /held by agent-1/);
+  assert.match(stdout, /closed: every task free again: true/);
+});
