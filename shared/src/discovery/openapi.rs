@@ -21,12 +21,12 @@ pub const PAID_MCP_NOTE: &str = "With no API key, pay per tool call (the x402 MC
 
 /// The Python client, as the discovery documents name it.
 pub fn python_client() -> Value {
-    json!({"language": "python", "package": "leasekit", "install": "pip install './clients/python[x402]' (from the leasekit repository)", "import": "leasekit", "features": ["sync and asyncio", "held lease with auto-renew and a lost signal", "API key or x402 payments from an eth_account account, with payment-identifier"]})
+    json!({"language": "python", "package": "leasekit", "install": "pip install './clients/python[x402]' (from the leasekit repository)", "import": "leasekit", "features": ["sync and asyncio", "held lease with auto-renew and a lost signal", "sessions: one keepalive for many holds, one loss for all of them", "API key or x402 payments from an eth_account account, with payment-identifier"]})
 }
 
 /// The TypeScript client, as the discovery documents name it.
 pub fn typescript_client() -> Value {
-    json!({"language": "typescript", "package": "leasekit", "install": "npm install ./clients/typescript (from the leasekit repository; add @x402/core @x402/evm @x402/extensions viem to pay)", "import": "leasekit", "runtimes": ["Node 20+", "browsers"], "features": ["typed answers and a typed error per code", "withLease: auto-renew and an AbortSignal that fires when the lease is lost", "API key or x402 payments from a viem account, with payment-identifier"]})
+    json!({"language": "typescript", "package": "leasekit", "install": "npm install ./clients/typescript (from the leasekit repository; add @x402/core @x402/evm @x402/extensions viem to pay)", "import": "leasekit", "runtimes": ["Node 20+", "browsers"], "features": ["typed answers and a typed error per code", "withLease: auto-renew and an AbortSignal that fires when the lease is lost", "withSession: one keepalive for many holds, one AbortSignal for all of them", "API key or x402 payments from a viem account, with payment-identifier"]})
 }
 
 /// The lease description, as the product states it.
