@@ -131,6 +131,7 @@ fn queued(state: LeaseState, until: Millis) -> LeaseState {
             limit: state.limit,
             until,
             ticket: None,
+            session: None,
         }],
         ..state
     }

@@ -517,9 +517,7 @@ async fn a_waiting_acquire_in_a_session_is_granted_in_it() {
     assert_eq!(a.expires_at.as_deref(), Some(view.expires_at.as_str()));
 
     // Its session closes while it waits: the wait ends, told why, and the permit handed to its
-    // call (it has a requestId: a ticket) goes on at once instead of being kept for it. (Without
-    // a requestId a handed permit is the holder's like any other, and lapses with its place, 30 s
-    // after the wait, as a hung-up waiter's does.)
+    // call (it has a requestId: a ticket) goes on at once instead of being kept for it.
     let held = json!({"op": "acquire", "resource": "p", "holder": "other", "ttlSeconds": 60});
     assert!(f.call(held, now_ms()).await.granted);
     let waiter = {
@@ -667,4 +665,96 @@ async fn a_replayed_close_is_the_answer_it_was() {
     assert_eq!(again_data, first_data);
     assert_eq!(again_data["session"], Value::Null);
     assert!(again_data.get("holder").is_none(), "{again_data}");
+}
+
+/// A place kept in a session between its holder's calls (no requestId: no ticket) is that
+/// session's: a permit freed while the holder is away is handed to it as the session's permit,
+/// and ends when the session does; a place whose session has ended is skipped, and the waiters
+/// behind it are served. (The attack of 2026-12-05: the hand-off was a plain permit for the
+/// place's 30 s, the session's end did not end it, and the waiters behind waited.)
+#[tokio::test]
+async fn a_place_kept_in_a_session_ends_with_it_and_so_does_a_permit_handed_to_it() {
+    let f = Fixture::new().await;
+    let held = |resource: &str| json!({"op": "acquire", "resource": resource, "holder": "other", "ttlSeconds": 60});
+    let release = |resource: &str| json!({"op": "release", "resource": resource, "holder": "other", "token": 1});
+    let wait_once = |resource: &str, s: &str| json!({"op": "acquire", "resource": resource, "holder": "agent-1", "session": s, "waitSeconds": 1});
+    let third = |resource: &str| json!({"op": "acquire", "resource": resource, "holder": "agent-3", "ttlSeconds": 60});
+
+    // Handed while the session lives: the session's permit, not listed until taken.
+    let s = f.open("agent-1", 600, now_ms()).await;
+    assert!(f.call(held("a"), now_ms()).await.granted);
+    let waited = f.call(wait_once("a", &s), now_ms()).await;
+    assert!(
+        !waited.granted && waited.queue_position == Some(1),
+        "{waited:?}"
+    );
+    assert!(f.call(release("a"), now_ms()).await.granted);
+    let a = f.get("a", now_ms()).await;
+    assert_eq!(a.holder.as_deref(), Some("agent-1"));
+    assert_eq!(a.holders[0].session.as_deref(), Some(s.as_str()));
+    assert!(leases_of(&f.session(&s, now_ms()).await.unwrap()).is_empty());
+    // The session ends: the permit handed to it with it, at once.
+    let close = json!({"op": "close", "session": s, "holder": "agent-1"});
+    assert!(f.call(close, now_ms()).await.granted);
+    let a = f.get("a", now_ms()).await;
+    assert!(
+        !a.granted,
+        "the handed permit ended with its session: {a:?}"
+    );
+    let took = f.call(third("a"), now_ms()).await;
+    assert_eq!(
+        (took.granted, took.fencing_token),
+        (true, Some(3)),
+        "{took:?}"
+    );
+
+    // The session ends before the permit is freed: its place is skipped.
+    let s = f.open("agent-1", 600, now_ms()).await;
+    assert!(f.call(held("b"), now_ms()).await.granted);
+    assert!(!f.call(wait_once("b", &s), now_ms()).await.granted);
+    let close = json!({"op": "close", "session": s, "holder": "agent-1"});
+    assert!(f.call(close, now_ms()).await.granted);
+    let b = f.get("b", now_ms()).await;
+    assert_eq!(b.queue_position, None, "{b:?}");
+    assert!(f.call(release("b"), now_ms()).await.granted);
+    let took = f.call(third("b"), now_ms()).await;
+    assert!(
+        took.granted,
+        "nobody waits ahead of agent-3 any more: {took:?}"
+    );
+
+    // Taken by the holder's next acquire in the session: listed in it from then on.
+    let s = f.open("agent-1", 600, now_ms()).await;
+    assert!(f.call(held("c"), now_ms()).await.granted);
+    assert!(!f.call(wait_once("c", &s), now_ms()).await.granted);
+    assert!(f.call(release("c"), now_ms()).await.granted);
+    let taken = f.acquire_in("c", "agent-1", &s, now_ms()).await;
+    assert_eq!(
+        (taken.granted, taken.fencing_token),
+        (true, Some(2)),
+        "{taken:?}"
+    );
+    assert_eq!(
+        leases_of(&f.session(&s, now_ms()).await.unwrap()),
+        [("c", 2)]
+    );
+    // A full session's holder cannot take it: refused, and the permit goes on.
+    let s2 = f.open("agent-1", 600, now_ms()).await;
+    assert!(f.call(held("d"), now_ms()).await.granted);
+    assert!(!f.call(wait_once("d", &s2), now_ms()).await.granted);
+    f.fill(&s2, 256, now_ms()).await;
+    assert!(f.call(release("d"), now_ms()).await.granted);
+    assert_eq!(
+        f.get("d", now_ms()).await.fencing_token,
+        Some(2),
+        "handed to the place"
+    );
+    let refused = f.acquire_in("d", "agent-1", &s2, now_ms()).await;
+    assert_eq!(rules(&refused), ["SESSION_FULL"]);
+    let took = f.call(third("d"), now_ms()).await;
+    assert!(
+        took.granted,
+        "the refusal passed the handed permit on: {took:?}"
+    );
+    assert_eq!(took.fencing_token, Some(3));
 }

@@ -17,6 +17,11 @@ pub struct Permit {
     /// The session it lives in (docs/adr/0010): its expiry is then the session's, resolved
     /// between the read and the rules (`lease::session::resolve`).
     pub session: Option<String>,
+    /// Handed from the queue to a place in `session`, and not taken yet by its holder's acquire:
+    /// it ends with the session, or with the place (`expires_at`), whichever is first; it joins
+    /// the session's list only when taken. Stored as a session permit with an expiry of its
+    /// own, which is how a read tells it (docs/adr/0010).
+    pub untaken: bool,
 }
 
 /// A session permit's expiry as stored: "never by itself" (9999-12-31T23:59:59.999Z). Every
@@ -27,10 +32,11 @@ pub const UNTIL_ITS_SESSION_ENDS: Millis = 253_402_300_799_999;
 impl Permit {
     /// Its expiry as the store keeps it: a session's permit lives until its session ends,
     /// whatever `expires_at` a read resolved it to.
+    /// One handed to a session's place and not taken lives no longer than the place.
     pub fn stored_expiry(&self) -> Millis {
         match self.session {
-            Some(_) => UNTIL_ITS_SESSION_ENDS,
-            None => self.expires_at,
+            Some(_) if !self.untaken => UNTIL_ITS_SESSION_ENDS,
+            _ => self.expires_at,
         }
     }
 
@@ -41,6 +47,7 @@ impl Permit {
             expires_at,
             handoff: None,
             session: None,
+            untaken: false,
         }
     }
 }
@@ -116,6 +123,9 @@ pub struct Place {
     /// The call that last kept the place, when it had a requestId: the one a permit handed to
     /// the place answers.
     pub ticket: Option<Ticket>,
+    /// The session that call waited in (docs/adr/0010): the place ends with it, and a permit
+    /// handed to the place is that session's.
+    pub session: Option<String>,
 }
 
 /// One (tenant, resource) as stored. `last_token` is the counter: the last token ever issued
@@ -197,6 +207,12 @@ impl LeaseState {
     /// only known through the session, and its writes replace the item whole.
     pub fn has_session_permit(&self) -> bool {
         self.permits.iter().any(|p| p.session.is_some())
+    }
+
+    /// Whether a permit or a place names a session: only a read through the sessions tells
+    /// when they end (docs/adr/0010), so such a state is no view to plan on.
+    pub fn names_a_session(&self) -> bool {
+        self.has_session_permit() || self.waiters.iter().any(|w| w.session.is_some())
     }
 
     /// Whether a permit, live or lapsed, was handed to a waiting call that has not taken it.

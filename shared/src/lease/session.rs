@@ -180,17 +180,31 @@ pub fn end_of(session: Option<&Session>, now: Millis) -> Millis {
     }
 }
 
-/// `state` with each session permit's expiry made its session's, as read (`ends`); a permit
-/// whose session is not in `ends` is judged ended at `now`. Permits outside sessions are as they
-/// were. What `decide` is then given: it judges expiries, as it always has.
+/// `state` with each session permit's expiry made its session's, as read (`ends`), and each
+/// place of a call that waited in a session ending with it; a permit or place whose session is
+/// not in `ends` is judged ended at `now`. Permits and places outside sessions are as they were.
+/// What `decide` is then given: it judges expiries, as it always has (so a place whose session
+/// ended is skipped, and the waiters behind it are served: the attack of 2026-12-05).
 pub fn resolve(state: &LeaseState, ends: &SessionEnds, now: Millis) -> LeaseState {
+    let end = |id: &str| ends.get(id).copied().unwrap_or(now);
     let mut resolved = state.clone();
     for permit in &mut resolved.permits {
         if let Some(id) = &permit.session {
-            permit.expires_at = ends.get(id).copied().unwrap_or(now).min(permit.expires_at);
+            permit.expires_at = end(id).min(permit.expires_at);
+        }
+    }
+    for place in &mut resolved.waiters {
+        if let Some(id) = &place.session {
+            place.until = end(id).min(place.until);
         }
     }
     resolved
+}
+
+/// The sessions `state`'s permits and places name: what a read reads to [`resolve`] it.
+pub fn named(state: &LeaseState) -> impl Iterator<Item = &str> {
+    let permits = state.permits.iter().filter_map(|p| p.session.as_deref());
+    permits.chain(state.waiters.iter().filter_map(|w| w.session.as_deref()))
 }
 
 /// What a write means for the session of the permit it grants or keeps for its holder.
@@ -263,22 +277,29 @@ pub enum Move {
 /// The moves of a write that makes the resource's resolved state `before` (as of `now`) into
 /// `after`: a permit of `after` in a session that `before` did not have in it joins it; a live
 /// permit of `before` in a session that `after` does not keep in it leaves it. A lapsed one
-/// does not: its session has ended, and an ended session's list is never shown.
+/// does not: its session has ended, and an ended session's list is never shown. A permit handed
+/// to a session's place is listed only once its holder takes it (a join is conditional on the
+/// session living and having room, which only the taker's own acquire has read: a hand-off by
+/// anyone else's write must not fail on it), so it joins then, and leaves only once taken.
 pub fn moves(before: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Move> {
     let in_session = |state: &LeaseState, token: u64, session: &str| {
         state
             .permits
             .iter()
-            .any(|p| p.token == token && p.session.as_deref() == Some(session))
+            .any(|p| p.token == token && !p.untaken && p.session.as_deref() == Some(session))
     };
-    let leaves = before.permits.iter().filter_map(|p| {
-        let session = p.session.as_deref()?;
-        let left = now < p.expires_at && !in_session(after, p.token, session);
-        left.then(|| Move::Leave {
-            session: session.to_owned(),
-        })
-    });
-    let joins = after.permits.iter().filter_map(|p| {
+    let leaves = before
+        .permits
+        .iter()
+        .filter(|p| !p.untaken)
+        .filter_map(|p| {
+            let session = p.session.as_deref()?;
+            let left = now < p.expires_at && !in_session(after, p.token, session);
+            left.then(|| Move::Leave {
+                session: session.to_owned(),
+            })
+        });
+    let joins = after.permits.iter().filter(|p| !p.untaken).filter_map(|p| {
         let session = p.session.as_deref()?;
         (!in_session(before, p.token, session)).then(|| Move::Join {
             session: session.to_owned(),
@@ -451,5 +472,62 @@ mod tests {
         let later = NOW + 45_000;
         let ends: SessionEnds = [("live".to_owned(), end_of(Some(&live), later))].into();
         assert!(!resolve(&state, &ends, later).is_current(7, None, later));
+    }
+
+    #[test]
+    fn a_permit_handed_to_a_sessions_place_joins_its_list_only_when_taken() {
+        let free = LeaseState::default();
+        let handed = LeaseState {
+            permits: vec![Permit {
+                session: Some("s1".into()),
+                untaken: true,
+                ..Permit::new("agent-1", 1, NOW + 30_000)
+            }],
+            ..LeaseState::default()
+        };
+        // The hand-off is anyone's write: no join, whose conditions only the taker has read.
+        assert_eq!(moves(&free, &handed, NOW), []);
+        let mut taken = handed.clone();
+        taken.permits[0].untaken = false;
+        let joined = moves(&handed, &taken, NOW);
+        assert!(
+            matches!(&joined[..], [Move::Join { session, permit }] if session == "s1" && permit.token == 1),
+            "{joined:?}"
+        );
+        // Never listed, it never leaves: its end needs no write to the session.
+        assert_eq!(moves(&handed, &free, NOW), []);
+        assert_eq!(moves(&taken, &free, NOW).len(), 1);
+        // Stored with the place's end, which is how a read tells it from a taken one.
+        assert_eq!(handed.permits[0].stored_expiry(), NOW + 30_000);
+        assert_eq!(
+            taken.permits[0].stored_expiry(),
+            crate::lease::model::UNTIL_ITS_SESSION_ENDS
+        );
+    }
+
+    #[test]
+    fn a_place_waiting_in_a_session_ends_with_it() {
+        use crate::lease::model::Place;
+        let place = |holder: &str, session: Option<&str>| Place {
+            holder: holder.into(),
+            limit: 1,
+            until: NOW + 30_000,
+            ticket: None,
+            session: session.map(str::to_owned),
+        };
+        let state = LeaseState {
+            waiters: vec![
+                place("a", Some("gone")),
+                place("b", Some("live")),
+                place("c", None),
+            ],
+            ..LeaseState::granted(1, "x", NOW + 5_000)
+        };
+        assert!(state.names_a_session());
+        let ends: SessionEnds = [("live".to_owned(), NOW + 10_000)].into();
+        let resolved = resolve(&state, &ends, NOW);
+        let untils: Vec<Millis> = resolved.waiters.iter().map(|w| w.until).collect();
+        assert_eq!(untils, [NOW, NOW + 10_000, NOW + 30_000]);
+        assert_eq!(named(&state).collect::<Vec<_>>(), ["gone", "live"]);
     }
 }

@@ -13,7 +13,7 @@ use super::{
     req_n, req_s, s,
 };
 use crate::clock::Millis;
-use crate::lease::session::{Session, SessionEnds, end_of, resolve};
+use crate::lease::session::{Session, SessionEnds, end_of, named, resolve};
 use crate::lease::{Guard, LeaseState, Write};
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
@@ -124,7 +124,7 @@ impl LeaseStore {
     /// The lease of `key` as of `now`, its session permits judged through their sessions.
     pub async fn read_one(&self, key: &LeaseKey, now: Millis) -> Result<LeaseState, StoreError> {
         let lease = self.get(key).await?;
-        if !lease.has_session_permit() {
+        if !lease.names_a_session() {
             return Ok(lease);
         }
         let mut resolved = self
@@ -162,8 +162,9 @@ impl LeaseStore {
             .collect())
     }
 
-    /// `leases` (of `keys`, as stored) with each session permit's expiry made its session's end,
-    /// read now (docs/adr/0010): one read of the sessions they name (a consistent GetItem for
+    /// `leases` (of `keys`, as stored) with each session permit's expiry, and each place's in a
+    /// session, made its session's end, read now (docs/adr/0010): one read of the sessions they
+    /// name (a consistent GetItem for
     /// one, a TransactGetItems of up to 100), none when no permit is in a session, which is every
     /// lease but a session's. `known`: a session read already with the leases (its key, and what
     /// was there), not read again.
@@ -178,17 +179,14 @@ impl LeaseStore {
         if let Some((key, session)) = known {
             ends.insert(key.clone(), end_of(session, now));
         }
-        let named: BTreeSet<SessionKey> = keys
+        let wanted: BTreeSet<SessionKey> = keys
             .iter()
             .zip(&leases)
-            .flat_map(|(key, lease)| {
-                let ids = lease.permits.iter().filter_map(|p| p.session.as_deref());
-                ids.map(|id| key.session(id))
-            })
+            .flat_map(|(key, lease)| named(lease).map(|id| key.session(id)))
             .filter(|session| !ends.contains_key(session))
             .collect();
-        let named: Vec<SessionKey> = named.into_iter().collect();
-        for chunk in named.chunks(100) {
+        let wanted: Vec<SessionKey> = wanted.into_iter().collect();
+        for chunk in wanted.chunks(100) {
             let wanted: Vec<(&str, &str)> = chunk
                 .iter()
                 .map(|key| (self.leases.as_str(), key.pk()))
@@ -211,10 +209,7 @@ impl LeaseStore {
             .iter()
             .zip(leases)
             .map(|(key, lease)| {
-                let of_lease: SessionEnds = lease
-                    .permits
-                    .iter()
-                    .filter_map(|p| p.session.as_deref())
+                let of_lease: SessionEnds = named(&lease)
                     .filter_map(|id| Some((id.to_owned(), *ends.get(&key.session(id))?)))
                     .collect();
                 resolve(&lease, &of_lease, now)

@@ -347,7 +347,7 @@ impl LeaseStore {
 }
 
 /// A lease that came back from a write, if a round may plan on it: not one with session
-/// permits, whose expiries only a read through their sessions tells.
+/// permits or places, whose ends only a read through their sessions tells.
 fn plannable(lease: LeaseState) -> Option<LeaseState> {
-    (!lease.has_session_permit()).then_some(lease)
+    (!lease.names_a_session()).then_some(lease)
 }

@@ -111,6 +111,7 @@ impl<'a> Asked<'a> {
                 limit: *limit,
                 wait_ms: *wait_ms,
                 ticket: ticket.as_ref(),
+                session: None,
             }),
             Command::Renew { .. }
             | Command::Release { .. }

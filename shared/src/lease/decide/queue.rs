@@ -19,6 +19,8 @@ pub struct Asked<'a> {
     pub wait_ms: Millis,
     /// The call, when it has a requestId.
     pub ticket: Option<&'a Ticket>,
+    /// The session it acquires in (docs/adr/0010): its place waits in it.
+    pub session: Option<&'a str>,
 }
 
 /// `state` at `now` with its lapsed permits and places dropped and each free permit handed to
@@ -51,8 +53,13 @@ pub(crate) fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
             at: now,
             expires_at: head.until,
         });
+        // A place in a session is handed a permit of that session: it ends with the session
+        // even if its holder never comes back for it (it used to be a plain permit for 30 s:
+        // the attack of 2026-12-05).
         after.permits.push(Permit {
             handoff,
+            untaken: head.session.is_some(),
+            session: head.session,
             ..Permit::new(&head.holder, after.last_token, head.until)
         });
     }
@@ -88,6 +95,7 @@ pub(super) fn keep_place(
     match after.waiters.iter_mut().find(|w| w.holder == asked.holder) {
         Some(place) => {
             place.until = place.until.max(until);
+            place.session = asked.session.map(str::to_owned);
             // A call without a requestId cannot be answered twice, so it leaves the ticket of
             // the call before it (found by the attack of 2026-12-03, round 3).
             if let Some(ticket) = asked.ticket
@@ -102,6 +110,7 @@ pub(super) fn keep_place(
             limit: asked.limit,
             until,
             ticket: asked.ticket.cloned(),
+            session: asked.session.map(str::to_owned),
         }),
     }
     Some(after)

@@ -74,7 +74,7 @@ pub(crate) fn withdraw(state: &LeaseState, holder: &str, now: Millis) -> Option<
     after.waiters.retain(|w| w.holder != holder);
     after
         .permits
-        .retain(|p| p.holder != holder || p.handoff.is_none());
+        .retain(|p| p.holder != holder || (p.handoff.is_none() && !p.untaken));
     if after == current {
         return handoffs_due(state, now);
     }
@@ -107,6 +107,7 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acq
     // same token, a new expiry. Taken by the call it was handed to, it is that call's answer.
     if let Some(mine) = after.permits.iter_mut().find(|p| p.holder == asked.holder) {
         mine.expires_at = expires_at;
+        mine.untaken = false;
         let taker = asked.ticket.map(|t| &t.key);
         if mine.handoff.as_ref().map(|h| &h.ticket.key) == taker {
             mine.handoff = None;

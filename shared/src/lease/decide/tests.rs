@@ -47,6 +47,7 @@ fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
                 limit,
                 until: *until,
                 ticket: None,
+                session: None,
             })
             .collect(),
         ..state

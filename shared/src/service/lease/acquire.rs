@@ -47,15 +47,19 @@ impl LeaseService {
         // write, still takes turns: its rivals would lose the version race and back off.
         let races = asked.limit == 1 && asked.wait_ms == 0;
         loop {
-            let round_now = now + Millis::try_from(started.elapsed().as_millis()).unwrap_or(0);
-            let round_now = round_now.min(deadline);
-            let asked = Asked {
-                wait_ms: deadline - round_now,
-                ..asked
-            };
             let turn = match races {
                 true => None,
                 false => Some(self.waits.turn(key).await),
+            };
+            // Decided at the time it runs, its turn taken: never earlier than a read this
+            // process answered before it, which showed the resource as of its own time. (The
+            // last round of a wait used to decide at the wait's deadline, however late it ran:
+            // a get in between could show a hand-off the round then undid, and two signed
+            // answers named one token with two holders: the attack of 2026-12-05.)
+            let round_now = round_time(now, started.elapsed());
+            let asked = Asked {
+                wait_ms: (deadline - round_now).max(0),
+                ..asked
             };
             let mut planned = MutationPlanner {
                 target: &target,
@@ -91,5 +95,24 @@ impl LeaseService {
                 () = &mut hung_up => return Ok(answer),
             }
         }
+    }
+}
+
+/// The time of a round that runs `elapsed` after its call started at `now`.
+fn round_time(now: Millis, elapsed: std::time::Duration) -> Millis {
+    now + Millis::try_from(elapsed.as_millis()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_that_runs_past_the_waits_deadline_decides_at_the_time_it_runs() {
+        // The call started at 1_000 and waits 2 s; its last round runs 2.5 s in (late: a turn
+        // behind a slow write). It decides at 3_500, not at the deadline, 3_000, which a read
+        // answered in between (at 3_200, say) would be later than.
+        let round = round_time(1_000, std::time::Duration::from_millis(2_500));
+        assert_eq!(round, 3_500);
     }
 }

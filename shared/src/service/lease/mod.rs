@@ -283,6 +283,8 @@ impl LeaseService {
                     // Only a call with a requestId has a ticket: a place of its own, to which a
                     // freed permit can be handed between its calls.
                     ticket: ticket.as_ref(),
+                    // Set when it is decided in its session, as read.
+                    session: None,
                 };
                 self.acquire(&call, resource, asked).await
             }

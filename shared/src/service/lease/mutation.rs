@@ -51,6 +51,7 @@ impl<'a> Mutation<'a> {
             (Mutation::Acquire(asked), Some((id, end))) => {
                 let asked = Asked {
                     ttl_ms: end - now,
+                    session: Some(id),
                     ..*asked
                 };
                 (acquire(state, &asked, now), Some(Binding::In(id)))

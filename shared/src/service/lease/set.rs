@@ -296,6 +296,7 @@ mod tests {
             limit: 1,
             wait_ms: 0,
             ticket: None,
+            session: None,
         })
     }
 
@@ -395,6 +396,7 @@ mod tests {
             limit: 1,
             wait_ms: 10_000,
             ticket: None,
+            session: None,
         };
         let Acquired::Write(write) = acquire(&queued, &first, NOW - 5_000) else {
             panic!("a free lease is taken");

@@ -19,7 +19,7 @@ const MAX_VIEWS: usize = 16_384;
 impl Views {
     pub(super) fn get(&self, key: &LeaseKey) -> Option<LeaseState> {
         let views = self.0.lock().ok()?;
-        views.get(key).filter(|s| !s.has_session_permit()).cloned()
+        views.get(key).filter(|s| !s.names_a_session()).cloned()
     }
 
     /// Whether this process last saw `key` with a session's permit: its next write is planned
@@ -30,7 +30,7 @@ impl Views {
         let Ok(views) = self.0.lock() else {
             return false;
         };
-        views.get(key).is_some_and(LeaseState::has_session_permit)
+        views.get(key).is_some_and(LeaseState::names_a_session)
     }
 
     /// Remember `state` of `key`.

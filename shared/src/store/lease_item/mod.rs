@@ -17,7 +17,7 @@ use crate::lease::LeaseState;
 use crate::lease::MAX_TOKEN;
 use crate::lease::model::{
     EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit, Place,
-    Revoked, Ticket,
+    Revoked, Ticket, UNTIL_ITS_SESSION_ENDS,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
@@ -159,7 +159,8 @@ fn ended_handoffs_from_item(item: &Item, last_token: u64) -> Result<Vec<EndedHan
 
 /// A versioned resource's permits as stored: holder → `{t: token, e: expiry ms, v: hand-off,
 /// s: session}`; a session's permit is stored to live until its session ends (its `e` is
-/// [`crate::lease::model::UNTIL_ITS_SESSION_ENDS`]).
+/// [`crate::lease::model::UNTIL_ITS_SESSION_ENDS`]), but for one handed to a session's place
+/// and not taken, which keeps the place's end.
 pub(super) fn permits_map(state: &LeaseState) -> AttributeValue {
     AttributeValue::M(
         state
@@ -202,6 +203,9 @@ pub(super) fn places_list(state: &LeaseState) -> AttributeValue {
                 if let Some(ticket) = &w.ticket {
                     place.insert("k".into(), s(&ticket.key));
                     place.insert("x".into(), n(ticket.until));
+                }
+                if let Some(session) = &w.session {
+                    place.insert("s".into(), s(session));
                 }
                 AttributeValue::M(place)
             })
@@ -296,14 +300,12 @@ fn versioned_from_item(
             return Err(corrupt("an empty holder"));
         }
         let session = get_s(permit, "s")?.map(str::to_owned);
+        let expires_at: Millis = req_n(permit, "e")?;
         permits.push(Permit {
             handoff,
+            untaken: session.is_some() && expires_at != UNTIL_ITS_SESSION_ENDS,
             session,
-            ..Permit::new(
-                holder,
-                issued(permit, last_token, "a permit")?,
-                req_n(permit, "e")?,
-            )
+            ..Permit::new(holder, issued(permit, last_token, "a permit")?, expires_at)
         });
     }
     if permits.len() > limit as usize {
@@ -352,6 +354,7 @@ fn places_from_item(item: &Item) -> Result<Vec<Place>, StoreError> {
             limit,
             until: req_n::<Millis>(place, "u")?,
             ticket,
+            session: get_s(place, "s")?.map(str::to_owned),
         });
     }
     Ok(waiters)
