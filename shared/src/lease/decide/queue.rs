@@ -15,7 +15,8 @@ pub struct Asked<'a> {
     pub holder: &'a str,
     pub ttl_ms: i64,
     pub limit: u32,
-    /// How long the caller waits in this call (0: it does not, unless it has a place).
+    /// How long the caller waits in this call from now (0: it does not, unless it has a place;
+    /// negative: a wait's round that ran after the wait ended, that long ago).
     pub wait_ms: Millis,
     /// The call, when it has a requestId.
     pub ticket: Option<&'a Ticket>,

@@ -57,8 +57,10 @@ impl LeaseService {
             // a get in between could show a hand-off the round then undid, and two signed
             // answers named one token with two holders: the attack of 2026-12-05.)
             let round_now = round_time(now, started.elapsed());
+            // Past the deadline (a late last round) the wait left is negative: the place is
+            // kept from the wait's end, as any place is, not lengthened by the lateness.
             let asked = Asked {
-                wait_ms: (deadline - round_now).max(0),
+                wait_ms: deadline - round_now,
                 ..asked
             };
             let mut planned = MutationPlanner {
