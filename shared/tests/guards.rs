@@ -132,6 +132,7 @@ fn queued(state: LeaseState, until: Millis) -> LeaseState {
             until,
             ticket: None,
             session: None,
+            session_ends: None,
         }],
         ..state
     }

@@ -758,3 +758,65 @@ async fn a_place_kept_in_a_session_ends_with_it_and_so_does_a_permit_handed_to_i
     );
     assert_eq!(took.fencing_token, Some(3));
 }
+
+/// A retry with the requestId of a waiting call in a session, after the session ended, is
+/// refused as any acquire in an ended session is: the grant handed to its place ended with the
+/// session, and is not replayed as live (the attack of 2026-12-05: it answered granted, token 2,
+/// outside any session, while the next acquire was granted token 3).
+#[tokio::test]
+async fn a_retry_of_a_waiting_call_whose_session_ended_is_refused_not_replayed() {
+    let f = Fixture::new().await;
+    let held = json!({"op": "acquire", "resource": "r", "holder": "h1", "ttlSeconds": 60});
+    assert!(f.call(held, now_ms()).await.granted);
+    let s = f.open("h2", 60, now_ms()).await;
+    let wait = json!({"op": "acquire", "resource": "r", "holder": "h2", "session": s, "waitSeconds": 1, "requestId": "wq"});
+    assert!(!f.call(wait.clone(), now_ms()).await.granted);
+    let release = json!({"op": "release", "resource": "r", "holder": "h1", "token": 1});
+    let released = f.call(release, now_ms()).await;
+    assert_eq!(
+        (released.holder.as_deref(), released.fencing_token),
+        (Some("h2"), Some(2))
+    );
+    let close = json!({"op": "close", "session": s, "holder": "h2"});
+    assert!(f.call(close, now_ms()).await.granted);
+    let retry = f.call(wait, now_ms()).await;
+    assert!(!retry.granted, "{retry:?}");
+    assert_eq!(rules(&retry), ["SESSION_EXPIRED"]);
+    let check = json!({"op": "check", "resource": "r", "token": 2});
+    assert_eq!(f.call(check, now_ms()).await.current, Some(false));
+    let next = json!({"op": "acquire", "resource": "r", "holder": "h4", "ttlSeconds": 60});
+    let next = f.call(next, now_ms()).await;
+    assert_eq!((next.granted, next.fencing_token), (true, Some(3)));
+}
+
+/// A permit handed to a session's place lives as the session does: each keepalive moves it, up
+/// to the place's own end (the attack of 2026-12-05: it lapsed at the session's end as of the
+/// hand-off, and the waiter behind took it while the session lived).
+#[tokio::test]
+async fn a_permit_handed_to_a_sessions_place_moves_with_its_keepalives() {
+    let f = Fixture::new().await;
+    let held = json!({"op": "acquire", "resource": "r", "holder": "h1", "ttlSeconds": 60});
+    assert!(f.call(held, now_ms()).await.granted);
+    let s = f.open("h2", 2, now_ms()).await;
+    let wait =
+        json!({"op": "acquire", "resource": "r", "holder": "h2", "session": s, "waitSeconds": 1});
+    assert!(!f.call(wait, now_ms()).await.granted);
+    let release = json!({"op": "release", "resource": "r", "holder": "h1", "token": 1});
+    assert!(f.call(release, now_ms()).await.granted);
+    // Three times the session's ttl, kept alive every half second.
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let keepalive = json!({"op": "keepalive", "session": s, "holder": "h2"});
+        assert!(f.call(keepalive, now_ms()).await.granted);
+    }
+    let third = json!({"op": "acquire", "resource": "r", "holder": "h3", "ttlSeconds": 60});
+    let third = f.call(third, now_ms()).await;
+    assert!(!third.granted, "{third:?}");
+    assert_eq!(third.holder.as_deref(), Some("h2"));
+    let taken = f.acquire_in("r", "h2", &s, now_ms()).await;
+    assert_eq!(
+        (taken.granted, taken.fencing_token),
+        (true, Some(2)),
+        "{taken:?}"
+    );
+}

@@ -475,7 +475,7 @@ impl LeaseAnswer {
                             .live_waiters(now)
                             .map(|w| Waiter {
                                 holder: w.holder.clone(),
-                                until: iso8601(w.until),
+                                until: iso8601(w.lapses_at()),
                             })
                             .collect(),
                     ),

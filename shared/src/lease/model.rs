@@ -18,10 +18,11 @@ pub struct Permit {
     /// between the read and the rules (`lease::session::resolve`).
     pub session: Option<String>,
     /// Handed from the queue to a place in `session`, and not taken yet by its holder's acquire:
-    /// it ends with the session, or with the place (`expires_at`), whichever is first; it joins
-    /// the session's list only when taken. Stored as a session permit with an expiry of its
-    /// own, which is how a read tells it (docs/adr/0010).
-    pub untaken: bool,
+    /// the place's own end. It lasts no longer than the place, nor than the session (a read
+    /// makes `expires_at` the earlier: a keepalive moves it, up to the place's end); it joins the
+    /// session's list only when taken. Stored as a session permit with this expiry of its own,
+    /// which is how a read tells it (docs/adr/0010).
+    pub untaken: Option<Millis>,
 }
 
 /// A session permit's expiry as stored: "never by itself" (9999-12-31T23:59:59.999Z). Every
@@ -34,9 +35,10 @@ impl Permit {
     /// whatever `expires_at` a read resolved it to.
     /// One handed to a session's place and not taken lives no longer than the place.
     pub fn stored_expiry(&self) -> Millis {
-        match self.session {
-            Some(_) if !self.untaken => UNTIL_ITS_SESSION_ENDS,
-            _ => self.expires_at,
+        match (&self.session, self.untaken) {
+            (Some(_), Some(place_ends)) => place_ends,
+            (Some(_), None) => UNTIL_ITS_SESSION_ENDS,
+            (None, _) => self.expires_at,
         }
     }
 
@@ -47,7 +49,7 @@ impl Permit {
             expires_at,
             handoff: None,
             session: None,
-            untaken: false,
+            untaken: None,
         }
     }
 }
@@ -126,6 +128,17 @@ pub struct Place {
     /// The session that call waited in (docs/adr/0010): the place ends with it, and a permit
     /// handed to the place is that session's.
     pub session: Option<String>,
+    /// The end of `session`, as read (`lease::session::resolve`; never stored): the place lapses
+    /// then if that is before `until`.
+    pub session_ends: Option<Millis>,
+}
+
+impl Place {
+    /// When the place lapses: at `until`, or when its session ends, if that is earlier.
+    pub fn lapses_at(&self) -> Millis {
+        self.session_ends
+            .map_or(self.until, |end| end.min(self.until))
+    }
 }
 
 /// One (tenant, resource) as stored. `last_token` is the counter: the last token ever issued
@@ -237,8 +250,12 @@ impl LeaseState {
         if let Some(handed) = remembered {
             return Some(handed.clone());
         }
+        // A session's hand-off is not replayed (see `semaphore::replace`).
         let lapsed = self.permits.iter().find(|p| {
-            p.holder == holder && now >= p.expires_at && p.handoff.as_ref().is_some_and(mine)
+            p.holder == holder
+                && now >= p.expires_at
+                && p.session.is_none()
+                && p.handoff.as_ref().is_some_and(mine)
         })?;
         Some(EndedHandoff {
             holder: lapsed.holder.clone(),
@@ -258,7 +275,7 @@ impl LeaseState {
 
     /// The places live at `now`, in queue order.
     pub fn live_waiters(&self, now: Millis) -> impl Iterator<Item = &Place> {
-        self.waiters.iter().filter(move |w| now < w.until)
+        self.waiters.iter().filter(move |w| now < w.lapses_at())
     }
 
     /// `holder`'s place in the queue at `now`: 1 = next.

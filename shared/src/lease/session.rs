@@ -195,7 +195,7 @@ pub fn resolve(state: &LeaseState, ends: &SessionEnds, now: Millis) -> LeaseStat
     }
     for place in &mut resolved.waiters {
         if let Some(id) = &place.session {
-            place.until = end(id).min(place.until);
+            place.session_ends = Some(end(id));
         }
     }
     resolved
@@ -283,15 +283,14 @@ pub enum Move {
 /// anyone else's write must not fail on it), so it joins then, and leaves only once taken.
 pub fn moves(before: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Move> {
     let in_session = |state: &LeaseState, token: u64, session: &str| {
-        state
-            .permits
-            .iter()
-            .any(|p| p.token == token && !p.untaken && p.session.as_deref() == Some(session))
+        state.permits.iter().any(|p| {
+            p.token == token && p.untaken.is_none() && p.session.as_deref() == Some(session)
+        })
     };
     let leaves = before
         .permits
         .iter()
-        .filter(|p| !p.untaken)
+        .filter(|p| p.untaken.is_none())
         .filter_map(|p| {
             let session = p.session.as_deref()?;
             let left = now < p.expires_at && !in_session(after, p.token, session);
@@ -299,16 +298,20 @@ pub fn moves(before: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Move> 
                 session: session.to_owned(),
             })
         });
-    let joins = after.permits.iter().filter(|p| !p.untaken).filter_map(|p| {
-        let session = p.session.as_deref()?;
-        (!in_session(before, p.token, session)).then(|| Move::Join {
-            session: session.to_owned(),
-            permit: SessionPermit {
-                token: p.token,
-                limit: after.limit,
-            },
-        })
-    });
+    let joins = after
+        .permits
+        .iter()
+        .filter(|p| p.untaken.is_none())
+        .filter_map(|p| {
+            let session = p.session.as_deref()?;
+            (!in_session(before, p.token, session)).then(|| Move::Join {
+                session: session.to_owned(),
+                permit: SessionPermit {
+                    token: p.token,
+                    limit: after.limit,
+                },
+            })
+        });
     leaves.chain(joins).collect()
 }
 
@@ -480,7 +483,7 @@ mod tests {
         let handed = LeaseState {
             permits: vec![Permit {
                 session: Some("s1".into()),
-                untaken: true,
+                untaken: Some(NOW + 30_000),
                 ..Permit::new("agent-1", 1, NOW + 30_000)
             }],
             ..LeaseState::default()
@@ -488,7 +491,7 @@ mod tests {
         // The hand-off is anyone's write: no join, whose conditions only the taker has read.
         assert_eq!(moves(&free, &handed, NOW), []);
         let mut taken = handed.clone();
-        taken.permits[0].untaken = false;
+        taken.permits[0].untaken = None;
         let joined = moves(&handed, &taken, NOW);
         assert!(
             matches!(&joined[..], [Move::Join { session, permit }] if session == "s1" && permit.token == 1),
@@ -514,6 +517,7 @@ mod tests {
             until: NOW + 30_000,
             ticket: None,
             session: session.map(str::to_owned),
+            session_ends: None,
         };
         let state = LeaseState {
             waiters: vec![
@@ -526,7 +530,7 @@ mod tests {
         assert!(state.names_a_session());
         let ends: SessionEnds = [("live".to_owned(), NOW + 10_000)].into();
         let resolved = resolve(&state, &ends, NOW);
-        let untils: Vec<Millis> = resolved.waiters.iter().map(|w| w.until).collect();
+        let untils: Vec<Millis> = resolved.waiters.iter().map(Place::lapses_at).collect();
         assert_eq!(untils, [NOW, NOW + 10_000, NOW + 30_000]);
         assert_eq!(named(&state).collect::<Vec<_>>(), ["gone", "live"]);
     }

@@ -148,7 +148,9 @@ fn jittered(interval: Duration) -> Duration {
 /// at the latest when its wait ends.
 pub(crate) fn next_change(state: &LeaseState, now: Millis, deadline: Millis) -> Millis {
     let permits = state.live_permits(now).into_iter().map(|p| p.expires_at);
-    let places = state.live_waiters(now).map(|w| w.until);
+    let places = state
+        .live_waiters(now)
+        .map(crate::lease::model::Place::lapses_at);
     permits
         .chain(places)
         .filter(|t| *t > now)

@@ -31,10 +31,38 @@ pub struct Asked<'a> {
 /// permit is kept for it until its place's 30 s run out, and no longer (a caller who went away
 /// does not hold it for the hour it asked for: found by the attack of 2026-12-03). A permit
 /// handed to a place with a ticket carries it until that call takes the permit (docs/adr/0008).
+///
+/// In time order: a permit that lapsed before `now` goes to the place that was first and live
+/// at that moment, and lapses in turn at the place's end, each at its own time. A read between
+/// two such moments shows what the write after them stores (they used to be judged all at
+/// `now`, so a place that ended in between, as a session's place may at any time, was skipped
+/// after a read had shown it handed the token, and the next place was handed the same token:
+/// the attack of 2026-12-05).
 pub(crate) fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
     let mut after = state.clone();
-    after.permits.retain(|p| now < p.expires_at);
-    after.waiters.retain(|w| now < w.until);
+    loop {
+        let next = after
+            .permits
+            .iter()
+            .map(|p| p.expires_at)
+            .chain(after.waiters.iter().map(Place::lapses_at))
+            .filter(|t| *t <= now)
+            .min();
+        let at = next.unwrap_or(now);
+        after.permits.retain(|p| at < p.expires_at);
+        after.waiters.retain(|w| at < w.lapses_at());
+        hand_on(&mut after, at);
+        if next.is_none() {
+            break;
+        }
+    }
+    after.permits.sort_by_key(|p| p.token);
+    after
+}
+
+/// Hand each free permit of `after` to its earliest place, in order, at `at` (every permit and
+/// place in it live then).
+fn hand_on(after: &mut LeaseState, at: Millis) {
     while let Some(head) = after.waiters.first() {
         if after.permits.is_empty() {
             after.limit = head.limit;
@@ -49,23 +77,23 @@ pub(crate) fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
             continue;
         }
         after.last_token += 1;
+        let ends = head.lapses_at();
         let handoff = head.ticket.map(|ticket| Handoff {
             ticket,
-            at: now,
-            expires_at: head.until,
+            at,
+            expires_at: ends,
         });
         // A place in a session is handed a permit of that session: it ends with the session
         // even if its holder never comes back for it (it used to be a plain permit for 30 s:
-        // the attack of 2026-12-05).
+        // the attack of 2026-12-05), and lasts as a keepalive moves the session, up to the
+        // place's own end.
         after.permits.push(Permit {
             handoff,
-            untaken: head.session.is_some(),
+            untaken: head.session.is_some().then_some(head.until),
             session: head.session,
-            ..Permit::new(&head.holder, after.last_token, head.until)
+            ..Permit::new(&head.holder, after.last_token, ends)
         });
     }
-    after.permits.sort_by_key(|p| p.token);
-    after
 }
 
 /// Whether the caller waits in the queue: it asked to, or it has a place already (calling again
@@ -112,6 +140,7 @@ pub(super) fn keep_place(
             until,
             ticket: asked.ticket.cloned(),
             session: asked.session.map(str::to_owned),
+            session_ends: None,
         }),
     }
     Some(after)

@@ -29,8 +29,14 @@ fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
         .permits
         .iter()
         .chain(before.permits.iter().filter(|p| p.token > state.last_token));
-    let ended = handed_before
-        .filter(|p| p.handoff.is_some() && !after.permits.iter().any(|kept| kept.token == p.token));
+    // A session's is not: it ended with its place's session or while it lived, and the call's
+    // retry is decided in its session as it stands (the attack of 2026-12-05: the retry after a
+    // close was answered the ended grant, as live, outside any session).
+    let ended = handed_before.filter(|p| {
+        p.handoff.is_some()
+            && p.session.is_none()
+            && !after.permits.iter().any(|kept| kept.token == p.token)
+    });
     let ended: Vec<EndedHandoff> = ended
         .filter_map(|p| {
             Some(EndedHandoff {
@@ -74,7 +80,7 @@ pub(crate) fn withdraw(state: &LeaseState, holder: &str, now: Millis) -> Option<
     after.waiters.retain(|w| w.holder != holder);
     after
         .permits
-        .retain(|p| p.holder != holder || (p.handoff.is_none() && !p.untaken));
+        .retain(|p| p.holder != holder || (p.handoff.is_none() && p.untaken.is_none()));
     if after == current {
         return handoffs_due(state, now);
     }
@@ -107,7 +113,7 @@ pub(super) fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acq
     // same token, a new expiry. Taken by the call it was handed to, it is that call's answer.
     if let Some(mine) = after.permits.iter_mut().find(|p| p.holder == asked.holder) {
         mine.expires_at = expires_at;
-        mine.untaken = false;
+        mine.untaken = None;
         let taker = asked.ticket.map(|t| &t.key);
         if mine.handoff.as_ref().map(|h| &h.ticket.key) == taker {
             mine.handoff = None;

@@ -48,6 +48,7 @@ fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
                 until: *until,
                 ticket: None,
                 session: None,
+                session_ends: None,
             })
             .collect(),
         ..state
@@ -972,4 +973,45 @@ fn granted_at(state: &LeaseState, command: &Command, now: Millis) -> LeaseState 
         Decision::Write(w) => w.effect.apply(state),
         d => panic!("not granted: {d:?}"),
     }
+}
+
+/// A read between a lapse and the end of the place it hands the permit to shows what the write
+/// after both stores: the permit is handed at the lapse, to the place first then, and lapses with
+/// that place, each at its own time; the next place gets the next token, never the same one
+/// (the attack of 2026-12-05: a place ending in between, as a session's may at any time, was
+/// skipped, and the token a read had shown handed to it went to the place behind).
+#[test]
+fn hand_offs_are_judged_in_time_order_so_a_token_has_one_holder_at_any_read() {
+    let state = queued(
+        semaphore(1, 1, 5, &[("a", 1, NOW + 1_000)]),
+        &[("p1", NOW + 2_000), ("p2", NOW + 60_000)],
+    );
+    let holder = |at: Millis| {
+        let s = as_of(&state, at);
+        let p = s
+            .live_permits(at)
+            .first()
+            .map(|p| (p.holder.clone(), p.token, p.expires_at));
+        p.expect("held")
+    };
+    assert_eq!(holder(NOW + 1_500), ("p1".into(), 2, NOW + 2_000));
+    assert_eq!(holder(NOW + 2_500), ("p2".into(), 3, NOW + 60_000));
+    // A place that ends with its session, before its own end: the same, at the session's end.
+    let mut in_session = state.clone();
+    in_session.waiters[0].session = Some("s".into());
+    in_session.waiters[0].session_ends = Some(NOW + 1_200);
+    let s = as_of(&in_session, NOW + 1_100);
+    let p = &s.live_permits(NOW + 1_100)[0];
+    assert_eq!(
+        (p.holder.as_str(), p.token, p.expires_at),
+        ("p1", 2, NOW + 1_200)
+    );
+    // Stored with the place's own end: a keepalive moves the session, and so the permit.
+    assert_eq!(
+        (p.untaken, p.stored_expiry()),
+        (Some(NOW + 2_000), NOW + 2_000)
+    );
+    let s = as_of(&in_session, NOW + 1_300);
+    let p = &s.live_permits(NOW + 1_300)[0];
+    assert_eq!((p.holder.as_str(), p.token), ("p2", 3));
 }

@@ -303,7 +303,8 @@ fn versioned_from_item(
         let expires_at: Millis = req_n(permit, "e")?;
         permits.push(Permit {
             handoff,
-            untaken: session.is_some() && expires_at != UNTIL_ITS_SESSION_ENDS,
+            untaken: (session.is_some() && expires_at != UNTIL_ITS_SESSION_ENDS)
+                .then_some(expires_at),
             session,
             ..Permit::new(holder, issued(permit, last_token, "a permit")?, expires_at)
         });
@@ -355,6 +356,7 @@ fn places_from_item(item: &Item) -> Result<Vec<Place>, StoreError> {
             until: req_n::<Millis>(place, "u")?,
             ticket,
             session: get_s(place, "s")?.map(str::to_owned),
+            session_ends: None,
         });
     }
     Ok(waiters)
