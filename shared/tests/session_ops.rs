@@ -820,3 +820,44 @@ async fn a_permit_handed_to_a_sessions_place_moves_with_its_keepalives() {
         "{taken:?}"
     );
 }
+
+/// A close (or revoke) serves at once the waiters behind a place its session kept, though the
+/// session lists no permit there (the attack of 2026-12-05: they waited until the session's old
+/// end, or out their whole wait).
+#[tokio::test]
+async fn a_close_serves_at_once_the_waiters_behind_its_sessions_place() {
+    let f = Arc::new(Fixture::new().await);
+    let held = json!({"op": "acquire", "resource": "r", "holder": "h1", "ttlSeconds": 60});
+    assert!(f.call(held, now_ms()).await.granted);
+    let s = f.open("h2", 600, now_ms()).await;
+    let wait =
+        json!({"op": "acquire", "resource": "r", "holder": "h2", "session": s, "waitSeconds": 1});
+    assert!(!f.call(wait, now_ms()).await.granted);
+    let waiter = {
+        let f = f.clone();
+        tokio::spawn(async move {
+            let body = json!({"op": "acquire", "resource": "r", "holder": "h3", "ttlSeconds": 60, "waitSeconds": 10});
+            let a = f.call(body, now_ms()).await;
+            (a, std::time::Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let release = json!({"op": "release", "resource": "r", "holder": "h1", "token": 1});
+    let released = f.call(release, now_ms()).await;
+    assert_eq!(
+        released.holder.as_deref(),
+        Some("h2"),
+        "handed to the place in front"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let close = json!({"op": "close", "session": s, "holder": "h2"});
+    let closed_at = std::time::Instant::now();
+    assert!(f.call(close, now_ms()).await.granted);
+    let (a, answered_at) = waiter.await.unwrap();
+    assert_eq!((a.granted, a.fencing_token), (true, Some(3)), "{a:?}");
+    let after = answered_at.duration_since(closed_at);
+    assert!(
+        after < Duration::from_millis(500),
+        "answered {after:?} after the close"
+    );
+}

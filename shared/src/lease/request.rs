@@ -267,6 +267,30 @@ impl LeaseRequest {
                     ),
                 ));
             }
+            // A session is whole: no holder or token picks part of it (the attack of
+            // 2026-12-05: a revoke of a session with another holder ended it all).
+            (SessionField::InsteadOfResource, Some(_)) => {
+                let parts = [
+                    ("holder", self.holder.as_deref().map(Value::from)),
+                    ("token", self.token.map(Value::from)),
+                ];
+                for (field, sent) in parts {
+                    if let Some(sent) = sent {
+                        errors.push(
+                            Witness::new(
+                                "NOT_TAKEN",
+                                &format!("/{field}"),
+                                format!(
+                                    "op {} of a session takes no {field}: it is the whole session's",
+                                    self.op.as_str()
+                                ),
+                            )
+                            .expected(format!("no {field} with session"))
+                            .actual(sent),
+                        );
+                    }
+                }
+            }
             _ => {}
         }
         errors
@@ -476,6 +500,33 @@ mod tests {
             witnesses[0].expected,
             Some(json!("no ttlSeconds with op release"))
         );
+    }
+
+    /// get and revoke of a session take no holder or token: a session is ended or shown whole.
+    #[test]
+    fn a_sessions_get_and_revoke_take_no_holder_or_token() {
+        for op in ["get", "revoke"] {
+            let body =
+                json!({"op": op, "session": "s", "holder": "zzz", "token": 3, "reason": "r"});
+            let body = if op == "get" {
+                json!({"op": op, "session": "s", "holder": "zzz"})
+            } else {
+                body
+            };
+            let paths: Vec<String> = parse(body)
+                .shape_errors()
+                .into_iter()
+                .map(|w| w.path)
+                .collect();
+            let expected: &[&str] = if op == "get" {
+                &["/holder"]
+            } else {
+                &["/holder", "/token"]
+            };
+            assert_eq!(paths, expected, "{op}");
+        }
+        let whole = json!({"op": "revoke", "session": "s", "reason": "r"});
+        assert!(parse(whole).shape_errors().is_empty());
     }
 
     /// A field an op does not take is refused, naming it, on every op: never accepted and then

@@ -98,6 +98,23 @@ impl Waits {
         }
     }
 
+    /// Wake every waiter in this process of a resource of `tenant`: a session of the tenant
+    /// ended, and its places, which it does not list, may stand in front of them (each looks
+    /// again: one read).
+    pub(crate) fn wake_tenant(&self, tenant: &crate::tenant::Tenant) {
+        let resources: Vec<Arc<Resource>> = match self.by_key.lock() {
+            Ok(by_key) => by_key
+                .iter()
+                .filter(|(key, _)| key.is_of(tenant))
+                .filter_map(|(_, resource)| resource.upgrade())
+                .collect(),
+            Err(_) => return,
+        };
+        for resource in resources {
+            resource.changed.notify_waiters();
+        }
+    }
+
     /// A write of `key` committed: wake its waiters in this process.
     pub(crate) fn wake(&self, key: &LeaseKey) {
         let resource = self

@@ -39,8 +39,16 @@ impl LeaseKey {
 
     /// The session `id` of this lease's tenant: where its permits in that session point.
     pub fn session(&self, id: &str) -> SessionKey {
-        let tenant = self.0.split_once('|').map_or("", |(tenant, _)| tenant);
-        SessionKey::in_tenant(tenant, id)
+        SessionKey::in_tenant(self.tenant(), id)
+    }
+
+    /// Whether it is a resource of `tenant`.
+    pub fn is_of(&self, tenant: &Tenant) -> bool {
+        self.tenant() == LeaseKey::new(tenant, "").tenant()
+    }
+
+    fn tenant(&self) -> &str {
+        self.0.split_once('|').map_or("", |(tenant, _)| tenant)
     }
 }
 

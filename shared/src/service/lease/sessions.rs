@@ -13,7 +13,7 @@ use crate::lease::answer::{AuditEntry, Holder};
 use crate::lease::session::{self, Session, SessionWrite, ended};
 use crate::lease::{LeaseAnswer, Op};
 use crate::store::session_store::{SessionChange, SessionKey, SessionWritten};
-use crate::store::{Commit, LeaseKey, call_id};
+use crate::store::{Commit, call_id};
 use crate::witness::Witness;
 
 /// What a session op asks.
@@ -264,7 +264,7 @@ impl LeaseService {
         let (shown, witnesses) = match written {
             SessionWritten::Done(after) => {
                 if after.ended.is_some() {
-                    self.wake_permits_of(call, &after);
+                    self.wake_waiters_of(call);
                 }
                 (Some(after), Vec::new())
             }
@@ -287,11 +287,11 @@ impl LeaseService {
         self.sign(answer, &call.signing).map(Some)
     }
 
-    /// Wake this process's waiters of every resource `session` listed: its end freed them.
-    fn wake_permits_of(&self, call: &Call<'_>, session: &Session) {
-        for resource in session.permits.keys() {
-            self.waits.wake(&LeaseKey::new(call.actor.tenant, resource));
-        }
+    /// Wake this process's waiters of every resource of the tenant: a session's end freed the
+    /// resources it listed, and its places, which it does not list, may stand in front of
+    /// waiters of others (the attack of 2026-12-05: they waited until the session's old end).
+    fn wake_waiters_of(&self, call: &Call<'_>) {
+        self.waits.wake_tenant(call.actor.tenant);
     }
 
     /// A session's own op: open, keepalive, close, or get of a session.
@@ -333,11 +333,11 @@ impl LeaseService {
             Ended::Done { decision, .. } => decision,
             Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
         };
-        // A closed or revoked session's permits are free now: their waiters here are told at
-        // once.
+        // A closed or revoked session's permits and places are gone now: waiters here are told
+        // at once.
         let ends = matches!(asked, Asked::Close { .. } | Asked::Revoke { .. });
-        if let Some(before) = ended.filter(|_| ends) {
-            self.wake_permits_of(call, &before);
+        if ended.is_some() && ends {
+            self.wake_waiters_of(call);
         }
         Ok(answer)
     }
