@@ -167,3 +167,42 @@ async fn a_full_session_is_the_callers_error_not_a_held_resource() {
     );
     session.close().await.unwrap();
 }
+
+/// A session lost because no keepalive answer came back in time is still closed when its owner
+/// lets go: the keepalive may have been applied (here: answers come late), keeping the session,
+/// and every hold in it, for another TTL (the attack of 2026-12-05).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lost_to_late_answers_is_closed_when_its_owner_lets_go() {
+    use support::proxy::{Mode, Proxy};
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let proxy = Proxy::start(&server.url);
+    let direct = client(&server, ACME_KEY);
+    let through = Client::with_api_key(&proxy.url, ACME_KEY, "session-tests").unwrap();
+    let mut session = through
+        .session("agent-1", Duration::from_secs(3))
+        .await
+        .unwrap();
+    session.acquire("job").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    proxy.set(Mode::Slow(Duration::from_millis(2_400)));
+    let lost = tokio::time::timeout(Duration::from_secs(10), session.lost()).await;
+    assert!(matches!(lost, Ok(Lost::Unreachable(_))), "{lost:?}");
+    proxy.set(Mode::Pass);
+    let id = session.id().to_owned();
+    session.close().await.unwrap();
+    let get = json_get_session(&direct, &id).await;
+    assert_eq!(get, None, "closed, not kept alive by the late keepalive");
+    assert!(
+        !direct.get("job").await.unwrap().granted,
+        "its hold is free"
+    );
+}
+
+async fn json_get_session(c: &Client, id: &str) -> Option<String> {
+    let answer = c
+        .send(serde_json::json!({"op": "get", "session": id}))
+        .await
+        .unwrap();
+    answer["data"]["session"]["id"].as_str().map(str::to_owned)
+}

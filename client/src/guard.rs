@@ -342,7 +342,7 @@ async fn renew(
             let sent = Instant::now();
             if sent >= deadline {
                 state.send_if_modified(|s| s.judge(sent));
-                return;
+                return after_loss(&client, &held, &state, stopped).await;
             }
             let call = client.call(held.renewal(), Some(deadline));
             let answer = tokio::select! {
@@ -382,19 +382,41 @@ async fn renew(
             true
         });
         if !renewed {
-            return;
+            return after_loss(&client, &held, &state, stopped).await;
         }
         deadline = timing.deadline(sent);
     }
 }
 
-/// Release, giving up at the deadline (the lease lapses by itself after). The signal says so
-/// first: nothing is held from the moment the owner lets go.
+/// How long the ending call may take once the local deadline has passed.
+const ENDING_GRACE: Duration = Duration::from_secs(2);
+
+/// After a loss: unless the service refused (it has ended it already), end it all the same when
+/// the owner lets go. A renewal whose answer never came may have been applied, and kept it for
+/// another TTL (the attack of 2026-12-05: a session stayed live after its block was left);
+/// ending what is no longer ours is refused, and changes nothing.
+async fn after_loss(
+    client: &Client,
+    held: &Held,
+    state: &watch::Sender<State>,
+    stopped: oneshot::Receiver<()>,
+) {
+    let refused = matches!(state.borrow().lost, Some(Lost::Refused(_)));
+    if refused || stopped.await.is_err() {
+        return;
+    }
+    release(client, held, state, Instant::now()).await;
+}
+
+/// Release, giving up at the deadline, or [`ENDING_GRACE`] from now if that is later (the lease
+/// lapses by itself after). The signal says so first: nothing is held from the moment the owner
+/// lets go.
 async fn release(client: &Client, held: &Held, state: &watch::Sender<State>, deadline: Instant) {
     state.send_modify(|s| {
         s.lost.get_or_insert(Lost::Released);
     });
-    if let Err(e) = client.call(held.ending(), Some(deadline)).await {
+    let by = deadline.max(Instant::now() + ENDING_GRACE);
+    if let Err(e) = client.call(held.ending(), Some(by)).await {
         tracing::warn!(error = %e, "release failed; the lease lapses by itself");
     }
 }

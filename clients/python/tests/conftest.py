@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -36,12 +37,15 @@ def server() -> Iterator[str]:
 
 class SilentProxy:
     """Forwards loopback TCP to `target` until `silent` is set; from then on every byte either
-    way is dropped and nothing is answered (connections stay open: a hung server, not a refusal)."""
+    way is dropped and nothing is answered (connections stay open: a hung server, not a refusal).
+    With `answers_late` (seconds) set instead, requests go through at once and each chunk of an
+    answer is delivered that much later (the server acts; the client hears late)."""
 
     def __init__(self, target: str) -> None:
         host, port = target.removeprefix("http://").split(":")
         self.target = (host, int(port))
         self.silent = threading.Event()
+        self.answers_late = 0.0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -53,12 +57,14 @@ class SilentProxy:
             except OSError:
                 return
             upstream = socket.create_connection(self.target)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+            for source, sink, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pipe, args=(source, sink, answers), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket, answers: bool) -> None:
         try:
             while chunk := source.recv(65536):
+                if answers and self.answers_late:
+                    time.sleep(self.answers_late)
                 if not self.silent.is_set():
                     sink.sendall(chunk)
         except OSError:

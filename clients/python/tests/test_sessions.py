@@ -13,7 +13,7 @@ import pytest
 import leasekit
 from leasekit import AsyncClient, AsyncHeldSession, HeldSession
 
-from conftest import ADMIN_KEY, API_KEY
+from conftest import ADMIN_KEY, API_KEY, SilentProxy
 from test_client import Blocking, Make, make, name  # noqa: F401 (`make`: the fixture, sync and async)
 
 
@@ -149,5 +149,35 @@ def test_a_session_waits_in_the_queue_and_refuses_past_its_limits(server: str, m
             with pytest.raises(leasekit.InvalidInput, match="256"):
                 await held.acquire(f"{r}-full")
             assert not held.lost
+
+    asyncio.run(main())
+
+
+def test_a_session_lost_to_late_answers_is_closed_when_the_block_is_left(server: str, proxy: SilentProxy,
+                                                                         make: Make) -> None:
+    """The keepalive whose answer came too late was applied, and kept the session (and every
+    hold in it) for another TTL; leaving the block closes it all the same (the attack of
+    2026-12-05: it stayed live, its holds held)."""
+    async def main() -> None:
+        tenant = name("t")
+        direct = make(server, api_key=API_KEY, tenant=tenant)
+        through = make(proxy.url, api_key=API_KEY, tenant=tenant)
+        job = name("job")
+        async with session(through, holder="agent-1", ttl=3) as held:
+            await held.acquire(job)
+            await asyncio.sleep(1.2)
+            proxy.answers_late = 2.4
+            assert await held.wait_lost(timeout=10)
+            with pytest.raises(leasekit.LeaseLost) as lost:
+                held.check()
+            assert lost.value.rule is None, "unreachable, not refused"
+            proxy.answers_late = 0.0
+            session_id = held.id
+        getter = direct.client if isinstance(direct, Blocking) else direct
+        state = getter.get_session(session_id)
+        if asyncio.iscoroutine(state):
+            state = await state
+        assert state is None, "closed, not kept alive by the late keepalive"
+        assert (await direct.get(job)).holder is None
 
     asyncio.run(main())

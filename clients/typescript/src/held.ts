@@ -13,6 +13,8 @@ export const MAX_SERVER_WAIT = 20;
 export const ACQUIRE_PAUSE_MS = 200;
 /** Pause before trying a renewal again after a call that failed, its own retries spent (ms). */
 export const RETRY_PAUSE_MS = 200;
+/** How long the ending sent after the local deadline may take (ms). */
+export const ENDING_GRACE_MS = 2000;
 
 export interface HoldOptions {
   /** Who holds it: the same name across your retries and renewals. */
@@ -183,8 +185,10 @@ export interface Kept {
  * Keep what a grant sent at `sent` gave (a lease, a set, a session) while `fn` runs: renewed in
  * the background by `renewal()` on the local-deadline rule (see `Clock`), the loss signalled at
  * the local deadline itself whatever a renewal in flight is doing, and ended by `ending()` when
- * `fn` returns or throws (unless lost by then: it may be someone else's, and past its deadline
- * an ending has no time left; it lapses by itself if the ending fails).
+ * `fn` returns or throws, unless the service refused a renewal (it ended it already). After a
+ * loss to silence it is ended all the same, given `ENDING_GRACE_MS`: a renewal whose answer
+ * never came may have been applied and kept it another TTL (the attack of 2026-12-05); ending
+ * what is no longer ours is refused and changes nothing. It lapses by itself if the ending fails.
  */
 export async function keep<T>(
   t: Transport,
@@ -218,8 +222,9 @@ export async function keep<T>(
     stopping.abort();
     await renewing;
     clearTimeout(timer);
-    if (!clock.judge(t.now())) {
-      await call(t, requests.ending(), { deadline: clock.deadline }).catch(() => undefined);
+    if (clock.lostRule === null) {
+      const deadline = Math.max(clock.deadline, t.now() + ENDING_GRACE_MS);
+      await call(t, requests.ending(), { deadline }).catch(() => undefined);
     }
   }
 }

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { InvalidInput, LeaseClient, LeaseLost, NotAcquired } from "leasekit";
-import { ADMIN_KEY, API_KEY, name, serve, sleep } from "./support.mjs";
+import { ADMIN_KEY, API_KEY, name, serve, silentProxy, sleep } from "./support.mjs";
 
 let server;
 before(async () => {
@@ -97,4 +97,28 @@ test("a throw closes the session too, and the error is the function's", async ()
     RangeError,
   );
   assert.equal((await c.get(r)).holder, null);
+});
+
+test("a session lost to late answers is still closed when the function returns", async () => {
+  // The keepalive whose answer came too late was applied, and kept the session (and its holds)
+  // another TTL: returning closes it all the same (the attack of 2026-12-05).
+  const proxy = await silentProxy(server.url);
+  try {
+    const c = client();
+    const through = new LeaseClient({ url: proxy.url, apiKey: API_KEY, tenant: "sessions", timeoutMs: 60_000 });
+    const job = name("late");
+    const id = await through.withSession({ holder: "agent-1", ttl: 3 }, async (session) => {
+      await session.acquire(job);
+      await sleep(1200);
+      proxy.answerLate(2400);
+      await new Promise((resolve) => session.signal.addEventListener("abort", resolve, { once: true }));
+      assert.equal(session.signal.reason.rule, null, "unreachable, not refused");
+      proxy.answerLate(0);
+      return session.id;
+    });
+    assert.equal(await c.getSession(id), null, "closed, not kept alive by the late keepalive");
+    assert.equal((await c.get(job)).holder, null);
+  } finally {
+    proxy.close();
+  }
 });

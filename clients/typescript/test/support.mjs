@@ -69,7 +69,7 @@ export function tap({ lose = () => false, answer = () => undefined } = {}) {
  */
 export async function silentProxy(target) {
   const { hostname, port } = new URL(target);
-  const state = { silent: false };
+  const state = { silent: false, lateMs: 0 };
   const sockets = new Set();
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(port), hostname);
@@ -78,7 +78,12 @@ export async function silentProxy(target) {
       s.on("error", () => {});
     }
     client.on("data", (chunk) => state.silent || upstream.write(chunk));
-    upstream.on("data", (chunk) => state.silent || client.write(chunk));
+    // Answers, in order, each chunk `lateMs` after it came (the server acted; the client hears late).
+    let answers = Promise.resolve();
+    upstream.on("data", (chunk) => {
+      const late = state.lateMs;
+      answers = answers.then(() => (late ? sleep(late) : undefined)).then(() => state.silent || client.write(chunk));
+    });
     client.on("close", () => upstream.destroy());
     upstream.on("close", () => client.destroy());
   });
@@ -87,6 +92,9 @@ export async function silentProxy(target) {
     url: `http://127.0.0.1:${server.address().port}`,
     goSilent: () => {
       state.silent = true;
+    },
+    answerLate: (ms) => {
+      state.lateMs = ms;
     },
     close: () => {
       for (const s of sockets) s.destroy();

@@ -196,6 +196,9 @@ class AsyncHeldLease(Hold[AsyncClient]):
         self._stop.set()
         if self._task is not None:
             await self._task
+        ending = self._renewal.ending_after_loss() if self._renewal is not None else None
+        if ending is not None:
+            await self._do(ending)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         renewal = self._require()

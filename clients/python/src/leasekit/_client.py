@@ -208,6 +208,10 @@ class HeldLease(Hold[Client]):
             self._changed.notify_all()
         if self._thread is not None:
             self._thread.join()
+        with self._changed:
+            ending = self._renewal.ending_after_loss() if self._renewal is not None else None
+        if ending is not None:
+            self._do(ending)
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or `timeout` seconds pass (False)."""

@@ -39,6 +39,8 @@ MAX_SERVER_WAIT = 20
 ACQUIRE_PAUSE = 0.2
 #: Pause before trying a renewal again after a call that failed (its own retries spent).
 RETRY_PAUSE = 0.2
+#: How long the release sent after a loss may take (see `Renewal.ending_after_loss`).
+ENDING_GRACE = 2.0
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,17 @@ class Renewal:
     @property
     def lost(self) -> bool:
         return self.clock.judge(self._now())
+
+    def ending_after_loss(self) -> Release | None:
+        """When the block is left after a loss the service did not refuse, the release to send
+        all the same (once, given `ENDING_GRACE`): a renewal whose answer never came may have
+        been applied and kept the lease (a session, every hold in it) for another TTL (the
+        attack of 2026-12-05). Releasing what is no longer ours is refused, and changes
+        nothing. None after a release, a refusal, or while it is held."""
+        if isinstance(self._asked, Release) or self.clock.lost_rule is not None or not self.lost:
+            return None
+        self._asked = Release(self._now() + ENDING_GRACE)
+        return self._asked
 
     def check(self) -> None:
         """Raise `LeaseLost` if the lease is lost."""
