@@ -809,6 +809,7 @@ async fn answers_put_data_first_and_are_signed_unless_asked_not_to_be() {
         "holder",
         "fencingToken",
         "expiresAt",
+        "value",
         "limit",
         "holders",
         "replayed",

@@ -125,6 +125,7 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
         ("requestId", any(&|s| s.writes)),
         ("resources", any(&|s| s.set == Some("resources"))),
         ("leases", any(&|s| s.set == Some("leases"))),
+        ("value", any(&|s| s.value != Field::Unused)),
     ];
     if let Some(properties) = schema["properties"].as_object_mut() {
         for (field, keep) in kept {

@@ -133,6 +133,7 @@ fn queued(state: LeaseState, until: Millis) -> LeaseState {
             ticket: None,
             session: None,
             session_ends: None,
+            value: None,
         }],
         ..state
     }

@@ -56,6 +56,7 @@ pub fn examples() -> Vec<Example> {
         fencing_token: 1,
         expires_at: iso8601(NOW + 80 * SECOND),
         session: None,
+        value: None,
         resource: None,
     };
     let acquire = json!({"op": "acquire", "tenantId": "team-a", "resource": "deploy:prod", "holder": "worker-7", "ttlSeconds": 60, "requestId": "w7-deploy-1"});

@@ -33,6 +33,9 @@ pub struct LeaseAnswer {
     pub fencing_token: Option<u64>,
     #[serde(default)]
     pub expires_at: Option<String>,
+    /// The value of the permit shown (docs/adr/0011), null when it has none.
+    #[serde(default)]
+    pub value: Option<String>,
     /// How many holders the resource takes at once (1 = a lease).
     #[serde(default = "one")]
     pub limit: u32,
@@ -86,6 +89,7 @@ impl Serialize for LeaseAnswer {
             map.serialize_entry("holder", &self.holder)?;
             map.serialize_entry("fencingToken", &self.fencing_token)?;
             map.serialize_entry("expiresAt", &self.expires_at)?;
+            map.serialize_entry("value", &self.value)?;
             map.serialize_entry("limit", &self.limit)?;
             map.serialize_entry("holders", &self.holders)?;
         }
@@ -150,9 +154,26 @@ pub struct Holder {
     /// The session it lives in (docs/adr/0010), or null.
     #[serde(default)]
     pub session: Option<String>,
+    /// Its holder's note (docs/adr/0011), or null.
+    #[serde(default)]
+    pub value: Option<String>,
     /// Its resource, where a list of permits spans several: a session revoke's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+}
+
+impl Holder {
+    /// `permit` as answers list it (its expiry as resolved: a session's permit, its session's).
+    pub fn of(permit: &super::model::Permit) -> Self {
+        Self {
+            holder: permit.holder.clone(),
+            fencing_token: permit.token,
+            expires_at: iso8601(permit.expires_at),
+            session: permit.session.clone(),
+            value: permit.value.clone(),
+            resource: None,
+        }
+    }
 }
 
 /// A live session, as answers show it.
@@ -204,6 +225,9 @@ pub struct SetMember {
     pub holder: Option<String>,
     pub fencing_token: Option<u64>,
     pub expires_at: Option<String>,
+    /// The value of the permit shown, null when it has none.
+    #[serde(default)]
+    pub value: Option<String>,
     pub limit: u32,
     pub holders: Vec<Holder>,
     /// list: the live places in its queue, in order.
@@ -298,17 +322,9 @@ impl LeaseAnswer {
             holder: shown.map(|p| p.holder.clone()),
             fencing_token: shown.map(|p| p.token),
             expires_at: shown.map(|p| iso8601(p.expires_at)),
+            value: shown.and_then(|p| p.value.clone()),
             limit: state.limit,
-            holders: live
-                .iter()
-                .map(|p| Holder {
-                    holder: p.holder.clone(),
-                    fencing_token: p.token,
-                    expires_at: iso8601(p.expires_at),
-                    session: p.session.clone(),
-                    resource: None,
-                })
-                .collect(),
+            holders: live.iter().map(|p| Holder::of(p)).collect(),
             queue_position: caller.and_then(|c| state.queue_position(c, now)),
             current: None,
             leases: None,
@@ -423,6 +439,7 @@ impl LeaseAnswer {
                     holder: one.holder,
                     fencing_token: one.fencing_token,
                     expires_at: one.expires_at,
+                    value: one.value,
                     limit: one.limit,
                     holders: one.holders,
                     waiters: None,
@@ -433,6 +450,7 @@ impl LeaseAnswer {
             holder: None,
             fencing_token: None,
             expires_at: None,
+            value: None,
             limit: leases.iter().map(|m| m.limit).max().unwrap_or(1),
             holders: Vec::new(),
             leases: Some(leases),
@@ -468,6 +486,7 @@ impl LeaseAnswer {
                     holder: one.holder,
                     fencing_token: one.fencing_token,
                     expires_at: one.expires_at,
+                    value: one.value,
                     limit: one.limit,
                     holders: one.holders,
                     waiters: Some(

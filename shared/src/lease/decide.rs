@@ -7,7 +7,7 @@
 //! holds on the state it was decided from, and the guard of [`guess_unseen`] holds on a state exactly
 //! when `decide` grants that state the same effect. That is what lets the common path skip the read.
 
-use super::model::{EndedHandoff, LeaseState, MAX_TOKEN};
+use super::model::{EndedHandoff, LeaseState, MAX_TOKEN, Permit};
 use super::request::Command;
 use crate::clock::Millis;
 use crate::witness::Witness;
@@ -200,6 +200,45 @@ impl Write {
             },
         };
         Some(self.effect.apply(&pinned))
+    }
+}
+
+/// `write`, decided on `before`, with `change` made to each permit of `holder`'s that it leaves
+/// (given the permit `before` had with the same token, if any). Unchanged if that changes
+/// nothing; else a version-guarded replace of the whole item (a lease's take or extend becomes
+/// one): how a permit carries what a lease's own attributes cannot, a session (docs/adr/0010) or
+/// a value (docs/adr/0011).
+pub fn with_holders_permits(
+    before: &LeaseState,
+    write: Write,
+    holder: &str,
+    mut change: impl FnMut(Option<&Permit>, &mut Permit),
+) -> Write {
+    let decided = write.effect.apply(before);
+    let mut after = decided.clone();
+    for permit in after.permits.iter_mut().filter(|p| p.holder == holder) {
+        let had = before.permits.iter().find(|p| p.token == permit.token);
+        change(had, permit);
+    }
+    if after == decided {
+        return write;
+    }
+    match write.effect {
+        Effect::Replace(_) => Write {
+            guard: write.guard,
+            effect: Effect::Replace(after),
+        },
+        _ => {
+            after.version = before.version + 1;
+            Write {
+                guard: Guard::Version {
+                    last_token: before.last_token,
+                    version: before.version,
+                    single_expiry: single(before),
+                },
+                effect: Effect::Replace(after),
+            }
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Permit {
     /// session's list only when taken. Stored as a session permit with this expiry of its own,
     /// which is how a read tells it (docs/adr/0010).
     pub untaken: Option<Millis>,
+    /// The holder's note (docs/adr/0011): set by its acquire, changed by a renew.
+    pub value: Option<String>,
 }
 
 /// A session permit's expiry as stored: "never by itself" (9999-12-31T23:59:59.999Z). Every
@@ -50,6 +52,7 @@ impl Permit {
             handoff: None,
             session: None,
             untaken: None,
+            value: None,
         }
     }
 }
@@ -131,6 +134,8 @@ pub struct Place {
     /// The end of `session`, as read (`lease::session::resolve`; never stored): the place lapses
     /// then if that is before `until`.
     pub session_ends: Option<Millis>,
+    /// The value that call asked for: the permit's when it is handed to the place.
+    pub value: Option<String>,
 }
 
 impl Place {
@@ -214,6 +219,7 @@ impl LeaseState {
             || !self.waiters.is_empty()
             || self.has_live_handoff()
             || self.has_session_permit()
+            || self.permits.iter().any(|p| p.value.is_some())
     }
 
     /// Whether a permit, live or lapsed, is a session's (docs/adr/0010): its expiry is then

@@ -11,6 +11,9 @@ use sha2::{Digest, Sha256};
 /// Names the input schema in `shared/schemas/lease-input.json`; bump it when that file changes.
 pub const INPUT_SCHEMA_VERSION: &str = "lease-input/1";
 
+/// The longest `value`, in UTF-8 bytes (the schema bounds its characters; this its bytes).
+pub const MAX_VALUE_BYTES: usize = 1024;
+
 /// Default lease length when `ttlSeconds` is omitted.
 pub const DEFAULT_TTL_SECONDS: u32 = 30;
 
@@ -44,6 +47,8 @@ pub struct LeaseRequest {
     pub page_size: Option<u32>,
     /// revoke: why, for the audit entry.
     pub reason: Option<String>,
+    /// acquire, renew: the holder's note, kept with its permit (0..[`MAX_VALUE_BYTES`] bytes).
+    pub value: Option<String>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
 }
@@ -70,11 +75,15 @@ pub enum Command {
         ticket: Option<Ticket>,
         /// The session the permit lives in (`ttl_ms` is then the service's: the session's).
         session: Option<String>,
+        /// The permit's value from the grant on (`None`: it has none).
+        value: Option<String>,
     },
     Renew {
         holder: String,
         token: u64,
         ttl_ms: i64,
+        /// The permit's new value (`None`: it keeps its own).
+        value: Option<String>,
     },
     Release {
         holder: String,
@@ -104,6 +113,7 @@ impl Command {
                 limit,
                 ticket,
                 session,
+                value,
                 ..
             } => Command::Acquire {
                 holder: holder.clone(),
@@ -112,6 +122,7 @@ impl Command {
                 wait_ms: wait_ms.max(0),
                 ticket: ticket.clone(),
                 session: session.clone(),
+                value: value.clone(),
             },
             other => other.clone(),
         }
@@ -126,6 +137,7 @@ impl Command {
                 limit,
                 wait_ms,
                 session,
+                value,
                 ..
             } => Command::Acquire {
                 holder,
@@ -134,6 +146,7 @@ impl Command {
                 wait_ms,
                 ticket: Some(ticket),
                 session,
+                value,
             },
             other => other,
         }
@@ -244,6 +257,17 @@ impl LeaseRequest {
     /// sending one is refused, never ignored.
     fn not_taken(&self) -> Vec<Witness> {
         let mut errors = self.unused();
+        if let Some(value) = self.value.as_deref().filter(|v| v.len() > MAX_VALUE_BYTES) {
+            errors.push(
+                Witness::new(
+                    "VALUE_TOO_LONG",
+                    "/value",
+                    format!("a value is at most {MAX_VALUE_BYTES} bytes of UTF-8"),
+                )
+                .expected(format!("at most {MAX_VALUE_BYTES} bytes"))
+                .actual(value.len()),
+            );
+        }
         let spec = self.op.spec();
         match (spec.session, &self.session) {
             (SessionField::InsteadOfTtl, Some(_)) if self.ttl_seconds.is_some() => {
@@ -346,6 +370,11 @@ impl LeaseRequest {
                 self.prefix.as_deref().map(Value::from),
                 takes(spec.prefix),
             ),
+            (
+                "value",
+                self.value.as_deref().map(Value::from),
+                takes(spec.value),
+            ),
         ];
         fields
             .into_iter()
@@ -379,11 +408,13 @@ impl LeaseRequest {
                 wait_ms: i64::from(self.wait_seconds.unwrap_or(0)) * 1000,
                 ticket: None,
                 session: self.session.clone(),
+                value: self.value.clone(),
             },
             Op::Renew => Command::Renew {
                 holder: holder()?,
                 token: token()?,
                 ttl_ms,
+                value: self.value.clone(),
             },
             Op::Release => Command::Release {
                 holder: holder()?,
@@ -443,6 +474,8 @@ impl LeaseRequest {
             session: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             reason: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            value: Option<&'a str>,
         }
         let spec = self.op.spec();
         // A session's permit has no ttl of its own; a keepalive without one takes the session's
@@ -466,6 +499,7 @@ impl LeaseRequest {
                 .filter(|l| *l != 1 && spec.limit != super::ops::Field::Unused),
             reason: self.reason.as_deref(),
             session: self.session.as_deref(),
+            value: self.value.as_deref(),
         };
         // Serializing a struct of strings and integers cannot fail.
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();
@@ -527,6 +561,33 @@ mod tests {
         }
         let whole = json!({"op": "revoke", "session": "s", "reason": "r"});
         assert!(parse(whole).shape_errors().is_empty());
+    }
+
+    /// A value is bounded in bytes, not characters (the schema's maxLength counts characters):
+    /// 1024 bytes of two-byte characters pass, one more is refused, naming the field; and only
+    /// acquire and renew take one.
+    #[test]
+    fn a_value_is_at_most_1024_bytes_and_only_acquire_and_renew_take_one() {
+        let paths = |body: serde_json::Value| -> Vec<(String, String)> {
+            let witnesses = parse(body).shape_errors();
+            witnesses.into_iter().map(|w| (w.rule_id, w.path)).collect()
+        };
+        let acquire = |value: String| json!({"op": "acquire", "resource": "r", "holder": "h", "value": value});
+        assert!(paths(acquire("é".repeat(512))).is_empty());
+        assert!(paths(acquire("x".repeat(1024))).is_empty());
+        let over = [("VALUE_TOO_LONG".to_owned(), "/value".to_owned())];
+        assert_eq!(paths(acquire("é".repeat(513))), over);
+        assert_eq!(paths(acquire("x".repeat(1025))), over);
+        let renew = json!({"op": "renew", "resource": "r", "holder": "h", "token": 1, "value": ""});
+        assert!(paths(renew).is_empty());
+        for op in ["release", "check"] {
+            let body = json!({"op": op, "resource": "r", "holder": "h", "token": 1, "value": "v"});
+            assert_eq!(
+                paths(body),
+                [("NOT_TAKEN".to_owned(), "/value".to_owned())],
+                "{op}"
+            );
+        }
     }
 
     /// A field an op does not take is refused, naming it, on every op: never accepted and then
@@ -605,6 +666,7 @@ mod tests {
                 wait_ms: 0,
                 ticket: None,
                 session: None,
+                value: None,
             })
         );
         let r = parse(json!({"op": "renew", "resource": "r", "holder": "h"}));

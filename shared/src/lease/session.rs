@@ -5,7 +5,7 @@
 //! A session never comes back: once ended (closed, revoked, or lapsed: `now >= expires_at`) every
 //! rule refuses it, so a reader that has seen it ended may rely on that without a condition.
 
-use super::decide::{Effect, Guard, Write, single};
+use super::decide::{Write, with_holders_permits};
 use super::model::LeaseState;
 use crate::clock::Millis;
 use crate::witness::Witness;
@@ -225,41 +225,16 @@ pub enum Binding<'a> {
 /// `binding`. A write that then leaves a permit in a session is a version-guarded replace of the
 /// whole item (docs/adr/0010), whatever the write was: so a lease's take or extend becomes one.
 pub fn bind(before: &LeaseState, write: Write, holder: &str, binding: Binding<'_>) -> Write {
-    let decided = write.effect.apply(before);
-    let mut after = decided.clone();
-    for permit in after.permits.iter_mut().filter(|p| p.holder == holder) {
-        match binding {
-            Binding::In(id) => permit.session = Some(id.to_owned()),
-            Binding::Own => permit.session = None,
-            Binding::Kept => {
-                let had = before.permits.iter().find(|p| p.token == permit.token);
-                if let Some(had) = had.filter(|p| p.session.is_some()) {
-                    permit.session = had.session.clone();
-                    permit.expires_at = had.expires_at;
-                }
+    with_holders_permits(before, write, holder, |had, permit| match binding {
+        Binding::In(id) => permit.session = Some(id.to_owned()),
+        Binding::Own => permit.session = None,
+        Binding::Kept => {
+            if let Some(had) = had.filter(|p| p.session.is_some()) {
+                permit.session = had.session.clone();
+                permit.expires_at = had.expires_at;
             }
         }
-    }
-    if after == decided {
-        return write;
-    }
-    match write.effect {
-        Effect::Replace(_) => Write {
-            guard: write.guard,
-            effect: Effect::Replace(after),
-        },
-        _ => {
-            after.version = before.version + 1;
-            Write {
-                guard: Guard::Version {
-                    last_token: before.last_token,
-                    version: before.version,
-                    single_expiry: single(before),
-                },
-                effect: Effect::Replace(after),
-            }
-        }
-    }
+    })
 }
 
 /// How one write of a resource changes the lists of the sessions its permits are in.
@@ -518,6 +493,7 @@ mod tests {
             ticket: None,
             session: session.map(str::to_owned),
             session_ends: None,
+            value: None,
         };
         let state = LeaseState {
             waiters: vec![

@@ -21,10 +21,7 @@ const FIELD_LINES: &[(&str, &str)] = &[
         "resource",
         "The name, e.g. deploy:prod; list and audit do without.",
     ),
-    (
-        "holder",
-        "Your worker id; required for acquire, renew, release, open, keepalive and close.",
-    ),
+    ("holder", "Your worker id; required to change anything."),
     (
         "session",
         "From open. acquire in it, not ttlSeconds: held as long as it lives.",
@@ -59,6 +56,7 @@ const FIELD_LINES: &[(&str, &str)] = &[
         "leases",
         "renew or release of a set: each resource with its token.",
     ),
+    ("value", "Your note on the permit (renew: absent keeps it)."),
     ("reason", "Why (kept in the audit)."),
     (
         "holder_revoke",

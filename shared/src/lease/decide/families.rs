@@ -50,6 +50,8 @@ pub enum HolderOp<'a> {
         holder: &'a str,
         token: u64,
         ttl_ms: Millis,
+        /// The permit's new value (`None`: kept).
+        value: Option<&'a str>,
     },
     Release {
         holder: &'a str,
@@ -65,10 +67,12 @@ impl<'a> HolderOp<'a> {
                 holder,
                 token,
                 ttl_ms,
+                value,
             } => Some(HolderOp::Renew {
                 holder,
                 token: *token,
                 ttl_ms: *ttl_ms,
+                value: value.as_deref(),
             }),
             Command::Release { holder, token } => Some(HolderOp::Release {
                 holder,
@@ -104,6 +108,7 @@ impl<'a> Asked<'a> {
                 limit,
                 wait_ms,
                 ticket,
+                value,
                 ..
             } => Some(Asked {
                 holder,
@@ -112,6 +117,7 @@ impl<'a> Asked<'a> {
                 wait_ms: *wait_ms,
                 ticket: ticket.as_ref(),
                 session: None,
+                value: value.as_deref(),
             }),
             Command::Renew { .. }
             | Command::Release { .. }

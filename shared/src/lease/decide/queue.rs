@@ -22,6 +22,8 @@ pub struct Asked<'a> {
     pub ticket: Option<&'a Ticket>,
     /// The session it acquires in (docs/adr/0010): its place waits in it.
     pub session: Option<&'a str>,
+    /// The value of the permit it asks for (docs/adr/0011), also when handed to its place.
+    pub value: Option<&'a str>,
 }
 
 /// `state` at `now` with its lapsed permits and places dropped and each free permit handed to
@@ -91,6 +93,7 @@ fn hand_on(after: &mut LeaseState, at: Millis) {
             handoff,
             untaken: head.session.is_some().then_some(head.until),
             session: head.session,
+            value: head.value,
             ..Permit::new(&head.holder, after.last_token, ends)
         });
     }
@@ -125,6 +128,7 @@ pub(super) fn keep_place(
         Some(place) => {
             place.until = place.until.max(until);
             place.session = asked.session.map(str::to_owned);
+            place.value = asked.value.map(str::to_owned);
             // A call without a requestId cannot be answered twice, so it leaves the ticket of
             // the call before it (found by the attack of 2026-12-03, round 3).
             if let Some(ticket) = asked.ticket
@@ -141,6 +145,7 @@ pub(super) fn keep_place(
             ticket: asked.ticket.cloned(),
             session: asked.session.map(str::to_owned),
             session_ends: None,
+            value: asked.value.map(str::to_owned),
         }),
     }
     Some(after)

@@ -28,6 +28,7 @@ fn acquire_of(holder: &str, limit: u32) -> Command {
         wait_ms: 0,
         ticket: None,
         session: None,
+        value: None,
     }
 }
 
@@ -49,6 +50,7 @@ fn queued(state: LeaseState, waiters: &[(&str, Millis)]) -> LeaseState {
                 ticket: None,
                 session: None,
                 session_ends: None,
+                value: None,
             })
             .collect(),
         ..state
@@ -91,6 +93,7 @@ fn renew(holder: &str, token: u64) -> Command {
         holder: holder.into(),
         token,
         ttl_ms: 10_000,
+        value: None,
     }
 }
 

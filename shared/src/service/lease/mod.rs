@@ -267,45 +267,22 @@ impl LeaseService {
             .resource
             .as_deref()
             .ok_or(LeaseError::Missing("resource"))?;
+        if let Some(asked) = Asked::of(&command) {
+            // Only a call with a requestId has a ticket: a place of its own, to which a freed
+            // permit can be handed between its calls. (Its session is set when it is decided in
+            // it, as read.)
+            let asked = Asked {
+                ticket: ticket.as_ref(),
+                ..asked
+            };
+            return self.acquire(&call, resource, asked).await;
+        }
+        if let Some(op) = HolderOp::of(&command) {
+            return self.hold(&call, resource, op).await;
+        }
         match &command {
-            Command::Acquire {
-                holder,
-                ttl_ms,
-                limit,
-                wait_ms,
-                ..
-            } => {
-                let asked = Asked {
-                    holder,
-                    ttl_ms: *ttl_ms,
-                    limit: *limit,
-                    wait_ms: *wait_ms,
-                    // Only a call with a requestId has a ticket: a place of its own, to which a
-                    // freed permit can be handed between its calls.
-                    ticket: ticket.as_ref(),
-                    // Set when it is decided in its session, as read.
-                    session: None,
-                };
-                self.acquire(&call, resource, asked).await
-            }
-            Command::Renew {
-                holder,
-                token,
-                ttl_ms,
-            } => {
-                let op = HolderOp::Renew {
-                    holder,
-                    token: *token,
-                    ttl_ms: *ttl_ms,
-                };
-                self.hold(&call, resource, op).await
-            }
-            Command::Release { holder, token } => {
-                let op = HolderOp::Release {
-                    holder,
-                    token: *token,
-                };
-                self.hold(&call, resource, op).await
+            Command::Acquire { .. } | Command::Renew { .. } | Command::Release { .. } => {
+                unreachable!("an acquire, renew or release is decided above")
             }
             Command::Get => self.read(&call, resource, read::Asked::Get).await,
             Command::Check { token, holder } => {

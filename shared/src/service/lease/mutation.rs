@@ -15,7 +15,7 @@ use super::views::Views;
 use super::{LeaseError, SignedAnswer};
 use crate::lease::decide::{
     Acquired, Asked, Guess, HolderOp, acquire, ended_handoff, guess_acquire, guess_unseen_acquire,
-    hold, holder_write, withdraw,
+    hold, holder_write, with_holders_permits, withdraw,
 };
 use crate::lease::session::{Binding, Session, bind, ended};
 use crate::lease::{Command, Guard, LeaseAnswer, LeaseState, Op, Write};
@@ -62,12 +62,26 @@ impl<'a> Mutation<'a> {
             }
             (Mutation::Hold(op), _) => (hold(state, *op, now).into(), None),
         };
-        match (decided, binding) {
-            (Acquired::Write(write), Some(binding)) => {
-                Acquired::Write(bind(state, write, self.holder(), binding))
-            }
-            (decided, _) => decided,
-        }
+        let Acquired::Write(write) = decided else {
+            return decided;
+        };
+        let write = match binding {
+            Some(binding) => bind(state, write, self.holder(), binding),
+            None => write,
+        };
+        // The permit's value (docs/adr/0011): an acquire's is the one it asks for (none if it
+        // asks none), a renew changes it only when it sends one.
+        let value = match self {
+            Mutation::Acquire(asked) => Some(asked.value),
+            Mutation::Hold(HolderOp::Renew { value, .. }) => value.map(Some),
+            Mutation::Hold(HolderOp::Release { .. }) => None,
+        };
+        Acquired::Write(match value {
+            Some(value) => with_holders_permits(state, write, self.holder(), |_, permit| {
+                permit.value = value.map(str::to_owned)
+            }),
+            None => write,
+        })
     }
 
     /// Whose permit it asks for or works on.
@@ -80,8 +94,24 @@ impl<'a> Mutation<'a> {
         }
     }
 
+    /// Whether it sets a permit's value, or may clear one the view shows (an acquire asks for
+    /// its own, none included): decided on a read, never guessed (a lease's guessed take or
+    /// extend cannot carry one).
+    fn sets_value(&self, view: &LeaseState) -> bool {
+        match self {
+            Mutation::Acquire(asked) => {
+                asked.value.is_some() || view.permits.iter().any(|p| p.value.is_some())
+            }
+            Mutation::Hold(HolderOp::Renew { value, .. }) => value.is_some(),
+            Mutation::Hold(HolderOp::Release { .. }) => false,
+        }
+    }
+
     /// The write to try with no read and no record (see the module's comment).
     fn guess_alone(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Write> {
+        if self.sets_value(view) {
+            return None;
+        }
         match self {
             Mutation::Acquire(asked) => match guess_acquire(view, asked, now) {
                 // A re-acquire by the holder the view shows: its own write.
@@ -94,6 +124,9 @@ impl<'a> Mutation<'a> {
 
     /// What is known on `view` before anything is sent, for a call with a record.
     fn guess_recorded(&self, view: &LeaseState, now: crate::clock::Millis) -> Option<Guess> {
+        if self.sets_value(view) {
+            return None;
+        }
         match self {
             Mutation::Acquire(asked) => guess_acquire(view, asked, now),
             Mutation::Hold(op) => Some(Guess::Write(holder_write(*op, now))),

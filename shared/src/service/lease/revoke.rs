@@ -29,13 +29,7 @@ fn ended(state: &LeaseState, after: &LeaseState, now: Millis) -> Vec<Holder> {
         .live_permits(now)
         .into_iter()
         .filter(|p| after.was_revoked(&p.holder, p.token))
-        .map(|p| Holder {
-            holder: p.holder.clone(),
-            fencing_token: p.token,
-            expires_at: iso8601(p.expires_at),
-            session: p.session.clone(),
-            resource: None,
-        })
+        .map(Holder::of)
         .collect()
 }
 

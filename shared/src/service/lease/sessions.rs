@@ -150,6 +150,7 @@ impl SessionPlanner<'_> {
                 fencing_token: p.token,
                 expires_at: iso8601(now),
                 session: Some(before.id.clone()),
+                value: None,
                 resource: Some(resource.clone()),
             })
             .collect();

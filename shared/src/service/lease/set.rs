@@ -297,6 +297,7 @@ mod tests {
             wait_ms: 0,
             ticket: None,
             session: None,
+            value: None,
         })
     }
 
@@ -367,6 +368,7 @@ mod tests {
                 holder: "me",
                 token,
                 ttl_ms: 60_000,
+                value: None,
             })
         };
         let ok = fold(&[(renew(1), &a), (renew(4), &b)], "leases", None, NOW);
@@ -397,6 +399,7 @@ mod tests {
             wait_ms: 10_000,
             ticket: None,
             session: None,
+            value: None,
         };
         let Acquired::Write(write) = acquire(&queued, &first, NOW - 5_000) else {
             panic!("a free lease is taken");
@@ -474,6 +477,7 @@ mod tests {
                 holder: "me",
                 token,
                 ttl_ms: 60_000,
+                value: None,
             })
         };
         let renewed = fold(

@@ -158,7 +158,7 @@ fn ended_handoffs_from_item(item: &Item, last_token: u64) -> Result<Vec<EndedHan
 }
 
 /// A versioned resource's permits as stored: holder → `{t: token, e: expiry ms, v: hand-off,
-/// s: session}`; a session's permit is stored to live until its session ends (its `e` is
+/// s: session, vl: value}`; a session's permit is stored to live until its session ends (its `e` is
 /// [`crate::lease::model::UNTIL_ITS_SESSION_ENDS`]), but for one handed to a session's place
 /// and not taken, which keeps the place's end.
 pub(super) fn permits_map(state: &LeaseState) -> AttributeValue {
@@ -175,6 +175,9 @@ pub(super) fn permits_map(state: &LeaseState) -> AttributeValue {
                 if let Some(session) = &p.session {
                     permit.insert("s".into(), s(session));
                 }
+                if let Some(value) = &p.value {
+                    permit.insert("vl".into(), s(value));
+                }
                 if let Some(handoff) = &p.handoff {
                     permit.insert(
                         "v".into(),
@@ -187,7 +190,8 @@ pub(super) fn permits_map(state: &LeaseState) -> AttributeValue {
     )
 }
 
-/// A queue as stored, in order: `[{h: holder, u: lapses at, l: limit, k, x: its ticket}]`.
+/// A queue as stored, in order: `[{h: holder, u: lapses at, l: limit, k, x: its ticket, s: its
+/// session, vl: the value asked}]`.
 pub(super) fn places_list(state: &LeaseState) -> AttributeValue {
     AttributeValue::L(
         state
@@ -206,6 +210,9 @@ pub(super) fn places_list(state: &LeaseState) -> AttributeValue {
                 }
                 if let Some(session) = &w.session {
                     place.insert("s".into(), s(session));
+                }
+                if let Some(value) = &w.value {
+                    place.insert("vl".into(), s(value));
                 }
                 AttributeValue::M(place)
             })
@@ -303,6 +310,7 @@ fn versioned_from_item(
         let expires_at: Millis = req_n(permit, "e")?;
         permits.push(Permit {
             handoff,
+            value: get_s(permit, "vl")?.map(str::to_owned),
             untaken: (session.is_some() && expires_at != UNTIL_ITS_SESSION_ENDS)
                 .then_some(expires_at),
             session,
@@ -357,6 +365,7 @@ fn places_from_item(item: &Item) -> Result<Vec<Place>, StoreError> {
             ticket,
             session: get_s(place, "s")?.map(str::to_owned),
             session_ends: None,
+            value: get_s(place, "vl")?.map(str::to_owned),
         });
     }
     Ok(waiters)
