@@ -94,6 +94,9 @@ pub struct Call {
     /// the session and every permit in it (an admin key).
     #[arg(long)]
     pub session: Option<String>,
+    /// The holder's note kept with its permit (acquire, renew; 0-1024 bytes): a leader's address.
+    #[arg(long)]
+    pub value: Option<String>,
     /// Print the whole signed JSON answer on a terminal too (it always goes to pipes and files).
     #[arg(long)]
     pub json: bool,
@@ -271,6 +274,9 @@ fn body(op: Op, call: &Call) -> Result<serde_json::Value> {
     if let Some(session) = &call.session {
         body["session"] = json!(session);
     }
+    if let Some(value) = &call.value {
+        body["value"] = json!(value);
+    }
     Ok(body)
 }
 
@@ -308,4 +314,41 @@ pub async fn run(op: Op, call: Call) -> Result<u8> {
     } else {
         EXIT_NOT_GRANTED
     })
+}
+
+/// `leasekit watch`: one line per change of a resource.
+#[derive(Args)]
+pub struct Watch {
+    #[command(flatten)]
+    pub connection: Connection,
+    /// The resource to watch.
+    #[arg(long)]
+    pub resource: String,
+    /// Stop after this many lines (the first is the resource as it stands).
+    #[arg(long)]
+    pub changes: Option<u64>,
+}
+
+/// Print the resource as it stands, then again each time its state changes (holders, tokens,
+/// values; a renew that only moves an expiry is no change): one JSON line each, the signed
+/// answer's `data`, from watches of up to 20 s chained on their `stateTag`. Runs until
+/// interrupted, or `--changes` lines.
+pub async fn watch(args: Watch) -> Result<u8> {
+    let client = args.connection.client()?;
+    let mut tag: Option<String> = None;
+    let mut printed = 0;
+    while args.changes.is_none_or(|most| printed < most) {
+        let mut body = json!({"op": "watch", "resource": args.resource, "waitSeconds": 20});
+        if let Some(tag) = &tag {
+            body["stateTag"] = json!(tag);
+        }
+        let answer = args.connection.send(&client, body).await?;
+        let data = &answer["data"];
+        if data["changed"] == true {
+            println!("{data}");
+            printed += 1;
+        }
+        tag = data["stateTag"].as_str().map(str::to_owned);
+    }
+    Ok(EXIT_GRANTED)
 }

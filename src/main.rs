@@ -57,6 +57,9 @@ enum Command {
     /// End a holder's permit (--holder), or every permit of the resource, with a --reason: an
     /// admin key's op, audited. Exit 0 revoked, 1 nothing to revoke.
     Revoke(client::Call),
+    /// Print a resource, then again at each change of its holders, tokens or values: one JSON
+    /// line each (`--changes N` to stop after N).
+    Watch(client::Watch),
     /// Sessions: one keepalive for many holds; closing or losing it frees them all.
     #[command(subcommand)]
     Session(client::SessionCommand),
@@ -124,6 +127,7 @@ fn main() -> ExitCode {
             Command::Release(call) => client::run(Op::Release, call).await,
             Command::Get(call) => client::run(Op::Get, call).await,
             Command::Check(call) => client::run(Op::Check, call).await,
+            Command::Watch(args) => client::watch(args).await,
             Command::Revoke(call) => client::run(Op::Revoke, call).await,
             Command::List(page) => client::page(Op::List, page).await,
             Command::Audit(page) => client::page(Op::Audit, page).await,

@@ -128,6 +128,7 @@ fn headline(op: Op, data: &Value, pass: bool) -> &'static str {
         (Op::Acquire | Op::Renew, false) => "not granted",
         (Op::Release, true) => "released",
         (Op::Release, false) => "not released",
+        (Op::Watch, _) if data["changed"] == false => "unchanged",
         (Op::Check, true) => "current",
         (Op::Check, false) => "not current",
         (Op::Revoke, true) => "revoked",

@@ -1045,3 +1045,44 @@ fn what_others_say_reaches_the_terminal_inert() {
     );
     assert_eq!(said.trim_end().lines().count(), 1, "{said}");
 }
+
+/// `leasekit watch` prints the resource as it stands, then one JSON line per change of its
+/// holders (a renew that only moves the expiry is none), and stops after `--changes`.
+#[test]
+fn watch_prints_a_line_per_change() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let watcher = cli(&server, "w")
+        .args(["watch", "--resource", "leader", "--changes", "3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    succeeded(cli(&server, "n1").args([
+        "acquire",
+        "--resource",
+        "leader",
+        "--ttl",
+        "60",
+        "--value",
+        "10.0.0.7",
+    ]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    succeeded(cli(&server, "n1").args(["renew", "--resource", "leader", "--token", "1"]));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    succeeded(cli(&server, "n1").args(["release", "--resource", "leader", "--token", "1"]));
+    let out = watcher.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let holders: Vec<Option<&str>> = lines.iter().map(|l| l["holder"].as_str()).collect();
+    assert_eq!(holders, [None, Some("n1"), None], "{lines:?}");
+    assert_eq!(lines[1]["value"], "10.0.0.7");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["op"] == "watch" && l["changed"] == true)
+    );
+}

@@ -283,6 +283,28 @@ async fn bad_input_is_a_400_naming_the_field_and_writes_nothing() {
             "UNKNOWN_PROPERTY",
         ),
         (json!(["op", "acquire"]), "", "TYPE"),
+        // Values: bounded in bytes (513 two-byte characters are 1026 bytes), and only acquire
+        // and renew take one; stateTag only watch; a watch waits at most 20 s.
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "value": "é".repeat(513)}),
+            "/value",
+            "VALUE_TOO_LONG",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w", "token": 1, "value": "v"}),
+            "/value",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "get", "tenantId": "t1", "resource": "r", "stateTag": "abc"}),
+            "/stateTag",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "watch", "tenantId": "t1", "resource": "r", "waitSeconds": 21}),
+            "/waitSeconds",
+            "MAXIMUM",
+        ),
     ];
     for (body, path, rule) in cases {
         let (status, answer) = c.call(body.clone()).await;
@@ -812,6 +834,7 @@ async fn answers_put_data_first_and_are_signed_unless_asked_not_to_be() {
         "value",
         "limit",
         "holders",
+        "stateTag",
         "replayed",
         "witnesses",
     ];

@@ -40,7 +40,7 @@ enum Auth {
 
 /// The ops that only read: no requestId (nothing is recorded), and a retry is harmless. The
 /// server's op table (`leasekit_core::lease::ops`) says the same; a test holds the two together.
-pub const READ_OPS: [&str; 4] = ["get", "check", "list", "audit"];
+pub const READ_OPS: [&str; 5] = ["get", "check", "list", "audit", "watch"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -77,9 +77,9 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
     let (title, description) = match tool {
         LeaseTool::Lease => ("Lease request (acquire, renew, release, get, check)", None),
         LeaseTool::Read => (
-            "Lease read (get, check)",
+            "Lease read (get, check, watch)",
             Some(
-                "Read a resource: get shows its live permits; check answers whether a token is a live permit's (current). Nothing is changed.",
+                "Read a resource: get shows its live permits; check answers whether a token is a live permit's (current); watch waits for the next change. Nothing is changed.",
             ),
         ),
         LeaseTool::List => (

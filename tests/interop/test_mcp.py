@@ -148,7 +148,7 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
         if tool.name in ("lease_read", "lease_list", "lease_audit"):
             # Reads only: changes nothing, the same call answers the same.
             assert hints == (True, False, True, False), tool.name
-            assert ops == {"lease_read": ["get", "check"], "lease_list": ["list"], "lease_audit": ["audit"]}[tool.name]
+            assert ops == {"lease_read": ["get", "check", "watch"], "lease_list": ["list"], "lease_audit": ["audit"]}[tool.name]
             assert not {"ttlSeconds", "limit", "requestId", "reason"} & set(tool.input_schema["properties"])
         elif tool.name == "lease_revoke":
             # Ends another holder's permit: destructive, and not idempotent without a requestId.
@@ -319,3 +319,30 @@ def test_list_revoke_and_audit_over_mcp(server):
     entry = audit.structured_content["data"]["entries"][0]
     assert (entry["resource"], entry["reason"]) == (resource, "wedged")
     assert audit_forbidden.is_error and audit_forbidden.structured_content["code"] == "FORBIDDEN"
+
+
+async def watch_and_value(server, resource):
+    tenant = unique("mcp-watch")
+    async with client(server, "auto") as c:
+        call = lambda tool, args: c.call_tool(tool, {"resource": resource, "tenantId": tenant, **args})
+        first = await call("lease_read", {"op": "watch"})
+        tag = first.structured_content["data"]["stateTag"]
+        unchanged = await call("lease_read", {"op": "watch", "stateTag": tag, "waitSeconds": 1})
+        waiting = asyncio.ensure_future(call("lease_read", {"op": "watch", "stateTag": tag, "waitSeconds": 10}))
+        await asyncio.sleep(0.5)
+        took = await call("lease", {"op": "acquire", "holder": "leader-1", "value": "10.0.0.7:8080"})
+        changed = await waiting
+        return first, unchanged, took, changed
+
+
+def test_the_read_tool_watches_and_the_lease_tool_takes_a_value(server):
+    """Leader election over MCP: the lease tool's acquire with a value (campaign), the read-only
+    tool's watch with the stateTag last seen (observe), answered when the holders change."""
+    resource = unique("mcp:leader")
+    first, unchanged, took, changed = asyncio.run(watch_and_value(server, resource))
+    assert first.structured_content["data"]["changed"] is True
+    assert unchanged.structured_content["data"]["changed"] is False
+    assert took.structured_content["data"]["value"] == "10.0.0.7:8080"
+    data = changed.structured_content["data"]
+    assert (data["changed"], data["holder"], data["value"]) == (True, "leader-1", "10.0.0.7:8080")
+    assert data["stateTag"] == took.structured_content["data"]["stateTag"]

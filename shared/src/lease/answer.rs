@@ -48,6 +48,13 @@ pub struct LeaseAnswer {
     /// check: whether the token is a live permit's.
     #[serde(default)]
     pub current: Option<bool>,
+    /// Every answer about one resource: a tag of its state after the op (docs/adr/0011), what
+    /// a watch is given to wait for a change.
+    #[serde(default)]
+    pub state_tag: Option<String>,
+    /// watch: whether the state is another than the one its tag named.
+    #[serde(default)]
+    pub changed: Option<bool>,
     /// A set's resources, in request order; list: the page of live resources, by name.
     #[serde(default)]
     pub leases: Option<Vec<SetMember>>,
@@ -92,12 +99,18 @@ impl Serialize for LeaseAnswer {
             map.serialize_entry("value", &self.value)?;
             map.serialize_entry("limit", &self.limit)?;
             map.serialize_entry("holders", &self.holders)?;
+            if let Some(tag) = &self.state_tag {
+                map.serialize_entry("stateTag", tag)?;
+            }
         }
         if let Some(position) = &self.queue_position {
             map.serialize_entry("queuePosition", position)?;
         }
         if let Some(current) = &self.current {
             map.serialize_entry("current", current)?;
+        }
+        if let Some(changed) = &self.changed {
+            map.serialize_entry("changed", changed)?;
         }
         if let Some(leases) = &self.leases {
             map.serialize_entry("leases", leases)?;
@@ -325,6 +338,8 @@ impl LeaseAnswer {
             value: shown.and_then(|p| p.value.clone()),
             limit: state.limit,
             holders: live.iter().map(|p| Holder::of(p)).collect(),
+            state_tag: Some(state.tag(now)),
+            changed: None,
             queue_position: caller.and_then(|c| state.queue_position(c, now)),
             current: None,
             leases: None,
@@ -451,6 +466,7 @@ impl LeaseAnswer {
             fencing_token: None,
             expires_at: None,
             value: None,
+            state_tag: None,
             limit: leases.iter().map(|m| m.limit).max().unwrap_or(1),
             holders: Vec::new(),
             leases: Some(leases),

@@ -279,6 +279,27 @@ impl LeaseState {
             && !self.has_live_handoff()
     }
 
+    /// A tag of what a watcher waits to see change (docs/adr/0011): the live permits at `now`
+    /// (holder, token, value) and the counter, hashed. A renew that only moves an expiry leaves
+    /// it; a grant, a release, a lapse, a hand-off or a new value changes it (the counter tells
+    /// a resource freed again from one that was never taken since).
+    pub fn tag(&self, now: Millis) -> String {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        digest.update(self.last_token.to_be_bytes());
+        for p in self.live_permits(now) {
+            digest.update(p.token.to_be_bytes());
+            for part in [Some(p.holder.as_str()), p.value.as_deref()] {
+                // Length-prefixed, so that no two states hash the same bytes.
+                let part = part.map(str::as_bytes);
+                digest.update([u8::from(part.is_some())]);
+                digest.update((part.unwrap_or_default().len() as u64).to_be_bytes());
+                digest.update(part.unwrap_or_default());
+            }
+        }
+        hex::encode(&digest.finalize()[..12])
+    }
+
     /// The places live at `now`, in queue order.
     pub fn live_waiters(&self, now: Millis) -> impl Iterator<Item = &Place> {
         self.waiters.iter().filter(move |w| now < w.lapses_at())

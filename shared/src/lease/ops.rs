@@ -19,6 +19,7 @@ pub enum Op {
     Open,
     Keepalive,
     Close,
+    Watch,
 }
 
 impl Op {
@@ -35,6 +36,7 @@ impl Op {
             Op::Open => "open",
             Op::Keepalive => "keepalive",
             Op::Close => "close",
+            Op::Watch => "watch",
         }
     }
 }
@@ -98,6 +100,8 @@ pub struct Spec {
     pub prefix: Field,
     /// `value`: the holder's note, kept with its permit (acquire sets it, renew changes it).
     pub value: Field,
+    /// `stateTag`: the state the caller saw last (watch answers when it is no longer so).
+    pub state_tag: Field,
     /// `requestId`: names a mutation's call (its answer is recorded and replayed).
     pub request_id: Field,
     /// `session`: see [`SessionField`].
@@ -155,7 +159,7 @@ impl Tool {
 }
 
 /// Every op, in the order the schema lists them.
-pub const OPS: [Spec; 11] = [
+pub const OPS: [Spec; 12] = [
     Spec {
         op: Op::Acquire,
         writes: true,
@@ -171,6 +175,7 @@ pub const OPS: [Spec; 11] = [
         set: Some("resources"),
         prefix: Field::Unused,
         value: Field::Optional,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::InsteadOfTtl,
         tools: &[Tool::Lease],
@@ -190,6 +195,7 @@ pub const OPS: [Spec; 11] = [
         set: Some("leases"),
         prefix: Field::Unused,
         value: Field::Optional,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::Unused,
         tools: &[Tool::Lease],
@@ -209,6 +215,7 @@ pub const OPS: [Spec; 11] = [
         set: Some("leases"),
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::Unused,
         tools: &[Tool::Lease],
@@ -229,6 +236,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Ignored,
         session: SessionField::InsteadOfResource,
         tools: &[Tool::Lease, Tool::Read],
@@ -248,6 +256,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Ignored,
         session: SessionField::Unused,
         tools: &[Tool::Lease, Tool::Read],
@@ -267,6 +276,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Optional,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Unused,
         session: SessionField::Unused,
         tools: &[Tool::List],
@@ -288,6 +298,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::InsteadOfResource,
         tools: &[Tool::Revoke],
@@ -308,6 +319,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Unused,
         session: SessionField::Unused,
         tools: &[Tool::Audit],
@@ -328,6 +340,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::Unused,
         tools: &[Tool::Lease],
@@ -348,6 +361,7 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::Required,
         tools: &[Tool::Lease],
@@ -367,9 +381,33 @@ pub const OPS: [Spec; 11] = [
         set: None,
         prefix: Field::Unused,
         value: Field::Unused,
+        state_tag: Field::Unused,
         request_id: Field::Optional,
         session: SessionField::Required,
         tools: &[Tool::Lease],
+    },
+    Spec {
+        op: Op::Watch,
+        writes: false,
+        // Whose permit the answer shows first, as get's.
+        holder: Field::Optional,
+        token: Field::Unused,
+        limit: Field::Unused,
+        // How long it waits for a change (default 20 s).
+        wait: Field::Optional,
+        ttl: false,
+        resource: Field::Required,
+        reason: Field::Unused,
+        pages: false,
+        admin: false,
+        set: None,
+        prefix: Field::Unused,
+        value: Field::Unused,
+        state_tag: Field::Optional,
+        request_id: Field::Ignored,
+        session: SessionField::Unused,
+        // Read-only: only in the read tool (the lease tool is for holders).
+        tools: &[Tool::Read],
     },
 ];
 
@@ -389,6 +427,7 @@ impl Op {
             Op::Open => 8,
             Op::Keepalive => 9,
             Op::Close => 10,
+            Op::Watch => 11,
         };
         &OPS[row]
     }

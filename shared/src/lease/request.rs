@@ -14,6 +14,9 @@ pub const INPUT_SCHEMA_VERSION: &str = "lease-input/1";
 /// The longest `value`, in UTF-8 bytes (the schema bounds its characters; this its bytes).
 pub const MAX_VALUE_BYTES: usize = 1024;
 
+/// How long a watch waits for a change when `waitSeconds` is omitted.
+pub const DEFAULT_WATCH_SECONDS: u32 = 20;
+
 /// Default lease length when `ttlSeconds` is omitted.
 pub const DEFAULT_TTL_SECONDS: u32 = 30;
 
@@ -49,6 +52,8 @@ pub struct LeaseRequest {
     pub reason: Option<String>,
     /// acquire, renew: the holder's note, kept with its permit (0..[`MAX_VALUE_BYTES`] bytes).
     pub value: Option<String>,
+    /// watch: the `stateTag` the caller saw last.
+    pub state_tag: Option<String>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
 }
@@ -90,6 +95,12 @@ pub enum Command {
         token: u64,
     },
     Get,
+    /// The resource once its state is no longer the one `tag` names (at once without one), or
+    /// when `wait_ms` has passed.
+    Watch {
+        tag: Option<String>,
+        wait_ms: i64,
+    },
     /// Is `token` (of `holder`, when given) a live permit?
     Check {
         token: u64,
@@ -375,6 +386,11 @@ impl LeaseRequest {
                 self.value.as_deref().map(Value::from),
                 takes(spec.value),
             ),
+            (
+                "stateTag",
+                self.state_tag.as_deref().map(Value::from),
+                takes(spec.state_tag),
+            ),
         ];
         fields
             .into_iter()
@@ -421,6 +437,10 @@ impl LeaseRequest {
                 token: token()?,
             },
             Op::Get => Command::Get,
+            Op::Watch => Command::Watch {
+                tag: self.state_tag.clone(),
+                wait_ms: i64::from(self.wait_seconds.unwrap_or(DEFAULT_WATCH_SECONDS)) * 1000,
+            },
             Op::Check => Command::Check {
                 token: token()?,
                 holder: self.holder.clone(),

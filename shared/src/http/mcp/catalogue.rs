@@ -15,7 +15,7 @@ const FIELD_LINES: &[(&str, &str)] = &[
     ("op", "What to do."),
     (
         "tenantId",
-        "Your namespace inside your account; required with an API key, ignored when a wallet pays.",
+        "Your namespace in your account (API key callers).",
     ),
     (
         "resource",
@@ -31,10 +31,7 @@ const FIELD_LINES: &[(&str, &str)] = &[
         "session_revoke",
         "This session and its permits, not a resource.",
     ),
-    (
-        "token",
-        "The fencingToken your acquire returned; required for renew, release and check.",
-    ),
+    ("token", "Your fencingToken (renew, release, check)."),
     ("ttlSeconds", "Lease length in seconds (default 30)."),
     (
         "limit",
@@ -46,7 +43,7 @@ const FIELD_LINES: &[(&str, &str)] = &[
     ),
     (
         "requestId",
-        "Your id for this mutation: a retry with it applies once and answers the same.",
+        "Names this mutation: a retry with it applies once.",
     ),
     (
         "resources",
@@ -57,6 +54,14 @@ const FIELD_LINES: &[(&str, &str)] = &[
         "renew or release of a set: each resource with its token.",
     ),
     ("value", "Your note on the permit (renew: absent keeps it)."),
+    (
+        "waitSeconds_read",
+        "watch: wait up to this long for a change (default 20).",
+    ),
+    (
+        "stateTag",
+        "watch: the last stateTag seen; answers when it changes.",
+    ),
     ("reason", "Why (kept in the audit)."),
     (
         "holder_revoke",
@@ -119,6 +124,7 @@ fn compact_input(tool: LeaseTool) -> Arc<JsonObject> {
         let key = match (tool, name) {
             (LeaseTool::Revoke, "holder") => "holder_revoke",
             (LeaseTool::Read, "session") => "session_read",
+            (LeaseTool::Read, "waitSeconds") => "waitSeconds_read",
             (LeaseTool::Revoke, "session") => "session_revoke",
             _ => name,
         };
@@ -149,7 +155,7 @@ fn compact_input(tool: LeaseTool) -> Arc<JsonObject> {
 fn lease_output() -> Arc<JsonObject> {
     let schema = serde_json::json!({
         "type": "object",
-        "description": "data: the answer (status pass or fail, granted, holder, fencingToken, expiresAt, holders, witnesses naming each broken rule; LeaseAnswer in /openapi.json). _provenance: its signature (a W3C verifiable credential), for anyone to check offline.",
+        "description": "data: the answer (LeaseAnswer in /openapi.json; witnesses name each broken rule). _provenance: its signature, for anyone to check offline.",
         "properties": {"data": {"type": "object"}, "_provenance": {"type": "object"}},
         "required": ["data", "_provenance"],
     });
@@ -193,9 +199,7 @@ fn tools() -> Vec<Tool> {
         ),
         Tool::new(
             LeaseTool::Read.name(),
-            "Read a lease without changing it: op get shows the resource's live permits (holders, fencingTokens, expiry); \
-             op check answers whether a fencing token (of a holder, if given) is still a live permit's: current true or false. \
-             op get with session shows a session and its permits.",
+            "Read a lease without changing it: op get shows the resource's live permits (holders, fencingTokens, values, expiry); op check answers whether a fencing token (of a holder, if given) is still a live permit's (current); op watch with the stateTag you saw answers when the holders change (leader election's observe). op get with session shows a session.",
             compact_input(LeaseTool::Read),
         )
         .with_raw_output_schema(lease_output())

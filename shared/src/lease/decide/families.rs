@@ -80,6 +80,7 @@ impl<'a> HolderOp<'a> {
             }),
             Command::Acquire { .. }
             | Command::Get
+            | Command::Watch { .. }
             | Command::Check { .. }
             | Command::Revoke { .. } => None,
         }
@@ -122,6 +123,7 @@ impl<'a> Asked<'a> {
             Command::Renew { .. }
             | Command::Release { .. }
             | Command::Get
+            | Command::Watch { .. }
             | Command::Check { .. }
             | Command::Revoke { .. } => None,
         }

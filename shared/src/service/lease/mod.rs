@@ -285,6 +285,13 @@ impl LeaseService {
                 unreachable!("an acquire, renew or release is decided above")
             }
             Command::Get => self.read(&call, resource, read::Asked::Get).await,
+            Command::Watch { tag, wait_ms } => {
+                let asked = read::Asked::Watch {
+                    tag: tag.as_deref(),
+                    wait_ms: *wait_ms,
+                };
+                self.read(&call, resource, asked).await
+            }
             Command::Check { token, holder } => {
                 let asked = read::Asked::Check {
                     token: *token,
