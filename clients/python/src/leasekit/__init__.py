@@ -33,12 +33,12 @@ from ._errors import (
     Unauthorized,
     Unavailable,
 )
-from ._model import (AuditEntry, Lease, Member, Page, Permit, SessionPermit, SessionState, Waiter,
+from ._model import (AuditEntry, Leader, Lease, Member, Page, Permit, SessionPermit, SessionState, Waiter,
                      safety_margin)
 
 __all__ = [
     "AsyncClient", "AsyncHeldLease", "AsyncHeldSession", "AuditEntry", "Client", "HeldLease", "HeldSession",
-    "Lease", "Member", "Page", "Permit", "SessionPermit", "SessionState", "Waiter", "safety_margin",
+    "Leader", "Lease", "Member", "Page", "Permit", "SessionPermit", "SessionState", "Waiter", "safety_margin",
     "Forbidden", "IdempotencyConflict", "InvalidInput", "LeaseLost", "LeasekitError", "NotAcquired",
     "PayloadTooLarge", "PaymentIdentifierConflict", "PaymentInProgress", "PaymentRequired", "RateLimited", "ServiceError", "StoreUnavailable",
     "Unauthorized", "Unavailable",

@@ -3,19 +3,20 @@
 
 from __future__ import annotations
 
+import math
 import asyncio
 import time
 from contextlib import nullcontext
 from types import TracebackType
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
-                    SessionHold, Settings, Wait, unanswered)
+                    SessionHold, Settings, Wait, proclaimed, unanswered)
 from ._errors import InvalidInput, LeasekitError
-from ._model import Lease, Page, SessionState, body, new_request_id, set_leases
+from ._model import Leader, Lease, Page, SessionState, body, leader_of, new_request_id, set_leases
 from ._x402 import AsyncPayer
 
 
@@ -51,12 +52,12 @@ class AsyncClient(Settings):
         await self.aclose()
 
     async def acquire(self, resource: str, *, holder: str, ttl: int = 30, limit: int | None = None,
-                      wait: int = 0, request_id: str | None = None, deadline: float | None = None) -> Lease:
+                      wait: int = 0, value: str | None = None, request_id: str | None = None, deadline: float | None = None) -> Lease:
         """Acquire `resource` for `ttl` seconds; `granted` says whether you hold it now. With
         `limit` (1-64), one of that many permits (a semaphore), each with its own token. With
         `wait` (0-20 s), see `Client.acquire`: the service's first-come-first-served wait."""
         return await self._call(body("acquire", resource, self.tenant, holder=holder, ttl=ttl, limit=limit,
-                                     wait=wait or None, request_id=request_id or new_request_id()), deadline)
+                                     wait=wait or None, value=value, request_id=request_id or new_request_id()), deadline)
 
     async def acquire_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, limit: int | None = None,
                           request_id: str | None = None, deadline: float | None = None) -> Lease:
@@ -85,9 +86,9 @@ class AsyncClient(Settings):
         return await self._call(body("check", resource, self.tenant, token=token, holder=holder), deadline)
 
     async def renew(self, resource: str, *, holder: str, token: int, ttl: int = 30,
-                    request_id: str | None = None, deadline: float | None = None) -> Lease:
+                    value: str | None = None, request_id: str | None = None, deadline: float | None = None) -> Lease:
         return await self._call(body("renew", resource, self.tenant, holder=holder, token=token, ttl=ttl,
-                                     request_id=request_id or new_request_id()), deadline)
+                                     value=value, request_id=request_id or new_request_id()), deadline)
 
     async def release(self, resource: str, *, holder: str, token: int, request_id: str | None = None,
                       deadline: float | None = None) -> Lease:
@@ -134,6 +135,36 @@ class AsyncClient(Settings):
     async def get(self, resource: str, *, deadline: float | None = None) -> Lease:
         return await self._call(body("get", resource, self.tenant), deadline)
 
+    async def watch(self, resource: str, *, state_tag: str | None = None, wait: int = 20,
+                    deadline: float | None = None) -> Lease:
+        """`resource` once its state is no longer the one `state_tag` names (at once without one,
+        `changed` true), or when `wait` seconds (0-20) have passed (`changed` false)."""
+        return await self._call(body("watch", resource, self.tenant, state_tag=state_tag, wait=wait), deadline)
+
+    async def leader(self, resource: str, *, deadline: float | None = None) -> Leader | None:
+        """Who leads `resource` now: its holder, token and value (None when nobody does)."""
+        return leader_of(await self._call(body("get", resource, self.tenant), deadline))
+
+    async def observe(self, resource: str, *, wait: int = 20) -> AsyncIterator[Leader | None]:
+        """The leader of `resource` as it stands, then each time it changes (a new leader, a new
+        value, or nobody: None), from watches chained on the state's tag. Every leader it yields
+        held a live permit when its answer was made (a lapse is a change: it never yields one
+        whose permit lapsed), and it never skips the last change. Runs until you stop iterating."""
+        tag: str | None = None
+        while True:
+            answer = await self.watch(resource, state_tag=tag, wait=wait)
+            if answer.changed:
+                yield leader_of(answer)
+            tag = answer.state_tag
+
+    def campaign(self, resource: str, *, holder: str, value: str, ttl: int = 30,
+                 wait: float = math.inf) -> AsyncHeldLease:
+        """Lead `resource` while a `async with` block runs: wait (up to `wait` seconds,
+        by default until elected) in its queue, then hold it with `value` (your address), renewed
+        in the background; `proclaim(value)` changes the value while you lead; leaving the block
+        resigns. `lost` says when you may no longer be the leader."""
+        return AsyncHeldLease(self, (resource,), holder=holder, ttl=ttl, wait=wait, limit=1, value=value)
+
     def lease(self, resource: str, *, holder: str, ttl: int = 30, wait: float = 0.0,
               limit: int = 1) -> AsyncHeldLease:
         """Hold `resource` (one of `limit` permits) while an `async with` block runs (see `HeldLease`)."""
@@ -176,8 +207,8 @@ class AsyncHeldLease(Hold[AsyncClient]):
     _block = "`async with` block"
 
     def __init__(self, client: AsyncClient, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float,
-                 limit: int) -> None:
-        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, guard=nullcontext())
+                 limit: int, value: str | None = None) -> None:
+        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, value=value, guard=nullcontext())
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -199,6 +230,14 @@ class AsyncHeldLease(Hold[AsyncClient]):
         ending = self._renewal.ending_after_loss() if self._renewal is not None else None
         if ending is not None:
             await self._do(ending)
+
+    async def proclaim(self, value: str) -> Lease:
+        """Change the value while you lead (a renew with it); `LeaseLost` when the token is no
+        longer a live permit's: someone else leads, or nobody."""
+        answer = await self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl,
+                                          value=value)
+        self.value = value
+        return proclaimed(answer)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         renewal = self._require()

@@ -388,8 +388,10 @@ class Hold(Generic[C]):
     _block = "`with` block"
 
     def __init__(self, client: C, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float, limit: int,
-                 guard: AbstractContextManager[Any]) -> None:
+                 guard: AbstractContextManager[Any], value: str | None = None) -> None:
         self._client, self.holder, self.ttl, self._wait, self.limit = client, holder, ttl, wait, limit
+        #: The permit's note, sent with the acquire (a candidate's address, for a campaign).
+        self.value = value
         self.resources = resources
         self.resource = ", ".join(resources)
         #: Each resource's fencing token, once granted; `token` is the first's.
@@ -421,7 +423,7 @@ class Hold(Generic[C]):
             target: dict[str, Any] = {"resources": list(self.resources)} if self._is_set else {}
             return body("acquire", None if self._is_set else self.resources[0], tenant, ttl=self.ttl,
                         limit=self.limit if self.limit != 1 else None, request_id=step.request_id,
-                        wait=step.wait or None, **target, **fields)
+                        wait=step.wait or None, value=self.value, **target, **fields)
         op = "renew" if isinstance(step, Renew) else "release"
         ttl = self.ttl if isinstance(step, Renew) else None
         if self._is_set:
@@ -539,3 +541,12 @@ class SessionHold(Hold[C]):
 
     def _lost_now(self) -> None:
         """Wake whoever waits for the loss (under `_guard`)."""
+
+
+def proclaimed(answer: Lease) -> Lease:
+    """A proclaim's answer, or `LeaseLost` when it was refused: the token is no longer a live
+    permit's (someone else leads, or nobody)."""
+    if not answer.granted:
+        rule = answer.rules[0] if answer.rules else None
+        raise LeaseLost(f"proclaim refused ({rule}): no longer the leader", rule=rule)
+    return answer

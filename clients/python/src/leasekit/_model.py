@@ -21,6 +21,18 @@ class Permit:
     token: int
     expires_at: datetime
     session: str | None = None
+    #: Its holder's note (a leader's address), or None.
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class Leader:
+    """Who leads a resource (holds its one permit): holder, fencing token, value, expiry."""
+
+    holder: str
+    token: int
+    value: str | None
+    expires_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,8 @@ class Lease:
     `queue_position`: an acquire whose wait ended ungranted: your place in the queue (1 = next).
     `revoked`: a revoke's ended permits. `entries`, `next_cursor`: an audit or list page (see `Page`).
     `session`: open, keepalive, close and get of a session: the session after the call (None
-    once it has ended, or when unknown).
+    once it has ended, or when unknown). `value`: the shown permit's note. `state_tag`: the
+    resource's state, for `watch`; `changed`: a watch's answer, whether it is another state.
     """
 
     granted: bool
@@ -126,6 +139,9 @@ class Lease:
     entries: tuple[AuditEntry, ...] | None = None
     next_cursor: str | None = None
     session: SessionState | None = None
+    value: str | None = None
+    state_tag: str | None = None
+    changed: bool | None = None
 
     def page(self) -> Page:
         """This answer as a list or audit page."""
@@ -144,7 +160,7 @@ def _permits(value: object) -> tuple[Permit, ...]:
     items = value if isinstance(value, list) else []
     return tuple(Permit(holder=str(p.get("holder")), token=_int(p.get("fencingToken")) or 0,
                         expires_at=_time(p.get("expiresAt")) or datetime.min,
-                        session=_text_or_none(p.get("session")))
+                        session=_text_or_none(p.get("session")), value=_text_or_none(p.get("value")))
                  for p in items if isinstance(p, dict))
 
 
@@ -217,7 +233,17 @@ def lease_from(answer: object) -> Lease:
         entries=_entries(data.get("entries")),
         next_cursor=data.get("nextCursor") if isinstance(data.get("nextCursor"), str) else None,
         session=_session(data.get("session")),
+        value=_text_or_none(data.get("value")),
+        state_tag=_text_or_none(data.get("stateTag")),
+        changed=data.get("changed") if isinstance(data.get("changed"), bool) else None,
     )
+
+
+def leader_of(lease: Lease) -> Leader | None:
+    """The leader a get or watch answer shows (None when nobody holds the resource)."""
+    if lease.holder is None or lease.token is None:
+        return None
+    return Leader(holder=lease.holder, token=lease.token, value=lease.value, expires_at=lease.expires_at)
 
 
 def set_leases(leases: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
@@ -233,7 +259,8 @@ def new_request_id() -> str:
 def body(op: str, resource: str | None, tenant: str | None, **fields: Any) -> dict[str, Any]:
     """A lease request body: the fields that are set, under the API's names (a set names no
     `resource`, but `resources` or `leases`)."""
-    names = {"ttl": "ttlSeconds", "request_id": "requestId", "wait": "waitSeconds", "page_size": "pageSize"}
+    names = {"ttl": "ttlSeconds", "request_id": "requestId", "wait": "waitSeconds", "page_size": "pageSize",
+             "state_tag": "stateTag"}
     out: dict[str, Any] = {"op": op} if resource is None else {"op": op, "resource": resource}
     if tenant is not None:
         out["tenantId"] = tenant
