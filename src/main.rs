@@ -75,6 +75,11 @@ enum Command {
     Payments(payments::PaymentsArgs),
     /// Hold a lease while a command runs: `leasekit run --resource R -- CMD ARGS...`.
     Run(run::RunArgs),
+    /// Run a command while leader of --resource: wait in its queue until elected (or --wait
+    /// seconds), hold it with --value while CMD runs (as `run` does: CMD is stopped before
+    /// anyone else can lead), resign when CMD exits. Exit 76 when deposed.
+    #[command(after_long_help = run::TIMING)]
+    Elect(run::RunArgs),
     /// `leasekit run`'s watchdog (started by `run`, not by people): see src/watchdog.rs.
     #[command(hide = true)]
     Watchdog,
@@ -134,6 +139,7 @@ fn main() -> ExitCode {
             Command::LocalAws(args) => local_aws::run(args).await.map(|()| 0),
             Command::Payments(args) => payments::run(args).await.map(|()| 0),
             Command::Run(args) => run::run(args).await,
+            Command::Elect(args) => run::elect(args).await,
             Command::Watchdog => unreachable!("handled before the runtime starts"),
         }
     });

@@ -17,7 +17,7 @@ use crate::process_group;
 use crate::watchdog::Watchdog;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use leasekit_client::{Client, Guard, safety_margin};
+use leasekit_client::{Ask, Client, Guard, safety_margin};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 
@@ -66,9 +66,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3600))]
     ttl: u32,
     /// Seconds to wait for the lease when someone else holds it, in its fair queue (0: give up at
-    /// once).
-    #[arg(long, default_value_t = 0)]
-    wait: u64,
+    /// once). Default: 0 for run; for elect, until elected.
+    #[arg(long)]
+    wait: Option<u64>,
+    /// The permit's value while CMD runs (0-1024 bytes; a leader's address): shown to get,
+    /// watch and list, and given to CMD as LEASE_VALUE.
+    #[arg(long)]
+    value: Option<String>,
     /// Seconds from SIGTERM to SIGKILL when the lease is being lost (decimals allowed). Must be
     /// less than the usable lease time; default: 10, or half the usable lease time if less.
     #[arg(long, value_parser = seconds)]
@@ -99,6 +103,18 @@ fn grace(given: Option<Duration>, ttl: Duration) -> Result<Duration> {
     }
 }
 
+/// `leasekit elect`: run with one permit, waiting until elected unless `--wait` says otherwise.
+pub async fn elect(mut args: RunArgs) -> Result<u8> {
+    if args.limit != 1 {
+        bail!(
+            "--limit {}: a leader is the one holder (elect takes no --limit)",
+            args.limit
+        );
+    }
+    args.wait.get_or_insert(leasekit_client::FOREVER.as_secs());
+    run(args).await
+}
+
 pub async fn run(args: RunArgs) -> Result<u8> {
     let ttl = Duration::from_secs(u64::from(args.ttl));
     let grace = grace(args.grace, ttl)?;
@@ -119,6 +135,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
         .env("LEASE_FENCING_TOKEN", guard.fencing_token().to_string())
         .env("LEASE_RESOURCE", &args.resource)
         .env("LEASE_HOLDER", &holder)
+        .env("LEASE_VALUE", args.value.as_deref().unwrap_or(""))
         .process_group(0);
     let fd = watchdog.fd();
     // SAFETY: getpid(2) and write(2), both async-signal-safe, on a stack buffer, between fork and
@@ -204,16 +221,20 @@ async fn acquire(
     ttl: Duration,
     grace: Duration,
 ) -> Result<Option<Guard>> {
-    let wait = Duration::from_secs(args.wait);
+    let waited = args.wait.unwrap_or(0);
+    let mut ask = Ask::new(&args.resource, holder, ttl, args.limit);
+    if let Some(value) = &args.value {
+        ask = ask.with_value(value);
+    }
     match client
-        .guard_waiting(&args.resource, holder, ttl, grace, args.limit, wait)
+        .guard_asked(&ask, grace, Duration::from_secs(waited))
         .await
     {
         Ok(guard) => Ok(Some(guard)),
         Err(leasekit_client::Error::Held { holder, .. }) => {
             // Another holder's name: any string they chose.
             let holder = crate::inert::inert(&holder);
-            match args.wait {
+            match waited {
                 0 => eprintln!(
                     "leasekit run: {} is held by {holder} (--wait SECONDS waits for it, first \
                      come first served)",

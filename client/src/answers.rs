@@ -46,6 +46,16 @@ pub struct Lease {
     /// has ended, or when unknown).
     #[serde(default)]
     pub session: Option<SessionState>,
+    /// The shown permit's value (its holder's note: a leader's address, progress).
+    #[serde(default)]
+    pub value: Option<String>,
+    /// The resource's state after the call (an answer about one resource): hand it to
+    /// [`crate::Client::watch`] to hear of the next change.
+    #[serde(default)]
+    pub state_tag: Option<String>,
+    /// watch: whether the state is another than the tag sent named.
+    #[serde(default)]
+    pub changed: Option<bool>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
 }
@@ -85,6 +95,9 @@ pub struct Permit {
     /// The session it lives in (its expiry is the session's), if any.
     #[serde(default)]
     pub session: Option<String>,
+    /// Its holder's note, if any.
+    #[serde(default)]
+    pub value: Option<String>,
 }
 
 /// One resource of a set, as it stands after the call.

@@ -7,7 +7,7 @@
 //! [`safety_margin`]. Nothing the guard tells you (is_held, lost, expiring) counts past that
 //! deadline, whatever a renewal in flight is doing, and a renewal is given only the time left.
 
-use super::{Client, Error, release_body, renew_body};
+use super::{Client, Error, Lease, release_body, renew_body};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,6 +142,8 @@ impl State {
 /// the latest, at the local deadline; [`Guard::release`] (or dropping the guard) releases it.
 pub struct Guard {
     token: u64,
+    /// Whose lease it is, for [`Guard::proclaim`] (`None` for a session's guard).
+    owner: Option<Owner>,
     signal: Signal,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -159,13 +161,22 @@ impl Guard {
             state: state.clone(),
         };
         let (stop, stopped) = oneshot::channel();
-        let token = match held.kept {
-            Kept::Lease { token, .. } => token,
-            Kept::Session { .. } => 0,
+        let (token, owner) = match &held.kept {
+            Kept::Lease { resource, token } => (
+                *token,
+                Some(Owner {
+                    client: client.clone(),
+                    resource: resource.clone(),
+                    holder: held.holder.clone(),
+                    ttl: held.ttl,
+                }),
+            ),
+            Kept::Session { .. } => (0, None),
         };
         let task = tokio::spawn(renew(client, held, state, stopped));
         Self {
             token,
+            owner,
             signal,
             stop: Some(stop),
             task: Some(task),
@@ -213,6 +224,31 @@ impl Guard {
         self.signal.is_held()
     }
 
+    /// Change the lease's value (a leader's address, progress) while you hold it: a renew with
+    /// it. `Err(Error::Lost)` when the token is no longer a live permit's (someone else leads,
+    /// or nobody; the guard is lost from then on), or the guard was lost already: a deposed
+    /// leader cannot speak for the resource.
+    pub async fn proclaim(&self, value: &str) -> Result<Lease, Error> {
+        let Some(owner) = &self.owner else {
+            return Err(Error::Invalid(
+                "a session has no value: proclaim on a lease".into(),
+            ));
+        };
+        if let Some(lost) = self.signal.state.borrow().lost.clone() {
+            return Err(Error::Lost(lost));
+        }
+        let mut body = renew_body(&owner.resource, &owner.holder, self.token, owner.ttl);
+        body["value"] = json!(value);
+        let deadline = self.signal.state.borrow().deadline;
+        let lease = owner.client.call(body, Some(deadline)).await?;
+        if lease.granted {
+            return Ok(lease);
+        }
+        let lost = Lost::Refused(refusal(&lease));
+        self.signal.lose(lost.clone());
+        Err(Error::Lost(lost))
+    }
+
     /// Stop renewing and release the lease; waits for the release (at most until the deadline,
     /// after which the lease lapses by itself).
     pub async fn release(mut self) -> Result<(), Error> {
@@ -224,6 +260,23 @@ impl Guard {
         }
         Ok(())
     }
+}
+
+/// Whose lease a guard keeps.
+struct Owner {
+    client: Client,
+    resource: String,
+    holder: String,
+    ttl: Duration,
+}
+
+/// The rule that refused a renewal.
+fn refusal(lease: &Lease) -> String {
+    lease
+        .witnesses
+        .first()
+        .map_or("refused", |w| w.rule_id.as_str())
+        .to_owned()
 }
 
 /// The loss of a guard's lease (or of a session and every hold in it), for any number of
@@ -352,11 +405,7 @@ async fn renew(
             match answer {
                 Ok(lease) if lease.granted => break sent,
                 Ok(lease) => {
-                    let rule = lease
-                        .witnesses
-                        .first()
-                        .map_or("refused", |w| w.rule_id.as_str())
-                        .to_owned();
+                    let rule = refusal(&lease);
                     state.send_modify(|s| {
                         s.lost.get_or_insert(Lost::Refused(rule));
                     });

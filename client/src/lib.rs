@@ -11,6 +11,7 @@
 //! `PAYMENT-SIGNATURE` header value, or use an API key.
 
 mod answers;
+mod election;
 pub mod guard;
 mod retry;
 mod session;
@@ -20,6 +21,7 @@ pub use answers::{
     AuditEntry, AuditPage, Lease, ListPage, Listed, Member, Permit, SessionPermit, SessionState,
     Waiter, Witness,
 };
+pub use election::{FOREVER, Leader, Observer};
 pub use guard::{Guard, Lost, Renewals, Signal, safety_margin};
 pub use session::Session;
 
@@ -164,10 +166,15 @@ impl Client {
         limit: u32,
         wait: Duration,
     ) -> Result<Lease, Error> {
+        self.waiting(&Ask::new(resource, holder, ttl, limit), wait)
+            .await
+    }
+
+    async fn waiting(&self, ask: &Ask<'_>, wait: Duration) -> Result<Lease, Error> {
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut body = acquire_body(resource, holder, ttl, limit);
+            let mut body = ask.body();
             body["waitSeconds"] = json!(left.min(MAX_SERVER_WAIT).as_secs());
             let lease = self.call(body, None).await?;
             if lease.granted || lease.queue_position.is_none() || left < Duration::from_secs(1) {
@@ -274,7 +281,18 @@ impl Client {
         lead: Duration,
         limit: u32,
     ) -> Result<Guard, Error> {
-        let ttl = wire_ttl(ttl);
+        self.guarded(&Ask::new(resource, holder, ttl, limit), lead)
+            .await
+    }
+
+    async fn guarded(&self, ask: &Ask<'_>, lead: Duration) -> Result<Guard, Error> {
+        let &Ask {
+            resource,
+            holder,
+            ttl,
+            limit,
+            ..
+        } = ask;
         let Some(timing) = guard::Timing::new(ttl, lead) else {
             let usable = ttl.saturating_sub(safety_margin(ttl));
             return Err(Error::Invalid(format!(
@@ -282,12 +300,7 @@ impl Client {
             )));
         };
         let sent = Instant::now();
-        let lease = self
-            .call(
-                acquire_body(resource, holder, ttl, limit),
-                Some(timing.deadline(sent)),
-            )
-            .await?;
+        let lease = self.call(ask.body(), Some(timing.deadline(sent))).await?;
         match (lease.granted, lease.fencing_token) {
             // Whichever attempt the server applied, it handled it after `sent`.
             (true, Some(token)) => Ok(Guard::start(
@@ -336,16 +349,24 @@ impl Client {
         limit: u32,
         wait: Duration,
     ) -> Result<Guard, Error> {
+        self.guard_asked(&Ask::new(resource, holder, ttl, limit), lead, wait)
+            .await
+    }
+
+    /// [`Client::guard_waiting`] for what `ask` says (a value with the permit).
+    pub async fn guard_asked(
+        &self,
+        ask: &Ask<'_>,
+        lead: Duration,
+        wait: Duration,
+    ) -> Result<Guard, Error> {
         let deadline = Instant::now() + wait;
         let mut server_waits = true;
         let mut backoff = Duration::from_millis(100);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if server_waits && left >= Duration::from_secs(1) {
-                match self
-                    .acquire_waiting(resource, holder, ttl, limit, left)
-                    .await
-                {
+                match self.waiting(ask, left).await {
                     Ok(_) => {}
                     Err(Error::Refused {
                         status: 400,
@@ -355,7 +376,7 @@ impl Client {
                     Err(e) => return Err(e),
                 }
             }
-            match self.guard_permit(resource, holder, ttl, lead, limit).await {
+            match self.guarded(ask, lead).await {
                 Err(Error::Held { .. }) if Instant::now() < deadline => {
                     if !server_waits {
                         let left = deadline.saturating_duration_since(Instant::now());
@@ -542,6 +563,49 @@ impl Client {
             }
         }
         Err(Error::Unavailable(last))
+    }
+}
+
+/// One acquire, as guards and waits send it (again and again, the same): for
+/// [`Client::guard_asked`]. `Ask::new(resource, holder, ttl, limit).with_value(v)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub(crate) resource: &'a str,
+    pub(crate) holder: &'a str,
+    /// As sent (whole seconds).
+    pub(crate) ttl: Duration,
+    pub(crate) limit: u32,
+    /// The permit's value (a campaign's), if any.
+    pub(crate) value: Option<&'a str>,
+}
+
+impl<'a> Ask<'a> {
+    /// `limit` permits (1: a lease) of `resource` for `holder`, each for `ttl` (whole seconds,
+    /// at least 1).
+    pub fn new(resource: &'a str, holder: &'a str, ttl: Duration, limit: u32) -> Self {
+        Self {
+            resource,
+            holder,
+            ttl: wire_ttl(ttl),
+            limit,
+            value: None,
+        }
+    }
+
+    /// The permit with `value` (its holder's note: a leader's address, progress).
+    pub fn with_value(self, value: &'a str) -> Self {
+        Self {
+            value: Some(value),
+            ..self
+        }
+    }
+
+    fn body(&self) -> Value {
+        let mut body = acquire_body(self.resource, self.holder, self.ttl, self.limit);
+        if let Some(value) = self.value {
+            body["value"] = json!(value);
+        }
+        body
     }
 }
 
