@@ -1,8 +1,17 @@
 // The client: one method per op of the lease API, and `withLease`.
 
 import { type Transport, call } from "./call.js";
-import { type HeldLease, type HoldOptions, withLease } from "./held.js";
-import { type Lease, type Page, type SessionState, body, newRequestId, pageOf } from "./model.js";
+import { type HeldLease, type HoldOptions, MAX_SERVER_WAIT, withLease } from "./held.js";
+import {
+  type Lease,
+  type Leader,
+  type Page,
+  type SessionState,
+  body,
+  leaderOf,
+  newRequestId,
+  pageOf,
+} from "./model.js";
 import { type HeldSession, type SessionOptions, withSession } from "./session.js";
 import { type Wallet, payerFor } from "./x402.js";
 
@@ -83,11 +92,11 @@ export class LeaseClient {
    */
   acquire(
     resource: string,
-    options: MutationOptions & { holder: string; ttl?: number; limit?: number; wait?: number },
+    options: MutationOptions & { holder: string; ttl?: number; limit?: number; wait?: number; value?: string },
   ): Promise<Lease> {
-    const { holder, ttl, limit, wait } = options;
+    const { holder, ttl, limit, wait, value } = options;
     return this.#mutate(
-      { op: "acquire", resource, holder, ttlSeconds: ttl ?? 30, limit, waitSeconds: wait || undefined },
+      { op: "acquire", resource, holder, ttlSeconds: ttl ?? 30, limit, waitSeconds: wait || undefined, value },
       options,
     );
   }
@@ -101,10 +110,16 @@ export class LeaseClient {
     return this.#mutate({ op: "acquire", resources, holder, ttlSeconds: ttl ?? 30, limit }, options);
   }
 
-  /** Extend a lease you hold to `ttl` seconds from now; refused once it has lapsed. */
-  renew(resource: string, options: MutationOptions & { holder: string; token: number; ttl?: number }): Promise<Lease> {
-    const { holder, token, ttl } = options;
-    return this.#mutate({ op: "renew", resource, holder, token, ttlSeconds: ttl ?? 30 }, options);
+  /**
+   * Extend a lease you hold to `ttl` seconds from now; refused once it has lapsed. With `value`,
+   * its value changes too (absent: kept).
+   */
+  renew(
+    resource: string,
+    options: MutationOptions & { holder: string; token: number; ttl?: number; value?: string },
+  ): Promise<Lease> {
+    const { holder, token, ttl, value } = options;
+    return this.#mutate({ op: "renew", resource, holder, token, ttlSeconds: ttl ?? 30, value }, options);
   }
 
   /** Renew a whole set, each [resource, token]: all or none. */
@@ -131,6 +146,56 @@ export class LeaseClient {
   /** Who holds `resource` now. */
   get(resource: string, options: CallOptions = {}): Promise<Lease> {
     return this.#call({ op: "get", resource }, options);
+  }
+
+  /**
+   * `resource` once its state is no longer the one `stateTag` names (at once without one:
+   * `changed` true), or when `wait` seconds (0-20, default 20) have passed (`changed` false, the
+   * same tag). The answer is a get's, with `stateTag` for the next watch.
+   */
+  watch(resource: string, options: CallOptions & { stateTag?: string | null; wait?: number } = {}): Promise<Lease> {
+    const waitSeconds = Math.min(MAX_SERVER_WAIT, Math.max(0, Math.floor(options.wait ?? MAX_SERVER_WAIT)));
+    return this.#call({ op: "watch", resource, stateTag: options.stateTag ?? undefined, waitSeconds }, options);
+  }
+
+  /** Who leads `resource` now (null: nobody). */
+  async leader(resource: string, options: CallOptions = {}): Promise<Leader | null> {
+    return leaderOf(await this.get(resource, options));
+  }
+
+  /**
+   * The leader of `resource` as it stands, then each time it changes (a new leader, a new value,
+   * or nobody: null), from watches chained on the state's tag: every leader it yields held a
+   * live permit when its answer was made (a lapse is a change), and it never skips the last
+   * change. Runs until you leave the loop or `signal` aborts (the generator then ends).
+   */
+  async *observe(resource: string, options: CallOptions & { wait?: number } = {}): AsyncGenerator<Leader | null> {
+    let stateTag: string | null = null;
+    for (;;) {
+      let answer: Lease;
+      try {
+        answer = await this.watch(resource, { ...options, stateTag });
+      } catch (error) {
+        if (options.signal?.aborted) return;
+        throw error;
+      }
+      if (answer.changed === true) yield leaderOf(answer);
+      stateTag = answer.stateTag;
+    }
+  }
+
+  /**
+   * Lead `resource` while `fn` runs: wait in its queue (up to `wait` seconds; by default until
+   * elected), then hold it with `value` (your address), renewed in the background;
+   * `lease.proclaim(value)` changes the value while you lead, and `lease.signal` aborts when you
+   * may no longer be the leader. Returning (or throwing) from `fn` resigns.
+   */
+  campaign<T>(
+    resource: string,
+    options: { holder: string; value: string; ttl?: number; wait?: number },
+    fn: (lease: HeldLease) => Promise<T> | T,
+  ): Promise<T> {
+    return withLease(this.#t, this.tenant, [resource], { ...options, wait: options.wait ?? Infinity, limit: 1 }, fn);
   }
 
   /**

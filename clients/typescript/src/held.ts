@@ -25,6 +25,8 @@ export interface HoldOptions {
   readonly wait?: number;
   /** How many holders the resource takes at once: a semaphore's limit (default 1, a lease). */
   readonly limit?: number;
+  /** The permit's value (0-1024 bytes: a leader's address, progress), shown to get, watch, list. */
+  readonly value?: string;
 }
 
 /** What a held lease's owner sees of it. */
@@ -41,6 +43,7 @@ export class HeldLease {
   readonly signal: AbortSignal;
   readonly #clock: Clock;
   readonly #now: () => number;
+  readonly #proclaim: (value: string) => Promise<Lease>;
 
   constructor(init: {
     resources: readonly string[];
@@ -50,6 +53,7 @@ export class HeldLease {
     clock: Clock;
     signal: AbortSignal;
     now: () => number;
+    proclaim: (value: string) => Promise<Lease>;
   }) {
     this.resources = init.resources;
     this.holder = init.holder;
@@ -58,6 +62,7 @@ export class HeldLease {
     this.#clock = init.clock;
     this.signal = init.signal;
     this.#now = init.now;
+    this.#proclaim = init.proclaim;
     const first = init.resources[0] ?? "";
     this.tokens =
       init.answer.leases !== null
@@ -79,6 +84,16 @@ export class HeldLease {
   /** Throw `LeaseLost` if the lease is lost. */
   check(): void {
     if (this.lost) throw new LeaseLost(this.#clock.lostReason ?? "lost", this.#clock.lostRule);
+  }
+
+  /**
+   * Change the value while you hold it (a renew with it): a leader's new address or progress.
+   * `LeaseLost` when the token is no longer a live permit's (someone else leads, or nobody; the
+   * signal fires too), or the lease was lost already: a deposed leader cannot speak for it.
+   */
+  async proclaim(value: string): Promise<Lease> {
+    this.check();
+    return this.#proclaim(value);
   }
 }
 
@@ -124,6 +139,7 @@ export async function withLease<T>(
           ttlSeconds: ttl,
           limit: limit === 1 ? undefined : limit,
           waitSeconds: wait > 0 ? wait : undefined,
+          value: options.value,
         }),
       );
     } catch (error) {
@@ -166,7 +182,21 @@ export async function withLease<T>(
         isSet ? request("release", { leases: leases() }) : request("release", { resource: resources[0], token: held?.token }),
     },
     (kept) => {
-      held = new HeldLease({ resources, holder, ttl, answer, clock: kept.clock, signal: kept.signal, now: t.now });
+      const proclaim = async (value: string) => {
+        if (isSet) throw new InvalidInput("a set has no value: proclaim on one resource");
+        const renewed = await call(
+          t,
+          request("renew", { resource: resources[0], token: held?.token, ttlSeconds: ttl, value }),
+          { deadline: kept.clock.deadline },
+        );
+        if (!renewed.granted) {
+          const rule = renewed.rules[0] ?? "refused";
+          kept.lose(rule);
+          throw new LeaseLost(`proclaim refused (${rule}): no longer the leader`, rule);
+        }
+        return renewed;
+      };
+      held = new HeldLease({ resources, holder, ttl, answer, clock: kept.clock, signal: kept.signal, now: t.now, proclaim });
       return fn(held);
     },
   );

@@ -4,7 +4,7 @@ export { LeaseClient, type CallOptions, type ClientOptions, type MutationOptions
 export { HeldLease, type HoldOptions } from "./held.js";
 export { HeldSession, type SessionOptions } from "./session.js";
 export { Clock, safetyMarginMs } from "./clock.js";
-export type { AuditEntry, Lease, Member, Page, Permit, SessionState, Waiter } from "./model.js";
+export type { AuditEntry, Lease, Leader, Member, Page, Permit, SessionState, Waiter } from "./model.js";
 export type { Wallet } from "./x402.js";
 export {
   Forbidden,

@@ -8,6 +8,16 @@ export interface Permit {
   readonly token: number;
   readonly expiresAt: Date;
   readonly session: string | null;
+  /** Its holder's note (a leader's address, progress), or null. */
+  readonly value: string | null;
+}
+
+/** Who leads a resource (holds its one permit): holder, fencing token, value and expiry. */
+export interface Leader {
+  readonly holder: string;
+  readonly token: number;
+  readonly value: string | null;
+  readonly expiresAt: Date | null;
 }
 
 /** A live session: it and every permit in it (`leases`) lapse at `expiresAt` unless kept alive. */
@@ -75,8 +85,11 @@ export interface Page {
  * asked (LEASE_HELD, TOKEN_MISMATCH, ...), else empty. `replayed`: the stored answer of an
  * earlier call with the same request id. `queuePosition`: an acquire whose wait ended
  * ungranted: your place (1 = next). `session`: open, keepalive, close and get of a session: the
- * session after the call (null once it has ended, or when unknown). `raw`: the answer as sent, `_provenance` included (a
- * signed credential any third party can verify).
+ * session after the call (null once it has ended, or when unknown). `value`: the shown
+ * permit's note. `stateTag`: the resource's state after the call (an answer about one
+ * resource), for `watch`; `changed`: a watch's answer, whether the state is another than the
+ * tag sent named. `raw`: the answer as sent, `_provenance` included (a signed credential any
+ * third party can verify).
  */
 export interface Lease {
   readonly granted: boolean;
@@ -94,6 +107,9 @@ export interface Lease {
   readonly entries: readonly AuditEntry[] | null;
   readonly nextCursor: string | null;
   readonly session: SessionState | null;
+  readonly value: string | null;
+  readonly stateTag: string | null;
+  readonly changed: boolean | null;
   readonly raw: unknown;
 }
 
@@ -111,6 +127,7 @@ function permits(value: unknown): Permit[] {
     token: int(p.fencingToken) ?? 0,
     expiresAt: time(p.expiresAt) ?? new Date(0),
     session: str(p.session),
+    value: str(p.value),
   }));
 }
 
@@ -183,8 +200,17 @@ export function leaseFrom(answer: unknown): Lease {
     entries: entries(data.entries),
     nextCursor: str(data.nextCursor),
     session: sessionOf(data.session),
+    value: str(data.value),
+    stateTag: str(data.stateTag),
+    changed: typeof data.changed === "boolean" ? data.changed : null,
     raw: answer,
   };
+}
+
+/** The leader a get or watch answer shows; null when nobody holds the resource. */
+export function leaderOf(lease: Lease): Leader | null {
+  if (lease.holder === null || lease.token === null) return null;
+  return { holder: lease.holder, token: lease.token, value: lease.value, expiresAt: lease.expiresAt };
 }
 
 /** A lease answer as a list or audit page. */
