@@ -342,7 +342,7 @@ function leaseCard(lease) {
     const table = el("table", "holders");
     const thead = el("thead");
     const hr = el("tr");
-    for (const name of ["Holder", "Fencing token", "Expires in", "Session", ""]) {
+    for (const name of ["Holder", "Value", "Fencing token", "Expires in", "Session", ""]) {
       const th = el("th", null, name);
       th.scope = "col";
       hr.append(th);
@@ -355,6 +355,11 @@ function leaseCard(lease) {
       const cHolder = el("td", "cell-holder");
       cHolder.dataset.label = "Holder";
       cHolder.append(el("span", "holder", holder));
+      // The holder's note (a leader's address, progress): caller text, shown as text.
+      const value = typeof permit.value === "string" ? permit.value : null;
+      const cValue = el("td", "cell-value");
+      cValue.dataset.label = "Value";
+      cValue.append(value === null ? el("span", "muted no-value", "none") : el("span", "value", value));
       const cToken = el("td", "cell-token");
       cToken.dataset.label = "Fencing token";
       cToken.append(el("span", "token", permit.fencingToken));
@@ -384,7 +389,7 @@ function leaseCard(lease) {
         );
         cAct.append(ending);
       }
-      row.append(cHolder, cToken, cExp, cSession, cAct);
+      row.append(cHolder, cValue, cToken, cExp, cSession, cAct);
       tbody.append(row);
     }
     table.append(thead, tbody);

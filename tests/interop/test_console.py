@@ -49,6 +49,8 @@ DOCS_SCREENSHOT = os.path.join(SCREENSHOTS, "docs-page.png")
 # Hostile caller text: shown literally or the page is broken (or worse).
 HOSTILE_HOLDER = '<img src=x onerror="window.__pwned=1">'
 HOSTILE_REASON = "<b>wedged</b> worker <script>window.__pwned=2</script>"
+HOSTILE_VALUE = '10.0.0.7:8080 <svg onload="window.__pwned=3">'
+
 # The page asks every 2 s: a change must show within 5 s.
 SHOWS_WITHIN = 5
 
@@ -397,10 +399,15 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
     # and every permit in it (on another resource too).
     session = lease_op(url, API_KEY, {"op": "open", "tenantId": tenant, "holder": "agent-3", "ttlSeconds": 600})["session"]["id"]
     for job in ("job:a", "job:b"):
-        lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": job, "holder": "agent-3", "session": session})
+        lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": job, "holder": "agent-3", "session": session,
+                                **({"value": HOSTILE_VALUE} if job == "job:a" else {})})
     card = page.wait(lambda: page.card("job:a"), "the session's permit on the page")
     row = card.find_element(By.CSS_SELECTOR, ".permit")
     assert row.find_element(By.CSS_SELECTOR, ".session").get_property("textContent") == session
+    # The permit's value (its holder's note) is shown in its row, as text.
+    assert row.find_element(By.CSS_SELECTOR, ".value").get_property("textContent") == HOSTILE_VALUE
+    other = page.wait(lambda: page.card("job:b"), "the other permit on the page")
+    assert other.find_element(By.CSS_SELECTOR, ".cell-value").get_property("textContent") == "none"
     page.wait(lambda: page.visible_buttons("Revoke session", row), "the Revoke session button")
     page.button("Revoke session", within=row).click()
     dialog = browser.find_element(By.ID, "revoke-dialog")
