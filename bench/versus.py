@@ -6,6 +6,9 @@ Each system runs from a fresh data directory, on this machine, with the same loa
 clients on one limit-4 semaphore, 64 on one lock or semaphore of limit 8 and 64, and 16
 waiting in line for one lock (leasekit's waitSeconds, etcd's lock recipe; Redis has none) (each system's nearest equivalent: see bench/loadgen/src/systems.rs;
 etcd has no semaphore, so N slot keys as its users build one; Redis the expirable-permit script).
+And "change to observer": a leader proclaims new values one after another while an observer
+follows it (leasekit's watch chained on stateTag, etcd's election Observe stream; Redis has no
+election): the time from sending a change to the observer having it (bench/observe.py).
 
 Configurations (durable ones first):
 - leasekit: `leasekit serve` on the embedded store (dynoxide on SQLite in WAL mode, group commit:
@@ -37,6 +40,8 @@ import sys
 import tempfile
 import time
 
+import observe
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 RESULTS = os.path.join(ROOT, "bench", "results")
 # (clients, all on one resource, limit, waiting)
@@ -46,6 +51,9 @@ SCENARIOS = [(1, False, 1, False), (16, False, 1, False), (64, False, 1, False),
              (64, True, 1, False), (64, True, 8, False), (64, True, 64, False),
              (16, True, 1, True)]
 API_KEY = "bench-key-0123456789abcdef"
+OBSERVE = "change to observer"
+#: Changes per run of the observe scenario.
+OBSERVE_CHANGES = 300
 
 
 def free_port():
@@ -188,6 +196,17 @@ def table(results):
     return "\n".join(lines)
 
 
+def observe_table(observed):
+    lines = ["| system | durable | changes per run | change to observer p50 ms | p99 ms | runs p50 / p99 ms "
+             "| the write alone p50 ms |",
+             "|---|---|---:|---:|---:|---|---:|"]
+    for r in observed:
+        runs = " / ".join(f"{a:.2f}-{b:.2f}" for a, b in zip(r["runs_observed_p50_ms"], r["runs_observed_p99_ms"]))
+        lines.append(f"| {r['name']} | {'yes' if r['durable'] else 'no'} | {r['changes']} | "
+                     f"{r['observed_p50_ms']:.2f} | {r['observed_p99_ms']:.2f} | {runs} | {r['write_p50_ms']:.2f} |")
+    return "\n".join(lines)
+
+
 def charts_python():
     """The Python of .venv-bench, made with matplotlib on first use."""
     venv = os.path.join(ROOT, ".venv-bench")
@@ -237,6 +256,7 @@ def main():
         if (chosen is None or name in chosen) and tool and shutil.which(tool) is None:
             sys.exit(f"{tool} not found: apt-get install etcd-server redis-server")
     results = []
+    observed = []
     for name, system, start, durable in SYSTEMS:
         if chosen is not None and name not in chosen:
             continue
@@ -262,6 +282,18 @@ def main():
                 print(f"{name:28} {r['scenario']:14} {r['granted_per_s']:>9,.0f} cycles/s  "
                       f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}",
                       flush=True)
+            if system != "redis" and (args.scenarios is None or OBSERVE in args.scenarios.split(",")):
+                runs = [observe.summary(observe.leasekit(url, API_KEY, OBSERVE_CHANGES) if system == "leasekit"
+                                        else observe.etcd(url, OBSERVE_CHANGES))
+                        for _ in range(args.repeat)]
+                runs.sort(key=lambda run: run["observed_p50_ms"])
+                r = dict(runs[len(runs) // 2], name=name, durable=durable,
+                         runs_observed_p50_ms=[run["observed_p50_ms"] for run in runs],
+                         runs_observed_p99_ms=[run["observed_p99_ms"] for run in runs])
+                observed.append(r)
+                print(f"{name:28} {OBSERVE}  p50 {r['observed_p50_ms']:.2f} ms  "
+                      f"p99 {r['observed_p99_ms']:.2f} ms  (the write alone: p50 "
+                      f"{r['write_p50_ms']:.2f} ms)", flush=True)
         finally:
             proc.terminate()
             proc.wait()
@@ -271,7 +303,7 @@ def main():
             shutil.rmtree(data, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
     report = {"machine": machine(), "seconds": args.seconds, "repeat": args.repeat,
-              "date": time.strftime("%Y-%m-%d"), "results": results}
+              "date": time.strftime("%Y-%m-%d"), "results": results, "observe": observed}
     # A partial run (some scenarios or systems) is kept apart from the full one.
     partial = args.scenarios is not None or args.systems is not None
     name = args.out or ("versus-partial.json" if partial else "versus.json")
@@ -279,6 +311,9 @@ def main():
         json.dump(report, f, indent=1)
     print()
     print(table(results))
+    if observed:
+        print()
+        print(observe_table(observed))
     # A comparison kept apart (--out) leaves the published charts alone.
     if args.out is None:
         charts(os.path.join(RESULTS, name), partial)

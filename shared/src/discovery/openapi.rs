@@ -60,6 +60,21 @@ fn lease_examples(lease: Value) -> Value {
             json!({"op": "acquire", "resource": "deploy:prod", "holder": "worker-7", "waitSeconds": 20, "tenantId": "team-a"}),
         ),
         (
+            "campaign",
+            "Campaign for leadership: wait in line, then lead with your address as the value",
+            json!({"op": "acquire", "resource": "leader:billing", "holder": "node-1", "ttlSeconds": 15, "waitSeconds": 20, "value": "10.0.0.7:8080", "tenantId": "team-a"}),
+        ),
+        (
+            "proclaim",
+            "Proclaim a new value while leading (refused once the token is no longer current)",
+            json!({"op": "renew", "resource": "leader:billing", "holder": "node-1", "token": 12, "ttlSeconds": 15, "value": "10.0.0.7:9090", "tenantId": "team-a"}),
+        ),
+        (
+            "watch",
+            "Observe: answered as soon as the state is no longer the one stateTag names, or after 20 s (with Accept: text/event-stream, leasekit serve streams every change)",
+            json!({"op": "watch", "resource": "leader:billing", "stateTag": "9f2c41d07a3be8c5d6e1f0a2", "waitSeconds": 20, "tenantId": "team-a"}),
+        ),
+        (
             "openSession",
             "Open a session: one keepalive for every hold acquired in it",
             json!({"op": "open", "holder": "agent-3", "ttlSeconds": 60, "tenantId": "team-a"}),
@@ -179,6 +194,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "401": error("A malformed, unknown or revoked API key."),
                 "402": json_body("PaymentRequired", "Payment required or invalid: x402 v2 PaymentRequired, also base64 in PAYMENT-REQUIRED."),
                 "403": error("FORBIDDEN: revoke or audit with an API key without the admin role. Nothing was read or changed."),
+                "406": error("NOT_ACCEPTABLE: Accept: text/event-stream for another op than watch, without an API key, or where watches are not streamed (Lambda: chain watch calls on stateTag). leasekit serve streams a keyed watch: one `change` event per change, its id the stateTag, a comment every 15 s; an `error` event ends it."),
                 "409": error("IDEMPOTENCY_CONFLICT: requestId reused with different input. PAYMENT_IDENTIFIER_CONFLICT: an x402 payment identifier used with another payment or another request. PAYMENT_IN_PROGRESS: the first call with this payment has not finished; send it again shortly."),
                 "413": error("Body over 64 KiB."),
                 "408": error("The body did not arrive in full in time (the local server's --body-timeout)."),

@@ -3,6 +3,7 @@
 use super::body::{read_limited, validate_value};
 use super::observe::Note;
 use super::paid::{self, Charge, Offer};
+use super::stream;
 use super::{ApiError, AppState, Caller};
 use crate::auth::KeyHolder;
 use crate::clock::{Millis, now_ms};
@@ -34,6 +35,24 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
         crate::strict_json::parse(&bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let (request, body) = lease_valid(value, lease_input())?;
     let request_sha256 = sha256(&body);
+    if stream::asked(&parts) {
+        if let Some(refused) =
+            stream::refusal(&state, &request, matches!(caller, Caller::Account(_)))
+        {
+            return Err(refused);
+        }
+        if let Caller::Account(holder) = caller {
+            // Refused as a 4xx before the stream starts, not as its first event.
+            tenant_for_key(&holder.account, request.tenant_id.as_deref())?;
+            return Ok(stream::events(
+                state,
+                holder,
+                request,
+                request_sha256,
+                signed,
+            ));
+        }
+    }
     let now = now_ms();
     let replied = match caller {
         Caller::Account(holder) => for_account(&state, &holder, &request, request_sha256).await?,

@@ -14,6 +14,7 @@ mod mcp;
 pub mod observe;
 pub mod paid;
 mod provenance;
+mod stream;
 
 pub use caller::{Authenticator, Caller, ConnectionOwner};
 pub use error::ApiError;
@@ -111,6 +112,9 @@ pub struct AppParts {
     pub public: PublicUrl,
     /// Also accept loopback host names on /mcp (local runs, not Lambda).
     pub loopback_hosts: bool,
+    /// Answer a watch as a stream of server-sent events when asked (local runs, not Lambda:
+    /// see [`stream`]).
+    pub streams: bool,
 }
 
 /// How often a waiting acquire on Lambda looks at its resource again (jittered between half and
@@ -155,6 +159,7 @@ impl AppState {
             free_claims_per_hour,
             public,
             loopback_hosts: !on_lambda,
+            streams: !on_lambda,
             auth,
             issuer,
         }))
@@ -280,6 +285,33 @@ mod tests {
             .unwrap();
         let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         body["code"] != "NOT_FOUND"
+    }
+
+    /// On Lambda a watch is one call: asked for a stream, the function says so (406) and
+    /// starts none (it would be billed for the open stream while it polls the table).
+    #[tokio::test]
+    async fn a_lambda_function_streams_nothing() {
+        let request = axum::http::Request::builder()
+            .method("POST")
+            .uri("/api/v1/lease")
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(Body::from(r#"{"op":"watch","resource":"r"}"#))
+            .unwrap();
+        let issuer = Some(Issuer::from_seed(&[7; 32]));
+        let response = router(state(issuer), Routes::Lease)
+            .oneshot(request)
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 406);
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert!(
+            body["error"].as_str().unwrap().contains("chain watches"),
+            "{body}"
+        );
     }
 
     #[tokio::test]
