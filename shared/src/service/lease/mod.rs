@@ -31,7 +31,7 @@ pub use answers::MAX_KEPT_ANSWER_BYTES;
 use super::cursor::Cursors;
 use super::waiting::Waits;
 use crate::clock::Millis;
-use crate::lease::decide::{Asked, HolderOp};
+use crate::lease::decide::Asked;
 use crate::lease::request::{DEFAULT_TTL_SECONDS, MissingField};
 use crate::lease::{Command, LeaseAnswer, LeaseRequest};
 use crate::provenance::Issuer;
@@ -39,6 +39,7 @@ use crate::store::session_store::SessionKey;
 use crate::store::{LeaseKey, LeaseStore, RecordKey, StoreError};
 use crate::tenant::Tenant;
 use answers::Signing;
+use mutation::Mutation;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use views::Views;
@@ -267,30 +268,30 @@ impl LeaseService {
             .resource
             .as_deref()
             .ok_or(LeaseError::Missing("resource"))?;
-        if let Some(asked) = Asked::of(&command) {
-            // Only a call with a requestId has a ticket: a place of its own, to which a freed
-            // permit can be handed between its calls. (Its session is set when it is decided in
-            // it, as read.)
-            let asked = Asked {
-                ticket: ticket.as_ref(),
-                ..asked
-            };
-            return self.acquire(&call, resource, asked).await;
-        }
-        if let Some(op) = HolderOp::of(&command) {
-            return self.hold(&call, resource, op).await;
-        }
         match &command {
             Command::Acquire { .. } | Command::Renew { .. } | Command::Release { .. } => {
-                unreachable!("an acquire, renew or release is decided above")
+                match Mutation::of(&command) {
+                    Some(Mutation::Acquire(asked)) => {
+                        // Only a call with a requestId has a ticket: a place of its own, to
+                        // which a freed permit can be handed between its calls. (Its session
+                        // is set when it is decided in it, as read.)
+                        let asked = Asked {
+                            ticket: ticket.as_ref(),
+                            ..asked
+                        };
+                        self.acquire(&call, resource, asked).await
+                    }
+                    Some(Mutation::Hold(op)) => self.hold(&call, resource, op).await,
+                    // Mutation::of takes each of the three: a miss is ours, not the caller's.
+                    None => Err(LeaseError::Internal(format!(
+                        "{} is not a mutation",
+                        request.op.as_str()
+                    ))),
+                }
             }
             Command::Get => self.read(&call, resource, read::Asked::Get).await,
             Command::Watch { tag, wait_ms } => {
-                let asked = read::Asked::Watch {
-                    tag: tag.as_deref(),
-                    wait_ms: *wait_ms,
-                };
-                self.read(&call, resource, asked).await
+                self.watch(&call, resource, tag.as_deref(), *wait_ms).await
             }
             Command::Check { token, holder } => {
                 let asked = read::Asked::Check {

@@ -17,11 +17,6 @@ pub(super) enum Asked<'a> {
     Get,
     /// Whether `token` (of `holder`, when given) is a live permit.
     Check { token: u64, holder: Option<&'a str> },
-    /// The resource once its state's tag is not `tag` (at once without one), or after `wait_ms`.
-    Watch {
-        tag: Option<&'a str>,
-        wait_ms: Millis,
-    },
 }
 
 impl LeaseService {
@@ -32,9 +27,6 @@ impl LeaseService {
         asked: Asked<'_>,
     ) -> Result<SignedAnswer, LeaseError> {
         let key = LeaseKey::new(call.actor.tenant, resource);
-        if let Asked::Watch { tag, wait_ms } = asked {
-            return self.watch(call, &key, tag, wait_ms).await;
-        }
         let state = self.store.read_one(&key, call.signing.now).await?;
         self.views.put(&key, &state);
         let answer = answer(&state, asked, call.caller(), call.signing.now);
@@ -42,14 +34,15 @@ impl LeaseService {
     }
 
     /// A watch: read, and read again when the resource may have changed, until its tag is not
-    /// `tag` or `wait_ms` has passed. A caller who hangs up ends it.
-    async fn watch(
+    /// `tag` (at once without one) or `wait_ms` has passed. A caller who hangs up ends it.
+    pub(super) async fn watch(
         &self,
         call: &Call<'_>,
-        key: &LeaseKey,
+        resource: &str,
         tag: Option<&str>,
         wait_ms: Millis,
     ) -> Result<SignedAnswer, LeaseError> {
+        let key = &LeaseKey::new(call.actor.tenant, resource);
         // It holds its caller's connection for up to its wait: one payer's waits may take only
         // their share of this server's, as waiting acquires do.
         let _share = match (&self.wait_shares, wait_ms > 0 && tag.is_some()) {
@@ -100,6 +93,6 @@ fn answer(
     let state = &as_of(state, now);
     match asked {
         Asked::Check { token, holder } => LeaseAnswer::checked(state, token, holder, now),
-        Asked::Get | Asked::Watch { .. } => LeaseAnswer::observed(state, caller, now),
+        Asked::Get => LeaseAnswer::observed(state, caller, now),
     }
 }
