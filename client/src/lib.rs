@@ -11,9 +11,11 @@
 //! `PAYMENT-SIGNATURE` header value, or use an API key.
 
 mod answers;
+mod bodies;
 mod election;
 pub mod guard;
 mod retry;
+mod send;
 mod session;
 pub use leasekit_json_http as http;
 
@@ -21,6 +23,8 @@ pub use answers::{
     AuditEntry, AuditPage, Lease, ListPage, Listed, Member, Permit, SessionPermit, SessionState,
     Waiter, Witness,
 };
+pub use bodies::Ask;
+pub(crate) use bodies::{acquire_body, page_body, release_body, renew_body, set_leases, wire_ttl};
 pub use election::{FOREVER, Leader, Observer};
 pub use guard::{Guard, Lost, Renewals, Signal, safety_margin};
 pub use session::Session;
@@ -99,11 +103,6 @@ fn request_id_from<E: std::fmt::Display>(
     let mut bytes = [0u8; 12];
     fill(&mut bytes).map_err(|e| Error::Random(e.to_string()))?;
     Ok(format!("lk-{}", hex::encode(bytes)))
-}
-
-/// The TTL as sent (whole seconds, at least 1): the lease the server grants lasts this long.
-fn wire_ttl(ttl: Duration) -> Duration {
-    Duration::from_secs(ttl.as_secs().max(1))
 }
 
 impl Client {
@@ -461,172 +460,6 @@ impl Client {
         );
         self.call_for(body, None).await
     }
-
-    /// Send one lease request (`op`, `resource`, ...) and get the whole answer, `data` and
-    /// `_provenance`. A mutation without a requestId gets one, kept across this call's retries,
-    /// so a retry is answered, never re-applied.
-    pub async fn send(&self, body: Value) -> Result<Value, Error> {
-        self.send_by(body, None).await
-    }
-
-    /// [`Client::send`], giving up at `by`: each attempt waits only for the time left, and a retry
-    /// is made only while time is left.
-    async fn send_by(&self, mut body: Value, by: Option<Instant>) -> Result<Value, Error> {
-        let read = READ_OPS.iter().any(|op| body["op"] == *op);
-        if !read && body.get("requestId").is_none() {
-            body["requestId"] = json!(request_id()?);
-        }
-        let mut headers: Vec<(&str, String)> = Vec::new();
-        if let Auth::ApiKey { key, tenant } = &self.auth {
-            body["tenantId"] = json!(tenant);
-            headers.push(("x-api-key", key.clone()));
-        }
-        let late = |last: &str| {
-            Error::Unavailable(format!("no answer before the deadline (last: {last})"))
-        };
-        let mut last = String::from("none yet");
-        // What the last 429 asked to wait, instead of the doubling pause.
-        let mut asked: Option<Duration> = None;
-        for attempt in 0..retry::ATTEMPTS {
-            if attempt > 0 {
-                let backoff = retry::pause(attempt, asked.take());
-                if by.is_some_and(|by| Instant::now() + backoff >= by) {
-                    return Err(late(&last));
-                }
-                tokio::time::sleep(backoff).await;
-            }
-            let pairs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            // A call that waits on the server is given its wait on top of the usual timeout.
-            let http = match body["waitSeconds"].as_u64() {
-                Some(wait) if wait > 0 => self
-                    .http
-                    .with_timeout(CALL_TIMEOUT + Duration::from_secs(wait)),
-                _ => self.http.clone(),
-            };
-            let post = http.post(&self.url, &pairs, &body);
-            let answer = match by {
-                None => post.await,
-                Some(by) => match tokio::time::timeout_at(by, post).await {
-                    Ok(answer) => answer,
-                    Err(_) => return Err(late("the attempt in flight")),
-                },
-            };
-            let answer = match answer {
-                Ok(answer) => answer,
-                Err(e) => {
-                    last = e.0;
-                    continue;
-                }
-            };
-            match answer.status {
-                200 => return Ok(answer.body),
-                402 => match &self.auth {
-                    Auth::Pay(pay) if !headers.iter().any(|(k, _)| *k == "payment-signature") => {
-                        headers.push((
-                            "payment-signature",
-                            pay(&answer.body).map_err(Error::Payment)?,
-                        ));
-                    }
-                    // A fresh payment for a retry: the last one was used (or refused).
-                    Auth::Pay(pay) => {
-                        headers.retain(|(k, _)| *k != "payment-signature");
-                        headers.push((
-                            "payment-signature",
-                            pay(&answer.body).map_err(Error::Payment)?,
-                        ));
-                        last = answer.body["error"]
-                            .as_str()
-                            .unwrap_or("payment refused")
-                            .to_owned();
-                    }
-                    Auth::ApiKey { .. } => return Err(refused(answer.status, &answer.body)),
-                },
-                // Over a bound of the caller's own (a waiting call over its account's share of
-                // the server's waits): again after what Retry-After asks, if it asks little.
-                429 => match retry::retry_after(
-                    answer.headers.get("retry-after").map(|v| v.as_bytes()),
-                ) {
-                    Some(wait) if wait <= retry::MAX_RETRY_AFTER => {
-                        asked = Some(wait);
-                        last = format!("429: {}", answer.body["error"].as_str().unwrap_or(""));
-                    }
-                    _ => return Err(refused(answer.status, &answer.body)),
-                },
-                502..=504 => {
-                    last = format!(
-                        "{}: {}",
-                        answer.status,
-                        answer.body["error"].as_str().unwrap_or("")
-                    )
-                }
-                status => return Err(refused(status, &answer.body)),
-            }
-        }
-        Err(Error::Unavailable(last))
-    }
-}
-
-/// One acquire, as guards and waits send it (again and again, the same): for
-/// [`Client::guard_asked`]. `Ask::new(resource, holder, ttl, limit).with_value(v)`.
-#[derive(Debug, Clone, Copy)]
-pub struct Ask<'a> {
-    pub(crate) resource: &'a str,
-    pub(crate) holder: &'a str,
-    /// As sent (whole seconds).
-    pub(crate) ttl: Duration,
-    pub(crate) limit: u32,
-    /// The permit's value (a campaign's), if any.
-    pub(crate) value: Option<&'a str>,
-}
-
-impl<'a> Ask<'a> {
-    /// `limit` permits (1: a lease) of `resource` for `holder`, each for `ttl` (whole seconds,
-    /// at least 1).
-    pub fn new(resource: &'a str, holder: &'a str, ttl: Duration, limit: u32) -> Self {
-        Self {
-            resource,
-            holder,
-            ttl: wire_ttl(ttl),
-            limit,
-            value: None,
-        }
-    }
-
-    /// The permit with `value` (its holder's note: a leader's address, progress).
-    pub fn with_value(self, value: &'a str) -> Self {
-        Self {
-            value: Some(value),
-            ..self
-        }
-    }
-
-    fn body(&self) -> Value {
-        let mut body = acquire_body(self.resource, self.holder, self.ttl, self.limit);
-        if let Some(value) = self.value {
-            body["value"] = json!(value);
-        }
-        body
-    }
-}
-
-pub(crate) fn acquire_body(resource: &str, holder: &str, ttl: Duration, limit: u32) -> Value {
-    json!({"op": "acquire", "resource": resource, "holder": holder, "ttlSeconds": wire_ttl(ttl).as_secs(), "limit": limit})
-}
-
-pub(crate) fn renew_body(resource: &str, holder: &str, token: u64, ttl: Duration) -> Value {
-    json!({"op": "renew", "resource": resource, "holder": holder, "token": token, "ttlSeconds": wire_ttl(ttl).as_secs()})
-}
-
-pub(crate) fn release_body(resource: &str, holder: &str, token: u64) -> Value {
-    json!({"op": "release", "resource": resource, "holder": holder, "token": token})
-}
-
-/// A set's `leases` as sent.
-fn set_leases(leases: &[(&str, u64)]) -> Vec<Value> {
-    leases
-        .iter()
-        .map(|(resource, token)| json!({"resource": resource, "token": token}))
-        .collect()
 }
 
 fn refused(status: u16, body: &Value) -> Error {
@@ -635,20 +468,6 @@ fn refused(status: u16, body: &Value) -> Error {
         code: body["code"].as_str().unwrap_or("?").to_owned(),
         message: body["error"].as_str().unwrap_or("").to_owned(),
     }
-}
-
-/// A list or audit request: `op` with the fields given.
-fn page_body(op: &str, fields: &[(&str, Option<&str>)], page_size: Option<u32>) -> Value {
-    let mut body = json!({"op": op});
-    for (name, value) in fields {
-        if let Some(value) = value {
-            body[*name] = json!(value);
-        }
-    }
-    if let Some(size) = page_size {
-        body["pageSize"] = json!(size);
-    }
-    body
 }
 
 #[cfg(test)]
