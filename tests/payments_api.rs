@@ -986,3 +986,81 @@ async fn a_wallet_pays_for_each_session_call_and_the_session_is_its_own() {
     let get = call(json!({"op": "get", "resource": "r"}), 6).await;
     assert_eq!(get.body["data"]["granted"], false, "free once closed");
 }
+
+/// A paid watch is one call at the lease price, however long it waits and whether or not the
+/// state changed; a stream, which would hold a connection for many answers, is not sold (406,
+/// nothing settled).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paid_watch_is_one_call_at_the_lease_price() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let offer = offer(&server.url).await;
+    let alice = wallet(1);
+    let watch = |tag: Option<&str>, wait: u32| {
+        let mut body = json!({"op": "watch", "resource": "leader", "waitSeconds": wait});
+        if let Some(tag) = tag {
+            body["stateTag"] = json!(tag);
+        }
+        body
+    };
+    let charged = |a: &Answer| {
+        let s = a.settlement.clone().expect("settled");
+        (s["success"].clone(), s["amount"].clone())
+    };
+    let first = pay_post(
+        &server.url,
+        &watch(None, 20),
+        Some(&paid(&alice, &offer, 1)),
+    )
+    .await;
+    assert_eq!(first.body["data"]["changed"], true, "{}", first.body);
+    assert_eq!(charged(&first), (json!(true), json!("5000")));
+    let tag = first.body["data"]["stateTag"].as_str().unwrap().to_owned();
+
+    let writer = {
+        let (url, offer, alice) = (server.url.clone(), offer.clone(), alice.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            let body = json!({"op": "acquire", "resource": "leader", "holder": "w", "value": "a"});
+            pay_post(&url, &body, Some(&paid(&alice, &offer, 2))).await
+        })
+    };
+    let began = std::time::Instant::now();
+    let woken = pay_post(
+        &server.url,
+        &watch(Some(&tag), 10),
+        Some(&paid(&alice, &offer, 3)),
+    )
+    .await;
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(3),
+        "woken by the write"
+    );
+    assert_eq!(
+        (&woken.body["data"]["changed"], &woken.body["data"]["value"]),
+        (&json!(true), &json!("a"))
+    );
+    assert_eq!(charged(&woken), (json!(true), json!("5000")));
+    assert_eq!(writer.await.unwrap().status, 200);
+
+    let tag = woken.body["data"]["stateTag"].as_str().unwrap();
+    let quiet = pay_post(
+        &server.url,
+        &watch(Some(tag), 1),
+        Some(&paid(&alice, &offer, 4)),
+    )
+    .await;
+    assert_eq!(quiet.body["data"]["changed"], false);
+    assert_eq!(charged(&quiet), (json!(true), json!("5000")));
+
+    let stream = reqwest::Client::new()
+        .post(format!("{}/api/v1/lease", server.url))
+        .header("accept", "text/event-stream")
+        .header("PAYMENT-SIGNATURE", paid(&alice, &offer, 5))
+        .json(&watch(None, 20))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 406);
+    assert!(stream.headers().get("PAYMENT-RESPONSE").is_none());
+}
