@@ -62,9 +62,12 @@ async fn an_acquire_sets_the_value_a_renew_changes_or_keeps_it_and_a_get_shows_i
         (refused.holder.as_deref(), refused.value.as_deref()),
         (Some("n1"), Some(""))
     );
-    // The holder's acquire again asks for its own value: none, here.
+    // The holder's acquire again without a value is a renew: it keeps the value.
     let again = f.call(acquire("leader", "n1", None), now + 6).await;
-    assert_eq!((again.fencing_token, again.value), (Some(1), None));
+    assert_eq!(
+        (again.fencing_token, again.value.as_deref()),
+        (Some(1), Some(""))
+    );
     // A renew refused (a stale token) changes nothing.
     let stale =
         json!({"op": "renew", "resource": "leader", "holder": "n1", "token": 9, "value": "x"});
@@ -72,7 +75,7 @@ async fn an_acquire_sets_the_value_a_renew_changes_or_keeps_it_and_a_get_shows_i
     let got = f
         .call(json!({"op": "get", "resource": "leader"}), now + 8)
         .await;
-    assert_eq!(got.value, None);
+    assert_eq!(got.value.as_deref(), Some(""));
     // Released, the resource shows no value; the next holder's is its own.
     let release = json!({"op": "release", "resource": "leader", "holder": "n1", "token": 1});
     assert!(f.call(release, now + 9).await.granted);
@@ -189,5 +192,56 @@ async fn a_requestid_replays_its_value_and_another_value_is_another_request() {
     assert!(
         conflict.is_err(),
         "the same requestId with another value: {conflict:?}"
+    );
+}
+
+/// An acquire again by the live holder is a renew: one that asks no value keeps the permit's,
+/// as a renew without one does (the attack of 2026-12-06 found it cleared, waking every watcher
+/// with a leader that had none), on a lease and on a semaphore's permit; a new permit has none.
+#[tokio::test]
+async fn a_reacquire_without_a_value_keeps_it() {
+    let f = Fixture::new().await;
+    let now = now_ms();
+    let first = f
+        .call(acquire("leader", "n1", Some("10.0.0.7:8080")), now)
+        .await;
+    let again = f.call(acquire("leader", "n1", None), now + 1).await;
+    assert_eq!(
+        (again.granted, again.fencing_token, again.value.as_deref()),
+        (true, Some(1), Some("10.0.0.7:8080"))
+    );
+    assert_eq!(
+        again.state_tag, first.state_tag,
+        "nothing a watcher sees changed"
+    );
+    let changed = f
+        .call(acquire("leader", "n1", Some("10.0.0.7:9090")), now + 2)
+        .await;
+    assert_eq!(changed.value.as_deref(), Some("10.0.0.7:9090"));
+
+    let permit = |holder: &str, value: Option<&str>| {
+        let mut body = acquire("pool", holder, value);
+        body["limit"] = json!(3);
+        body
+    };
+    f.call(permit("a", Some("slot-a")), now + 3).await;
+    f.call(permit("b", None), now + 4).await;
+    let again = f.call(permit("a", None), now + 5).await;
+    let values: Vec<(&str, Option<&str>)> = again
+        .holders
+        .iter()
+        .map(|p| (p.holder.as_str(), p.value.as_deref()))
+        .collect();
+    assert_eq!(values, [("a", Some("slot-a")), ("b", None)]);
+    // Released and taken again: a new permit, without the old one's value.
+    f.call(
+        json!({"op": "release", "resource": "leader", "holder": "n1", "token": 1}),
+        now + 6,
+    )
+    .await;
+    let fresh = f.call(acquire("leader", "n1", None), now + 7).await;
+    assert_eq!(
+        (fresh.fencing_token, fresh.value.as_deref()),
+        (Some(2), None)
     );
 }

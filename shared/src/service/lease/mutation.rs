@@ -69,18 +69,27 @@ impl<'a> Mutation<'a> {
             Some(binding) => bind(state, write, self.holder(), binding),
             None => write,
         };
-        // The permit's value (docs/adr/0011): an acquire's is the one it asks for (none if it
-        // asks none), a renew changes it only when it sends one.
-        let value = match self {
-            Mutation::Acquire(asked) => Some(asked.value),
-            Mutation::Hold(HolderOp::Renew { value, .. }) => value.map(Some),
-            Mutation::Hold(HolderOp::Release { .. }) => None,
-        };
-        Acquired::Write(match value {
-            Some(value) => with_holders_permits(state, write, self.holder(), |_, permit| {
-                permit.value = value.map(str::to_owned)
+        // The permit's value (docs/adr/0011): an acquire's is the one it asks for; one that
+        // asks none keeps the value of the permit it re-acquires (the same token: a renew, which
+        // keeps it too; the attack of 2026-12-06 found it cleared) and a new permit has none. A
+        // renew changes it only when it sends one.
+        Acquired::Write(match self {
+            Mutation::Acquire(asked) => {
+                with_holders_permits(state, write, asked.holder, |had, permit| {
+                    permit.value = match asked.value {
+                        Some(value) => Some(value.to_owned()),
+                        None => had.and_then(|had| had.value.clone()),
+                    }
+                })
+            }
+            Mutation::Hold(HolderOp::Renew {
+                holder,
+                value: Some(value),
+                ..
+            }) => with_holders_permits(state, write, holder, |_, permit| {
+                permit.value = Some((*value).to_owned())
             }),
-            None => write,
+            Mutation::Hold(HolderOp::Renew { value: None, .. } | HolderOp::Release { .. }) => write,
         })
     }
 
