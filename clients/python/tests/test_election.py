@@ -57,8 +57,15 @@ def test_an_observer_sees_every_leader_in_order_and_a_deposed_leader_cannot_proc
     with client.campaign(r, holder="c2", value="b", ttl=5) as two:
         time.sleep(0.3)
         admin.revoke(r, reason="deposed")
+        assert not two.lost, "nobody told it yet: its next renewal is a third of the TTL away"
         with pytest.raises(leasekit.LeaseLost):
             two.proclaim("b2")
+        # The refusal is the loss, at once (it waited for the next renewal: the attack of
+        # 2026-12-06), and the value stays the last one the service took.
+        assert two.lost and two.wait_lost(0)
+        with pytest.raises(leasekit.LeaseLost):
+            two.check()
+        assert two.value == "b"
     observer.join(10)
     summary = [(s.holder, s.token, s.value) if s else None for s in seen]
     assert summary == [None, ("c1", 1, "a"), ("c1", 1, "a2"), None, ("c2", 2, "b")], summary
@@ -83,6 +90,10 @@ def test_the_asyncio_client_campaigns_and_observes(server: str) -> None:
             await asyncio.sleep(0.3)
             assert (await held.proclaim("a2")).value == "a2"
             await asyncio.wait_for(watching, 10)
+            await AsyncClient(server, api_key=ADMIN_KEY, tenant=tenant).revoke(r, reason="deposed")
+            with pytest.raises(leasekit.LeaseLost):
+                await held.proclaim("a3")
+            assert held.lost and await held.wait_lost(0) and held.value == "a2"
         assert [(s.holder, s.value) if s else None for s in seen] == [None, ("c1", "a"), ("c1", "a2")]
         assert await client.leader(r) is None
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
-                    SessionHold, Settings, Wait, proclaimed, unanswered)
+                    SessionHold, Settings, Wait, unanswered)
 from ._errors import InvalidInput, LeasekitError
 from ._model import Leader, Lease, Page, SessionState, body, leader_of, new_request_id, set_leases
 from ._x402 import AsyncPayer
@@ -231,13 +231,15 @@ class AsyncHeldLease(Hold[AsyncClient]):
         if ending is not None:
             await self._do(ending)
 
+    def _lost_now(self) -> None:
+        self._changed.set()
+
     async def proclaim(self, value: str) -> Lease:
         """Change the value while you lead (a renew with it); `LeaseLost` when the token is no
         longer a live permit's: someone else leads, or nobody."""
         answer = await self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl,
                                           value=value)
-        self.value = value
-        return proclaimed(answer)
+        return self._proclaimed(value, answer)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         renewal = self._require()
@@ -306,5 +308,3 @@ class AsyncHeldSession(SessionHold[AsyncClient], AsyncHeldLease):
                 return tokens
             await asyncio.sleep(tokens)
 
-    def _lost_now(self) -> None:
-        self._changed.set()

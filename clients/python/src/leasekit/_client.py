@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from ._core import (PATH, Acquire, Hold, Outcome, Pause, Pay, Release, Renew, Renewal, Send,
-                    SessionHold, Settings, Wait, proclaimed, unanswered)
+                    SessionHold, Settings, Wait, unanswered)
 from ._errors import InvalidInput, LeasekitError
 from ._model import Leader, Lease, Page, SessionState, body, leader_of, new_request_id, set_leases
 from ._x402 import Payer
@@ -244,12 +244,14 @@ class HeldLease(Hold[Client]):
         if ending is not None:
             self._do(ending)
 
+    def _lost_now(self) -> None:
+        self._changed.notify_all()
+
     def proclaim(self, value: str) -> Lease:
         """Change the value while you lead (a renew with it); `LeaseLost` when the token is no
         longer a live permit's: someone else leads, or nobody."""
         answer = self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl, value=value)
-        self.value = value
-        return proclaimed(answer)
+        return self._proclaimed(value, answer)
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or `timeout` seconds pass (False)."""
@@ -331,5 +333,3 @@ class HeldSession(SessionHold[Client], HeldLease):
                 return tokens
             time.sleep(tokens)
 
-    def _lost_now(self) -> None:
-        self._changed.notify_all()

@@ -457,6 +457,23 @@ class Hold(Generic[C]):
             raise RuntimeError(f"the lease is held only inside its {self._block}")
         return self._renewal
 
+    def _proclaimed(self, value: str, answer: Lease) -> Lease:
+        """A proclaim's answer: the lease's value from now on; or, refused (the token is no
+        longer a live permit's: someone else leads, or nobody), the lease is lost from now on,
+        every read of it says so at once (it waited for the next renewal: the attack of
+        2026-12-06), and `LeaseLost`."""
+        if answer.granted:
+            self.value = value
+            return answer
+        rule = answer.rules[0] if answer.rules else "refused"
+        with self._guard:
+            self._require().clock.refused(rule)
+            self._lost_now()
+        raise LeaseLost(f"proclaim refused ({rule}): no longer the leader", rule=rule)
+
+    def _lost_now(self) -> None:
+        """Wake whoever waits for the loss (under `_guard`)."""
+
 
 #: The rules by which an acquire in a session learns that the session has ended, and with it
 #: every hold in it.
@@ -538,15 +555,3 @@ class SessionHold(Hold[C]):
             with self._guard:
                 self.tokens.pop(resource, None)
         return answer
-
-    def _lost_now(self) -> None:
-        """Wake whoever waits for the loss (under `_guard`)."""
-
-
-def proclaimed(answer: Lease) -> Lease:
-    """A proclaim's answer, or `LeaseLost` when it was refused: the token is no longer a live
-    permit's (someone else leads, or nobody)."""
-    if not answer.granted:
-        rule = answer.rules[0] if answer.rules else None
-        raise LeaseLost(f"proclaim refused ({rule}): no longer the leader", rule=rule)
-    return answer
