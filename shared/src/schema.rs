@@ -126,6 +126,7 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
         ("resources", any(&|s| s.set == Some("resources"))),
         ("leases", any(&|s| s.set == Some("leases"))),
         ("value", any(&|s| s.value != Field::Unused)),
+        ("stateTag", any(&|s| s.state_tag != Field::Unused)),
     ];
     if let Some(properties) = schema["properties"].as_object_mut() {
         for (field, keep) in kept {
@@ -386,6 +387,23 @@ fn normalize_at(value: &mut Value, segments: &[&str]) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A tool lists only the fields one of its ops takes: stateTag is the read tool's (watch);
+    /// the others listed it and then refused it (the attack of 2026-12-06).
+    #[test]
+    fn only_the_read_tool_lists_state_tag() {
+        for tool in [
+            LeaseTool::Lease,
+            LeaseTool::Read,
+            LeaseTool::List,
+            LeaseTool::Audit,
+            LeaseTool::Revoke,
+        ] {
+            let (schema, _) = lease_tool(tool);
+            let listed = schema["properties"].get("stateTag").is_some();
+            assert_eq!(listed, tool == LeaseTool::Read, "{tool:?}");
+        }
+    }
 
     fn paths(v: Value) -> Vec<(String, String)> {
         match lease_input().check(&v) {
