@@ -74,7 +74,8 @@ pub struct ServeArgs {
     /// Open connections at most. At the cap, the account with the most connections open (callers
     /// without a key count as one account) gives one up for a new one: one without a request in
     /// flight, else its slowest request body, else one whose call waits (answered at once, then
-    /// closed); else the new one waits. Default: 4096, or half the open-file limit if lower.
+    /// closed); else the new one waits. Default: 4096, or what the open-file limit serves if
+    /// lower (each connection may take two descriptors, and 64 are kept for the rest).
     #[arg(long, env = "LEASEKIT_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
     /// Waiting calls (acquires with waitSeconds) one account or paying wallet may have in
@@ -101,8 +102,28 @@ fn default_max_connections() -> usize {
     };
     // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
     let known = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } == 0;
-    let half = usize::try_from(limit.rlim_cur / 2).unwrap_or(usize::MAX);
-    if known { half.clamp(1, 4096) } else { 4096 }
+    match known {
+        true => connections_within(limit.rlim_cur),
+        false => 4096,
+    }
+}
+
+/// Descriptors kept for everything but callers' connections: the listener, the store's files,
+/// logs, the facilitator's and the store's own connections, a connection being accepted.
+const RESERVED_FDS: u64 = 64;
+
+/// Descriptors one caller's connection may hold: its socket, and the copy a waiting call (a
+/// waiting acquire, a watch, a stream) peeks at for the caller's hang-up (src/serve/watch.rs).
+const FDS_PER_CONNECTION: u64 = 2;
+
+/// The most connections that `nofile` descriptors serve when every one of them waits, with
+/// [`RESERVED_FDS`] to spare: at the cap there is always a descriptor to accept the next caller
+/// with, so the cap can make room for it. (Half the limit, without the copies or the reserve,
+/// let four accounts' parked watches take every descriptor: accept failed, and nobody got in:
+/// the attack of 2026-12-06.)
+fn connections_within(nofile: u64) -> usize {
+    let budget = nofile.saturating_sub(RESERVED_FDS) / FDS_PER_CONNECTION;
+    usize::try_from(budget).unwrap_or(usize::MAX).clamp(1, 4096)
 }
 
 /// Connections waiting to be accepted, at most (the kernel may allow fewer: somaxconn). At the
@@ -254,5 +275,29 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
             () = wait(interrupt) => {},
             () = wait(terminate) => {},
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection waiting (two descriptors each) still leaves the reserve free.
+    #[test]
+    fn the_connection_cap_fits_the_open_file_limit_with_every_connection_waiting() {
+        for nofile in [64, 100, 256, 1024, 8192, 20_000, 1 << 20] {
+            let cap = connections_within(nofile) as u64;
+            assert!(cap >= 1);
+            if nofile > RESERVED_FDS + 2 * 4096 {
+                assert_eq!(cap, 4096);
+            } else if nofile > RESERVED_FDS {
+                assert!(
+                    cap * FDS_PER_CONNECTION + RESERVED_FDS <= nofile,
+                    "{nofile}: {cap}"
+                );
+            }
+        }
+        assert_eq!(connections_within(256), 96);
+        assert_eq!(connections_within(1024), 480);
     }
 }

@@ -371,3 +371,49 @@ async fn a_keyless_flood_of_trickling_bodies_does_not_shut_out_a_keyed_call() {
     )
     .await;
 }
+
+/// Parked watches of four accounts, each at its share of the waits, under a small open-file
+/// limit: another account still gets in (the attack of 2026-12-06: each waiting call holds two
+/// descriptors, the cap was half the limit, and the server could no longer accept anyone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_watches_at_the_cap_leave_a_descriptor_to_accept_another_account_with() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let accounts: Vec<(String, String)> = (1..=4)
+        .map(|n| (format!("w{n}"), format!("watcher-{n}-key-0123456789")))
+        .collect();
+    let keys: Vec<String> = accounts
+        .iter()
+        .map(|(account, key)| format!("{account}:{key}"))
+        .collect();
+    // Shares big enough that the four fill the connection cap with waits.
+    let mut extra: Vec<&str> = vec!["--max-waits-per-account", "40"];
+    for key in &keys {
+        extra.extend(["--api-key", key.as_str()]);
+    }
+    let server = Server::start_with_open_files(dir.path(), &extra, 256);
+    let addr = addr(&server);
+    // The tag of a resource nobody ever held: each watch waits for its first grant.
+    let first = server
+        .client(Some(ACME_KEY))
+        .data(json!({"op": "watch", "tenantId": "a", "resource": "quiet"}))
+        .await;
+    let tag = first["stateTag"].as_str().unwrap().to_owned();
+    let mut parked = Vec::new();
+    for (_, key) in &accounts {
+        for n in 0..40 {
+            let watch = json!({"op": "watch", "tenantId": "a", "resource": format!("quiet-{n}"),
+                               "stateTag": tag, "waitSeconds": 20});
+            parked.push(send(&addr, Some(key), &watch).await);
+        }
+    }
+    // Time for every one of them to be read and parked (a debug build, on 2 cores).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for _ in 0..5 {
+        let took = timed_get(&server).await;
+        assert!(
+            took < Duration::from_secs(2),
+            "another account's get took {took:?}"
+        );
+    }
+    drop(parked);
+}

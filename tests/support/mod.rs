@@ -36,7 +36,18 @@ impl Server {
     /// Serve with the two test accounts' keys and `extra` arguments; AWS settings for a
     /// `--dynamodb-endpoint` that ignores credentials.
     pub fn start_with(data_dir: &Path, extra: &[&str]) -> Self {
-        Self::spawn(data_dir, extra, "warn,dynoxide=error", Stdio::inherit())
+        Self::spawn(
+            data_dir,
+            extra,
+            "warn,dynoxide=error",
+            Stdio::inherit(),
+            None,
+        )
+    }
+
+    /// [`Server::start_with`], its open-file limit (soft and hard) set to `nofile`.
+    pub fn start_with_open_files(data_dir: &Path, extra: &[&str], nofile: u64) -> Self {
+        Self::spawn(data_dir, extra, "error", Stdio::inherit(), Some(nofile))
     }
 
     /// Serve with INFO logs written to `log` (for tests that read the logs).
@@ -46,11 +57,40 @@ impl Server {
 
     /// Both: `extra` arguments and INFO logs written to `log`.
     pub fn start_logged_with(data_dir: &Path, extra: &[&str], log: std::fs::File) -> Self {
-        Self::spawn(data_dir, extra, "info,dynoxide=error", Stdio::from(log))
+        Self::spawn(
+            data_dir,
+            extra,
+            "info,dynoxide=error",
+            Stdio::from(log),
+            None,
+        )
     }
 
-    fn spawn(data_dir: &Path, extra: &[&str], log_level: &str, stderr: Stdio) -> Self {
-        let mut child = leasekit()
+    fn spawn(
+        data_dir: &Path,
+        extra: &[&str],
+        log_level: &str,
+        stderr: Stdio,
+        nofile: Option<u64>,
+    ) -> Self {
+        let mut command = leasekit();
+        if let Some(nofile) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit(2), async-signal-safe, between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: nofile,
+                        rlim_max: nofile,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command
             .args(["serve", "--addr", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args([
