@@ -79,7 +79,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LEASEKIT_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
     /// Waiting calls (acquires with waitSeconds) one account or paying wallet may have in
-    /// progress at once; more are answered 429 RATE_LIMITED with Retry-After, nothing done.
+    /// progress at once, and as many watches apart from them (watchers do not use up the waits
+    /// of campaigns); more are answered 429 RATE_LIMITED with Retry-After, nothing done.
     /// Default: a quarter of --max-connections (at least 1).
     #[arg(long, env = "LEASEKIT_MAX_WAITS_PER_ACCOUNT", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_waits_per_account: Option<u32>,

@@ -417,3 +417,41 @@ async fn parked_watches_at_the_cap_leave_a_descriptor_to_accept_another_account_
     }
     drop(parked);
 }
+
+/// Watches are counted apart from waiting acquires: an account's observers at their share
+/// leave its campaigns their own (the attack of 2026-12-06: parked watches made the account's
+/// campaign and `leasekit elect` fail with 429).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accounts_watches_leave_its_waiting_acquires_their_share() {
+    let (_dir, server) = serve_held(&["--max-waits-per-account", "2"]).await;
+    let addr = addr(&server);
+    let acme = server.client(Some(ACME_KEY));
+    let tag = acme
+        .data(json!({"op": "watch", "tenantId": "a", "resource": "r"}))
+        .await["stateTag"]
+        .clone();
+    let watch = json!({"op": "watch", "tenantId": "a", "resource": "r", "stateTag": tag,
+                       "waitSeconds": 20});
+    let _first = send(&addr, Some(ACME_KEY), &watch).await;
+    let _second = send(&addr, Some(ACME_KEY), &watch).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut third = send(&addr, Some(ACME_KEY), &watch).await;
+    let answer = read_all(&mut third, Duration::from_millis(1_000)).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 429"),
+        "the watches' own share: {answer}"
+    );
+    // Both waiting acquires of the account still wait (the first one's answer after its wait).
+    let _w1 = send(&addr, Some(ACME_KEY), &waiting_acquire("w1")).await;
+    let waited = acme
+        .data(
+            json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": "w2",
+                     "ttlSeconds": 60, "waitSeconds": 1}),
+        )
+        .await;
+    assert_eq!(
+        (&waited["granted"], &waited["queuePosition"]),
+        (&json!(false), &json!(2)),
+        "{waited}"
+    );
+}

@@ -104,6 +104,9 @@ pub struct LeaseService {
     /// Each payer's share of this process's concurrent waits; `None`: unbounded (on Lambda,
     /// where each call has an execution of its own and reserved concurrency bounds them).
     wait_shares: Option<std::sync::Arc<crate::service::wait_shares::WaitShares>>,
+    /// The same for watches, counted apart: a payer's watchers must not use up the waits its
+    /// campaigns need (the attack of 2026-12-06: an observer made its own campaign fail).
+    watch_shares: Option<std::sync::Arc<crate::service::wait_shares::WaitShares>>,
 }
 
 /// One request as the op files see it: who asks, what, and how its answer is signed.
@@ -194,13 +197,16 @@ impl LeaseService {
             views: Views::default(),
             waits: Waits::default(),
             wait_shares: None,
+            watch_shares: None,
         }
     }
 
     /// At most `each` waiting calls of one payer (an API key's account, or a wallet) in
-    /// progress at once in this process; more are refused ([`LeaseError::TooManyWaits`]).
+    /// progress at once in this process, and apart from them `each` watches; more are refused
+    /// ([`LeaseError::TooManyWaits`]).
     pub fn waits_per_payer(mut self, each: std::num::NonZeroUsize) -> Self {
         self.wait_shares = Some(crate::service::wait_shares::WaitShares::new(each));
+        self.watch_shares = Some(crate::service::wait_shares::WaitShares::new(each));
         self
     }
 

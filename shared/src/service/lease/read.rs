@@ -45,7 +45,7 @@ impl LeaseService {
         let key = &LeaseKey::new(call.actor.tenant, resource);
         // It holds its caller's connection for up to its wait: one payer's waits may take only
         // their share of this server's, as waiting acquires do.
-        let _share = match (&self.wait_shares, wait_ms > 0 && tag.is_some()) {
+        let _share = match (&self.watch_shares, wait_ms > 0 && tag.is_some()) {
             (Some(shares), true) => Some(
                 shares
                     .take(call.actor.tenant)
