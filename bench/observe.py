@@ -8,12 +8,12 @@ observer has it (plus a 10 ms pause), so changes never coalesce.
 
 - leasekit: proclaim is a renew with `value`; the observer chains `watch` calls on `stateTag`
   (each a long poll answered as soon as the state changes: the local server wakes it from the
-  write, no polling).
+  write, no polling), or reads one server-sent-event stream of them (`leasekit_stream`).
 - etcd: its election API through the v3 JSON gateway: Campaign once, Proclaim per change, and
   one Observe stream (newline-delimited JSON messages on one response).
 
 Used by bench/versus.py (the "change to observer" scenario); alone:
-python3 bench/observe.py leasekit URL API_KEY | etcd URL [--changes 200]
+python3 bench/observe.py leasekit URL API_KEY | leasekit-stream URL API_KEY | etcd URL [--changes 200]
 """
 
 import base64
@@ -116,6 +116,49 @@ def leasekit(url, api_key, changes):
         thread.join()
 
 
+def leasekit_stream(url, api_key, changes):
+    """The same through one server-sent-event stream (`Accept: text/event-stream` on a watch):
+    no new request per change, as etcd's Observe."""
+    resource = f"observe-{secrets.token_hex(4)}"
+    headers = {"x-api-key": api_key}
+    base = {"tenantId": "bench", "resource": resource}
+    writer = _connection(url)
+    held = _post(writer, "/api/v1/lease", {**base, "op": "acquire", "holder": "writer", "ttlSeconds": 600,
+                                                       "value": "v0", "requestId": secrets.token_hex(12)}, headers)["data"]
+    seen = _Seen()
+    stream = _connection(url)
+    stream.request("POST", "/api/v1/lease", json.dumps({**base, "op": "watch"}),
+                   {"content-type": "application/json", "accept": "text/event-stream", **headers})
+    response = stream.getresponse()
+    if response.status != 200:
+        raise RuntimeError(f"stream: {response.status}")
+
+    def observe():
+        try:
+            for line in response:
+                if line.startswith(b"data: "):
+                    value = json.loads(line[6:])["data"]["value"]
+                    if value:
+                        seen.add(value)
+        except (OSError, ValueError, AttributeError):
+            return
+
+    thread = threading.Thread(target=observe, daemon=True)
+    thread.start()
+    seen.wait("v0")
+
+    def proclaim(value):
+        answer = _post(writer, "/api/v1/lease", {**base, "op": "renew", "holder": "writer",
+                                                 "token": held["fencingToken"], "ttlSeconds": 600,
+                                                 "value": value, "requestId": secrets.token_hex(12)}, headers)
+        assert answer["data"]["granted"], answer
+
+    try:
+        return _measure(proclaim, seen, changes)
+    finally:
+        stream.close()
+
+
 def _b64(text):
     return base64.b64encode(text.encode()).decode()
 
@@ -177,5 +220,7 @@ if __name__ == "__main__":
         del args[at:at + 2]
     if args[0] == "leasekit":
         print(json.dumps(summary(leasekit(args[1], args[2], n))))
+    elif args[0] == "leasekit-stream":
+        print(json.dumps(summary(leasekit_stream(args[1], args[2], n))))
     else:
         print(json.dumps(summary(etcd(args[1], n))))
