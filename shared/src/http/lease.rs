@@ -1,9 +1,10 @@
 //! POST /api/v1/lease.
 
+mod stream;
+
 use super::body::{read_limited, validate_value};
 use super::observe::Note;
 use super::paid::{self, Charge, Offer};
-use super::stream;
 use super::{ApiError, AppState, Caller};
 use crate::auth::KeyHolder;
 use crate::clock::{Millis, now_ms};

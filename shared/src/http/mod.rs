@@ -14,7 +14,6 @@ mod mcp;
 pub mod observe;
 pub mod paid;
 mod provenance;
-mod stream;
 
 pub use caller::{Authenticator, Caller, ConnectionOwner};
 pub use error::ApiError;
@@ -113,7 +112,7 @@ pub struct AppParts {
     /// Also accept loopback host names on /mcp (local runs, not Lambda).
     pub loopback_hosts: bool,
     /// Answer a watch as a stream of server-sent events when asked (local runs, not Lambda:
-    /// see [`stream`]).
+    /// see `lease::stream`).
     pub streams: bool,
 }
 

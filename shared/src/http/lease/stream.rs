@@ -11,9 +11,9 @@
 //! the whole open stream while it polls the table (ADR 0011), so there a stream is refused with
 //! 406 and a watch is one call. With an API key only: a paid call buys one answer.
 
-use super::lease::for_account;
-use super::{ApiError, AppState};
+use super::for_account;
 use crate::auth::KeyHolder;
+use crate::http::{ApiError, AppState};
 use crate::lease::LeaseRequest;
 use crate::lease::ops::Op;
 use crate::service::{HungUp, this_hang_up};
