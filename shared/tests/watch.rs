@@ -149,3 +149,35 @@ async fn a_watch_is_answered_within_100_ms_of_the_write_or_the_lapse_that_change
         at.saturating_duration_since(lapses)
     );
 }
+
+/// A tag is bound to its tenant and resource: equal states of two resources, or of one name in
+/// two tenants, have different tags, and a tag of one is not taken as another's current state
+/// (the attack of 2026-12-06 found a bare digest of the state: equal everywhere, and a leaked
+/// tag open to confirming a guessed holder and value offline).
+#[tokio::test]
+async fn a_tag_is_bound_to_its_resource_and_tenant() {
+    let f = Fixture::new().await;
+    let now = now_ms();
+    let get = |resource: &str| json!({"op": "get", "resource": resource});
+    let a = f.call(get("a"), now).await.state_tag.unwrap();
+    let b = f.call(get("b"), now).await.state_tag.unwrap();
+    assert_ne!(a, b, "two resources nobody ever held");
+    let elsewhere = leasekit_core::tenant::Tenant::for_key("acme", "t2").unwrap();
+    let other = f.try_as(&elsewhere, get("a"), now).await.unwrap();
+    assert_ne!(
+        other.state_tag.as_deref(),
+        Some(a.as_str()),
+        "another tenant's a"
+    );
+    // b's tag, watching a: not a's state, so answered at once.
+    let began = Instant::now();
+    let crossed = f.call(watch("a", Some(&b), 5), now).await;
+    assert!(began.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        (crossed.changed, crossed.state_tag.as_deref()),
+        (Some(true), Some(a.as_str()))
+    );
+    // a's own tag stands for a's state: the watch waits it out.
+    let same = f.call(watch("a", Some(&a), 1), now).await;
+    assert_eq!(same.changed, Some(false));
+}

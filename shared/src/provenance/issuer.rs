@@ -12,6 +12,7 @@ const SAMPLE_KEY_LABEL: &[u8] = b"leasekit sample key v1\0";
 
 /// Domain separation for the key that MACs list and audit cursors: SHA-256(this || answer seed).
 const CURSOR_KEY_LABEL: &[u8] = b"leasekit cursor key v1\0";
+const TAG_KEY_LABEL: &[u8] = b"leasekit state tag key v1\0";
 
 /// One key and its did:key names.
 #[derive(Clone)]
@@ -49,6 +50,9 @@ pub struct Issuer {
     /// MACs the cursors of list and audit pages (bound to the tenant): the same on every
     /// instance, so a page begun on one container continues on another.
     cursor_key: [u8; 32],
+    /// MACs the state tags of watch (bound to the tenant and resource): the same on every
+    /// instance, so a tag from one continues a watch on another.
+    tag_key: [u8; 32],
 }
 
 /// The public halves, for checking: what the verify route trusts as answers, and recognises as
@@ -88,7 +92,17 @@ impl Issuer {
                 .chain_update(seed)
                 .finalize()
                 .into(),
+            tag_key: Sha256::new()
+                .chain_update(TAG_KEY_LABEL)
+                .chain_update(seed)
+                .finalize()
+                .into(),
         }
+    }
+
+    /// The key of state tags' MACs.
+    pub fn tag_key(&self) -> &[u8; 32] {
+        &self.tag_key
     }
 
     /// The key of list and audit cursors' MACs.

@@ -25,6 +25,10 @@ pub(super) struct Signing<'a> {
     /// When the request's record stops being replayed: the replay window from the request's
     /// start, whichever round of a wait writes it (a paid call's evidence names this time).
     pub record_expires: Millis,
+    /// The tenant and resource the answer is about (`tenant|resource`), when it is about one:
+    /// what its state tag is bound to ([`state_tag`]). `None` where the tag is set already (a
+    /// replay's kept answer) or there is none.
+    pub scope: Option<&'a str>,
 }
 
 impl Signing<'_> {
@@ -42,9 +46,12 @@ pub(super) fn unserializable(err: serde_json::Error) -> LeaseError {
 /// `answer`, signed by `issuer` for the request `signing` describes.
 pub(super) fn sign(
     issuer: &Issuer,
-    answer: LeaseAnswer,
+    mut answer: LeaseAnswer,
     signing: &Signing<'_>,
 ) -> Result<SignedAnswer, LeaseError> {
+    if let (Some(scope), Some(tag)) = (signing.scope, answer.state_tag.as_mut()) {
+        *tag = state_tag(issuer, scope, tag);
+    }
     let data = serde_json::to_value(&answer).map_err(unserializable)?;
     let subject = Subject {
         route: ROUTE,
@@ -56,6 +63,21 @@ pub(super) fn sign(
         data: answer,
         provenance,
     })
+}
+
+/// The state tag callers see for the state whose digest is `digest`
+/// ([`crate::lease::LeaseState::tag`]) of the resource `scope` names: a MAC with the issuer's
+/// tag key, so that equal states of two resources (or tenants) have different tags, and a tag
+/// that leaks tells nothing of the holders and values it stands for (the attack of 2026-12-06
+/// found a bare digest, equal across tenants and open to guessing offline).
+pub(super) fn state_tag(issuer: &Issuer, scope: &str, digest: &str) -> String {
+    use hmac::{Hmac, Mac};
+    let mut mac = <Hmac<sha2::Sha256> as Mac>::new_from_slice(issuer.tag_key())
+        .expect("HMAC takes a key of any length");
+    mac.update(scope.as_bytes());
+    mac.update(&[0]);
+    mac.update(digest.as_bytes());
+    hex::encode(&mac.finalize().into_bytes()[..12])
 }
 
 /// What a request record keeps of its answer: the data without its fixed sentences, and what the
@@ -153,6 +175,8 @@ pub(super) fn replay(
         now: kept.at,
         paid_by: None,
         record_expires: kept.at + REPLAY_WINDOW_MS,
+        // The kept answer's tag is the one it was answered with.
+        scope: None,
     };
     sign(issuer, data, &signing)
 }

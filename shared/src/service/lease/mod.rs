@@ -248,6 +248,10 @@ impl LeaseService {
         now: Millis,
         paid_by: Option<&str>,
     ) -> Result<SignedAnswer, LeaseError> {
+        let scope = request
+            .resource
+            .as_ref()
+            .map(|resource| format!("{}|{resource}", actor.tenant.as_str()));
         let call = Call {
             actor,
             request,
@@ -257,6 +261,7 @@ impl LeaseService {
                 now,
                 paid_by,
                 record_expires: now + REPLAY_WINDOW_MS,
+                scope: scope.as_deref(),
             },
         };
         if request.op.spec().pages {

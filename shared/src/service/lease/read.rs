@@ -64,7 +64,12 @@ impl LeaseService {
             let state = self.store.read_one(key, now).await?;
             self.views.put(key, &state);
             let current = as_of(&state, now);
-            let changed = tag != Some(current.tag(now).as_str());
+            let seen = current.tag(now);
+            let seen = match call.signing.scope {
+                Some(scope) => super::answers::state_tag(&self.issuer, scope, &seen),
+                None => seen,
+            };
+            let changed = tag != Some(seen.as_str());
             let answer = LeaseAnswer {
                 op: Op::Watch,
                 changed: Some(changed),
