@@ -78,23 +78,38 @@ def _measure(proclaim, seen, changes):
     return figures
 
 
+class _Leader:
+    """A leasekit resource led by `writer` with value v0, and its proclaims (renews with a
+    value), on a connection of its own."""
+
+    def __init__(self, url, api_key):
+        self.headers = {"x-api-key": api_key}
+        self.base = {"tenantId": "bench", "resource": f"observe-{secrets.token_hex(4)}"}
+        self._writer = _connection(url)
+        self._token = self._send({"op": "acquire", "ttlSeconds": 600, "value": "v0"})["fencingToken"]
+
+    def _send(self, fields):
+        body = {**self.base, "holder": "writer", "requestId": secrets.token_hex(12), **fields}
+        data = _post(self._writer, "/api/v1/lease", body, self.headers)["data"]
+        assert data["granted"], data
+        return data
+
+    def proclaim(self, value):
+        self._send({"op": "renew", "token": self._token, "ttlSeconds": 600, "value": value})
+
+
 def leasekit(url, api_key, changes):
-    resource = f"observe-{secrets.token_hex(4)}"
-    headers = {"x-api-key": api_key}
-    base = {"tenantId": "bench", "resource": resource}
-    writer, observer = _connection(url), _connection(url)
-    held = _post(writer, "/api/v1/lease", {**base, "op": "acquire", "holder": "writer", "ttlSeconds": 600,
-                                           "value": "v0", "requestId": secrets.token_hex(12)}, headers)["data"]
+    leader, observer = _Leader(url, api_key), _connection(url)
     seen = _Seen()
     stop = threading.Event()
 
     def observe():
         tag = None
         while not stop.is_set():
-            body = {**base, "op": "watch", "waitSeconds": 2}
+            body = {**leader.base, "op": "watch", "waitSeconds": 2}
             if tag:
                 body["stateTag"] = tag
-            data = _post(observer, "/api/v1/lease", body, headers)["data"]
+            data = _post(observer, "/api/v1/lease", body, leader.headers)["data"]
             if data["changed"] and data["value"]:
                 seen.add(data["value"])
             tag = data["stateTag"]
@@ -102,15 +117,8 @@ def leasekit(url, api_key, changes):
     thread = threading.Thread(target=observe, daemon=True)
     thread.start()
     seen.wait("v0")
-
-    def proclaim(value):
-        answer = _post(writer, "/api/v1/lease", {**base, "op": "renew", "holder": "writer",
-                                                 "token": held["fencingToken"], "ttlSeconds": 600,
-                                                 "value": value, "requestId": secrets.token_hex(12)}, headers)
-        assert answer["data"]["granted"], answer
-
     try:
-        return _measure(proclaim, seen, changes)
+        return _measure(leader.proclaim, seen, changes)
     finally:
         stop.set()
         thread.join()
@@ -119,16 +127,10 @@ def leasekit(url, api_key, changes):
 def leasekit_stream(url, api_key, changes):
     """The same through one server-sent-event stream (`Accept: text/event-stream` on a watch):
     no new request per change, as etcd's Observe."""
-    resource = f"observe-{secrets.token_hex(4)}"
-    headers = {"x-api-key": api_key}
-    base = {"tenantId": "bench", "resource": resource}
-    writer = _connection(url)
-    held = _post(writer, "/api/v1/lease", {**base, "op": "acquire", "holder": "writer", "ttlSeconds": 600,
-                                                       "value": "v0", "requestId": secrets.token_hex(12)}, headers)["data"]
+    leader, stream = _Leader(url, api_key), _connection(url)
     seen = _Seen()
-    stream = _connection(url)
-    stream.request("POST", "/api/v1/lease", json.dumps({**base, "op": "watch"}),
-                   {"content-type": "application/json", "accept": "text/event-stream", **headers})
+    stream.request("POST", "/api/v1/lease", json.dumps({**leader.base, "op": "watch"}),
+                   {"content-type": "application/json", "accept": "text/event-stream", **leader.headers})
     response = stream.getresponse()
     if response.status != 200:
         raise RuntimeError(f"stream: {response.status}")
@@ -146,15 +148,8 @@ def leasekit_stream(url, api_key, changes):
     thread = threading.Thread(target=observe, daemon=True)
     thread.start()
     seen.wait("v0")
-
-    def proclaim(value):
-        answer = _post(writer, "/api/v1/lease", {**base, "op": "renew", "holder": "writer",
-                                                 "token": held["fencingToken"], "ttlSeconds": 600,
-                                                 "value": value, "requestId": secrets.token_hex(12)}, headers)
-        assert answer["data"]["granted"], answer
-
     try:
-        return _measure(proclaim, seen, changes)
+        return _measure(leader.proclaim, seen, changes)
     finally:
         stream.close()
 
