@@ -192,6 +192,25 @@ async fn only_a_keyed_watch_streams() {
         "{body}"
     );
 
+    // A caller that takes JSON too (an MCP client sends both types on every request) gets the
+    // one JSON answer, for a watch and for any other op (an acquire was refused with 406).
+    for body in [
+        json!({"op": "watch", "tenantId": TENANT, "resource": "r", "waitSeconds": 0}),
+        json!({"op": "acquire", "tenantId": TENANT, "resource": "r", "holder": "h", "requestId": "both-types-1"}),
+    ] {
+        let both = reqwest::Client::new()
+            .post(format!("{}/api/v1/lease", server.url))
+            .header("x-api-key", ACME_KEY)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(both.status(), 200);
+        let answer: Value = both.json().await.unwrap();
+        assert_eq!(answer["data"]["op"], body["op"], "{answer}");
+    }
+
     // Bad input is a 400 naming the field, before any stream starts.
     let bad = Stream::open(
         &server,

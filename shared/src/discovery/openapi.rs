@@ -194,7 +194,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
                 "401": error("A malformed, unknown or revoked API key."),
                 "402": json_body("PaymentRequired", "Payment required or invalid: x402 v2 PaymentRequired, also base64 in PAYMENT-REQUIRED."),
                 "403": error("FORBIDDEN: revoke or audit with an API key without the admin role. Nothing was read or changed."),
-                "406": error("NOT_ACCEPTABLE: Accept: text/event-stream for another op than watch, without an API key, or where watches are not streamed (Lambda: chain watch calls on stateTag). leasekit serve streams a keyed watch: one `change` event per change, its id the stateTag, a comment every 15 s; an `error` event ends it."),
+                "406": error("NOT_ACCEPTABLE: Accept: text/event-stream (without application/json) for another op than watch, without an API key, or where watches are not streamed (Lambda: chain watch calls on stateTag). leasekit serve streams a keyed watch: one `change` event per change, its id the stateTag, a comment every 15 s; an `error` event ends it."),
                 "409": error("IDEMPOTENCY_CONFLICT: requestId reused with different input. PAYMENT_IDENTIFIER_CONFLICT: an x402 payment identifier used with another payment or another request. PAYMENT_IN_PROGRESS: the first call with this payment has not finished; send it again shortly."),
                 "413": error("Body over 64 KiB."),
                 "408": error("The body did not arrive in full in time (the local server's --body-timeout)."),

@@ -1,5 +1,5 @@
 //! A watch as a stream of server-sent events: `POST /api/v1/lease` with
-//! `Accept: text/event-stream` and a watch's body answers `text/event-stream`, one `change`
+//! `Accept: text/event-stream` (and not `application/json`) and a watch's body answers `text/event-stream`, one `change`
 //! event per change (its data the answer a watch gives, signed unless `?signed=false`; its id the
 //! state's tag), from watches chained on the tag inside the server. The first event is the state
 //! as it stands (or, with a `stateTag`, the first state that is not that one). A comment line
@@ -29,18 +29,23 @@ const WAIT_SECONDS: u32 = 20;
 /// How often an idle stream says something (a comment), under the server's idle timeout.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// Whether the caller asks for a stream: `text/event-stream` among its Accept header's types.
+/// Whether the caller asks for a stream: `text/event-stream` among its Accept header's types,
+/// and not `application/json`. A caller that takes either (an MCP client sends both on every
+/// request) gets the one JSON answer every other caller gets.
 pub(crate) fn asked(parts: &Parts) -> bool {
-    parts
-        .headers
-        .get_all(ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|media| {
-            let essence = media.split(';').next().unwrap_or("").trim();
-            essence.eq_ignore_ascii_case("text/event-stream")
-        })
+    let accepts = |wanted: &str| {
+        parts
+            .headers
+            .get_all(ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|media| {
+                let essence = media.split(';').next().unwrap_or("").trim();
+                essence.eq_ignore_ascii_case(wanted)
+            })
+    };
+    accepts("text/event-stream") && !accepts("application/json")
 }
 
 /// Why a stream is refused where it is, if it is.
