@@ -80,6 +80,9 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "CMD")]
     command: Vec<String>,
+    /// Which command this is (run or elect), for what it says.
+    #[arg(skip = "run")]
+    name: &'static str,
 }
 
 fn seconds(s: &str) -> Result<Duration, String> {
@@ -112,6 +115,7 @@ pub async fn elect(mut args: RunArgs) -> Result<u8> {
         );
     }
     args.wait.get_or_insert(leasekit_client::FOREVER.as_secs());
+    args.name = "elect";
     run(args).await
 }
 
@@ -169,18 +173,18 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                 drop(running);
                 if !guard.is_held() {
                     // `run` was not scheduled in time (stopped, say): the watchdog stopped it.
-                    eprintln!("leasekit run: lease on {} lost; the command ended: {status}", args.resource);
+                    eprintln!("leasekit {}: lease on {} lost; the command ended: {status}", args.name, args.resource);
                     return Ok(EXIT_LEASE_LOST);
                 }
                 if let Err(e) = guard.release().await {
                     let e = crate::inert::inert(&e.to_string());
-                    eprintln!("leasekit run: release failed, the lease will lapse by itself: {e}");
+                    eprintln!("leasekit {}: release failed, the lease will lapse by itself: {e}", args.name);
                 }
                 return Ok(exit_code(status));
             }
             lost = guard.expiring(grace) => {
                 let lost = crate::inert::inert(&format!("{lost:?}"));
-                eprintln!("leasekit run: lease on {} lost ({lost}); stopping the command", args.resource);
+                eprintln!("leasekit {}: lease on {} lost ({lost}); stopping the command", args.name, args.resource);
                 let kill_at = Instant::from_std(guard.deadline()).min(Instant::now() + grace);
                 running.watchdog.stopping();
                 stop(&mut child, running.group, kill_at).await;
@@ -236,13 +240,13 @@ async fn acquire(
             let holder = crate::inert::inert(&holder);
             match waited {
                 0 => eprintln!(
-                    "leasekit run: {} is held by {holder} (--wait SECONDS waits for it, first \
+                    "leasekit {}: {} is held by {holder} (--wait SECONDS waits for it, first \
                      come first served)",
-                    args.resource
+                    args.name, args.resource
                 ),
                 wait => eprintln!(
-                    "leasekit run: {} is held by {holder}, still after waiting {wait} s",
-                    args.resource
+                    "leasekit {}: {} is held by {holder}, still after waiting {wait} s",
+                    args.name, args.resource
                 ),
             }
             Ok(None)

@@ -1149,6 +1149,24 @@ fn elect_runs_the_command_while_leader_and_the_next_candidate_waits() {
     );
 }
 
+/// elect says it is elect: a candidate told not to wait gives up naming itself and the holder.
+#[test]
+fn elect_names_itself_when_it_gives_up() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    succeeded(cli(&server, "a").args(["acquire", "--resource", "office", "--ttl", "60"]));
+    let out = cli(&server, "b")
+        .args(["elect", "--resource", "office", "--wait", "0", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("leasekit elect: office is held by a"),
+        "{stderr}"
+    );
+}
+
 /// A leader is one holder: elect refuses --limit.
 #[test]
 fn elect_takes_no_limit() {
