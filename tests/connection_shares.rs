@@ -441,17 +441,19 @@ async fn an_accounts_watches_leave_its_waiting_acquires_their_share() {
         answer.starts_with("HTTP/1.1 429"),
         "the watches' own share: {answer}"
     );
-    // Both waiting acquires of the account still wait (the first one's answer after its wait).
+    // Both waiting acquires of the account still wait (the first one's answer after its wait;
+    // which of the two is first in line depends on which the server reads first).
     let _w1 = send(&addr, Some(ACME_KEY), &waiting_acquire("w1")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let waited = acme
         .data(
             json!({"op": "acquire", "tenantId": "a", "resource": "r", "holder": "w2",
                      "ttlSeconds": 60, "waitSeconds": 1}),
         )
         .await;
-    assert_eq!(
-        (&waited["granted"], &waited["queuePosition"]),
-        (&json!(false), &json!(2)),
-        "{waited}"
+    assert_eq!(waited["granted"], false, "{waited}");
+    assert!(
+        matches!(waited["queuePosition"].as_u64(), Some(1 | 2)),
+        "it waited in line: {waited}"
     );
 }
