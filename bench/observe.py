@@ -64,6 +64,16 @@ class _Seen:
             return self.at[value]
 
 
+def _observed(observe, proclaim, changes):
+    """Run `observe(seen)` on a thread of its own until the leader's first value is seen, then
+    measure `changes` proclaims against it."""
+    seen = _Seen()
+    thread = threading.Thread(target=observe, args=(seen,), daemon=True)
+    thread.start()
+    seen.wait("v0")
+    return _measure(proclaim, seen, changes), thread
+
+
 def _measure(proclaim, seen, changes):
     """Proclaim `changes` values one after another; each one's (write, observed) seconds."""
     figures = []
@@ -100,10 +110,9 @@ class _Leader:
 
 def leasekit(url, api_key, changes):
     leader, observer = _Leader(url, api_key), _connection(url)
-    seen = _Seen()
     stop = threading.Event()
 
-    def observe():
+    def observe(seen):
         tag = None
         while not stop.is_set():
             body = {**leader.base, "op": "watch", "waitSeconds": 2}
@@ -114,44 +123,47 @@ def leasekit(url, api_key, changes):
                 seen.add(data["value"])
             tag = data["stateTag"]
 
-    thread = threading.Thread(target=observe, daemon=True)
-    thread.start()
-    seen.wait("v0")
+    figures, thread = _observed(observe, leader.proclaim, changes)
+    stop.set()
+    thread.join()
+    return figures
+
+
+def _streamed(url, path, body, headers, value_of, proclaim, changes):
+    """`changes` proclaims, observed on one streamed response to `body` at `path`: each line
+    that `value_of` reads a value from is that value seen."""
+    stream = _connection(url)
+    stream.request("POST", path, json.dumps(body), {"content-type": "application/json", **headers})
+    response = stream.getresponse()
+    if response.status != 200:
+        raise RuntimeError(f"{path}: {response.status}")
+
+    def observe(seen):
+        # For as long as the stream is open (closed at the end).
+        try:
+            for line in response:
+                value = value_of(line)
+                if value:
+                    seen.add(value)
+        except (OSError, ValueError, AttributeError):
+            return
+
     try:
-        return _measure(leader.proclaim, seen, changes)
+        return _observed(observe, proclaim, changes)[0]
     finally:
-        stop.set()
-        thread.join()
+        stream.close()
 
 
 def leasekit_stream(url, api_key, changes):
     """The same through one server-sent-event stream (`Accept: text/event-stream` on a watch):
     no new request per change, as etcd's Observe."""
-    leader, stream = _Leader(url, api_key), _connection(url)
-    seen = _Seen()
-    stream.request("POST", "/api/v1/lease", json.dumps({**leader.base, "op": "watch"}),
-                   {"content-type": "application/json", "accept": "text/event-stream", **leader.headers})
-    response = stream.getresponse()
-    if response.status != 200:
-        raise RuntimeError(f"stream: {response.status}")
+    leader = _Leader(url, api_key)
 
-    def observe():
-        try:
-            for line in response:
-                if line.startswith(b"data: "):
-                    value = json.loads(line[6:])["data"]["value"]
-                    if value:
-                        seen.add(value)
-        except (OSError, ValueError, AttributeError):
-            return
+    def value_of(line):
+        return json.loads(line[6:])["data"]["value"] if line.startswith(b"data: ") else None
 
-    thread = threading.Thread(target=observe, daemon=True)
-    thread.start()
-    seen.wait("v0")
-    try:
-        return _measure(leader.proclaim, seen, changes)
-    finally:
-        stream.close()
+    return _streamed(url, "/api/v1/lease", {**leader.base, "op": "watch"},
+                     {"accept": "text/event-stream", **leader.headers}, value_of, leader.proclaim, changes)
 
 
 def _b64(text):
@@ -163,35 +175,16 @@ def etcd(url, changes):
     writer = _connection(url)
     lease = _post(writer, "/v3/lease/grant", {"TTL": 600})["ID"]
     leader = _post(writer, "/v3/election/campaign", {"name": name, "lease": lease, "value": _b64("v0")})["leader"]
-    seen = _Seen()
-    stream = _connection(url)
-    stream.request("POST", "/v3/election/observe", json.dumps({"name": name}),
-                   {"content-type": "application/json"})
-    response = stream.getresponse()
-    if response.status != 200:
-        raise RuntimeError(f"observe: {response.status}")
 
-    def observe():
-        # One JSON message per line, for as long as the stream is open (closed at the end).
-        try:
-            for line in response:
-                kv = json.loads(line).get("result", {}).get("kv")
-                if kv and "value" in kv:
-                    seen.add(base64.b64decode(kv["value"]).decode())
-        except (OSError, ValueError, AttributeError):
-            return
-
-    thread = threading.Thread(target=observe, daemon=True)
-    thread.start()
-    seen.wait("v0")
+    def value_of(line):
+        # One JSON message per line.
+        kv = json.loads(line).get("result", {}).get("kv")
+        return base64.b64decode(kv["value"]).decode() if kv and "value" in kv else None
 
     def proclaim(value):
         _post(writer, "/v3/election/proclaim", {"leader": leader, "value": _b64(value)})
 
-    try:
-        return _measure(proclaim, seen, changes)
-    finally:
-        stream.close()
+    return _streamed(url, "/v3/election/observe", {"name": name}, {}, value_of, proclaim, changes)
 
 
 def summary(figures):

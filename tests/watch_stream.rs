@@ -25,16 +25,21 @@ struct Event {
     data: Value,
 }
 
+/// `body` POSTed with acme's key, accepting `accept`.
+async fn post_accepting(server: &Server, body: &Value, accept: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{}/api/v1/lease", server.url))
+        .header("x-api-key", ACME_KEY)
+        .header("accept", accept)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
 impl Stream {
     async fn open(server: &Server, body: Value) -> reqwest::Response {
-        reqwest::Client::new()
-            .post(format!("{}/api/v1/lease", server.url))
-            .header("x-api-key", ACME_KEY)
-            .header("accept", "text/event-stream")
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
+        post_accepting(server, &body, "text/event-stream").await
     }
 
     async fn watch(server: &Server, resource: &str, tag: Option<&str>) -> Self {
@@ -198,14 +203,7 @@ async fn only_a_keyed_watch_streams() {
         json!({"op": "watch", "tenantId": TENANT, "resource": "r", "waitSeconds": 0}),
         json!({"op": "acquire", "tenantId": TENANT, "resource": "r", "holder": "h", "requestId": "both-types-1"}),
     ] {
-        let both = reqwest::Client::new()
-            .post(format!("{}/api/v1/lease", server.url))
-            .header("x-api-key", ACME_KEY)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let both = post_accepting(&server, &body, "application/json, text/event-stream").await;
         assert_eq!(both.status(), 200);
         let answer: Value = both.json().await.unwrap();
         assert_eq!(answer["data"]["op"], body["op"], "{answer}");

@@ -62,12 +62,7 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<R
             paid_for(&state, &parts, payment, request, request_sha256, now).await?
         }
     };
-    let body = if signed {
-        replied.body
-    } else {
-        crate::lease::answer::unsigned(replied.body)
-    };
-    let mut response = Json(body).into_response();
+    let mut response = Json(as_asked(replied.body, signed)).into_response();
     response.extensions_mut().insert(replied.note);
     // Every fresh 200 is charged, granted or not; a replay was paid for the first time.
     if let Some(settlement) = &replied.settlement {
@@ -103,6 +98,15 @@ fn signed(parts: &axum::http::request::Parts) -> Result<bool, ApiError> {
         asked = Some(this);
     }
     Ok(asked.unwrap_or(true))
+}
+
+/// A lease answer's body as the caller asked for it: signed, or its data alone
+/// (`?signed=false`).
+fn as_asked(body: Value, signed: bool) -> Value {
+    match signed {
+        true => body,
+        false => crate::lease::answer::unsigned(body),
+    }
 }
 
 /// A lease answer as every channel sends it: its JSON, its log note, and a paid call's

@@ -11,7 +11,7 @@
 //! the whole open stream while it polls the table (ADR 0011), so there a stream is refused with
 //! 406 and a watch is one call. With an API key only: a paid call buys one answer.
 
-use super::for_account;
+use super::{as_asked, for_account};
 use crate::auth::KeyHolder;
 use crate::http::{ApiError, AppState};
 use crate::lease::LeaseRequest;
@@ -87,6 +87,7 @@ pub(crate) fn events(
         holder,
         request,
         request_sha256,
+        signed,
         // Seen from the socket itself: a stream only writes when something changes, so hyper
         // would not learn of a caller gone for up to a keep-alive interval, while its watch
         // holds one of the account's waits.
@@ -95,11 +96,15 @@ pub(crate) fn events(
             |watch| watch(),
         ),
     };
-    let changes = futures_util::stream::unfold(Some(chain), move |chain| async move {
+    // After a failed watch's `error` event, nothing more: the stream ends.
+    let changes = futures_util::stream::unfold(Some(chain), |chain| async move {
         let mut chain = chain?;
-        let event = chain.next_change(signed).await?;
-        let more = matches!(event, Next::Change(_)).then_some(chain);
-        Some((Ok::<_, Infallible>(event.into_event()), more))
+        let next = chain.next_change().await?;
+        let more = next.is_ok().then_some(chain);
+        Some((
+            Ok::<_, Infallible>(next.unwrap_or_else(|failed| failed)),
+            more,
+        ))
     });
     Sse::new(changes)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
@@ -113,28 +118,16 @@ struct Chain {
     /// The watch, its `stateTag` the last state sent (or the caller's, before the first).
     request: LeaseRequest,
     request_sha256: [u8; 32],
+    /// Each answer signed, or its data alone.
+    signed: bool,
     /// Resolves when the caller hangs up (never, where that cannot be seen).
     hung_up: HungUp,
 }
 
-enum Next {
-    /// The answer of a watch that found a change, and its tag.
-    Change(Event),
-    /// A watch that failed: the error's body; the stream ends.
-    Failed(Event),
-}
-
-impl Next {
-    fn into_event(self) -> Event {
-        match self {
-            Self::Change(event) | Self::Failed(event) => event,
-        }
-    }
-}
-
 impl Chain {
-    /// The next change, or `None` once the caller has hung up.
-    async fn next_change(&mut self, signed: bool) -> Option<Next> {
+    /// The next change's `change` event, or a failed watch's `error` event; `None` once the
+    /// caller has hung up.
+    async fn next_change(&mut self) -> Option<Result<Event, Event>> {
         loop {
             let watched = for_account(
                 &self.state,
@@ -142,18 +135,15 @@ impl Chain {
                 &self.request,
                 self.request_sha256,
             );
-            let watched = tokio::select! {
+            let replied = match tokio::select! {
                 watched = watched => watched,
                 () = &mut self.hung_up => return None,
-            };
-            let replied = match watched {
+            } {
                 Ok(replied) => replied,
                 Err(e) => {
                     let mut body = e.body();
                     body["status"] = e.status().as_u16().into();
-                    return Some(Next::Failed(
-                        Event::default().event("error").data(body.to_string()),
-                    ));
+                    return Some(Err(Event::default().event("error").data(body.to_string())));
                 }
             };
             let data = &replied.body["data"];
@@ -162,15 +152,12 @@ impl Chain {
             if !changed {
                 continue;
             }
-            let body = match signed {
-                true => replied.body,
-                false => crate::lease::answer::unsigned(replied.body),
-            };
+            let body = as_asked(replied.body, self.signed);
             let mut event = Event::default().event("change").data(body.to_string());
             if let Some(tag) = &self.request.state_tag {
                 event = event.id(tag);
             }
-            return Some(Next::Change(event));
+            return Some(Ok(event));
         }
     }
 }
