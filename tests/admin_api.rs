@@ -248,3 +248,62 @@ async fn two_api_keys_are_no_key() {
         assert_eq!(answer["code"], "UNAUTHORIZED");
     }
 }
+
+/// Finished work over HTTP (docs/adr/0012): a key without the admin role finishes a task and
+/// reopens it as its finisher; another holder's reopen with that key is 403 with nothing
+/// changed; the admin key reopens whatever mark stands; the audit keeps both.
+#[tokio::test]
+async fn a_finisher_or_an_admin_reopens_and_no_one_else() {
+    let (_dir, server) = serve();
+    let (plain, admin) = (
+        server.client(Some(ACME_KEY)),
+        server.client(Some(ACME_ADMIN_KEY)),
+    );
+    let held = plain.data(acquire("t1", "task:7", "w1")).await;
+    let token = held["fencingToken"].as_u64().unwrap();
+    let done = json!({"op": "release", "tenantId": "t1", "resource": "task:7", "holder": "w1", "token": token, "done": true, "result": "sent"});
+    let finished = plain.data(done).await;
+    assert_eq!(finished["done"]["holder"], "w1", "{finished}");
+    assert_eq!(finished["done"]["result"], "sent");
+    let again = plain.data(acquire("t1", "task:7", "w2")).await;
+    assert_eq!(rule_ids(&again), ["DONE"]);
+    assert_eq!(again["witnesses"][0]["actual"]["fencingToken"], token);
+    let reopen = |holder: &str, token: u64| json!({"op": "reopen", "tenantId": "t1", "resource": "task:7", "holder": holder, "token": token, "reason": "redo"});
+    for body in [
+        reopen("w2", token),
+        reopen("w1", token + 1),
+        json!({"op": "reopen", "tenantId": "t1", "resource": "task:7", "reason": "redo"}),
+    ] {
+        let (status, refused) = plain.call(body.clone()).await;
+        assert_eq!(
+            (status, refused["code"].clone()),
+            (403, json!("FORBIDDEN")),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        plain.data(get("t1", "task:7")).await["done"]["holder"],
+        "w1"
+    );
+    let reopened = plain.data(reopen("w1", token)).await;
+    assert_eq!(
+        (reopened["status"].clone(), reopened["done"].clone()),
+        (json!("pass"), Value::Null)
+    );
+    let taken = plain.data(acquire("t1", "task:7", "w2")).await;
+    assert_eq!(taken["fencingToken"], token + 1);
+    let done2 = json!({"op": "release", "tenantId": "t1", "resource": "task:7", "holder": "w2", "token": token + 1, "done": true});
+    plain.data(done2).await;
+    let by_admin = admin
+        .data(json!({"op": "reopen", "tenantId": "t1", "resource": "task:7", "reason": "operator"}))
+        .await;
+    assert_eq!(by_admin["status"], "pass", "{by_admin}");
+    let audit = admin
+        .data(json!({"op": "audit", "tenantId": "t1", "resource": "task:7"}))
+        .await;
+    let entries = audit["entries"].as_array().unwrap();
+    assert_eq!(entries.len(), 2, "{audit}");
+    assert_eq!(entries[0]["reopened"]["holder"], "w2");
+    assert_eq!(entries[1]["reopened"]["holder"], "w1");
+    assert_eq!(entries[1]["ended"], json!([]));
+}

@@ -305,6 +305,89 @@ async fn bad_input_is_a_400_naming_the_field_and_writes_nothing() {
             "/waitSeconds",
             "MAXIMUM",
         ),
+        // Finished work (docs/adr/0012): done only on a release of one resource, its result
+        // at most 1024 bytes (513 two-byte characters are 1026), its fields only with done.
+        (
+            json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w", "token": 1, "done": true, "result": "é".repeat(513)}),
+            "/result",
+            "RESULT_TOO_LONG",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w", "token": 1, "result": "ok"}),
+            "/result",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w", "token": 1, "done": false, "keepDoneSeconds": 60}),
+            "/keepDoneSeconds",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "resource": "r", "holder": "w", "token": 1, "done": true, "keepDoneSeconds": 7_776_001}),
+            "/keepDoneSeconds",
+            "MAXIMUM",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "resource": "r", "holder": "w", "done": true}),
+            "/done",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "leases": [{"resource": "a", "token": 1}, {"resource": "b", "token": 1}], "holder": "w", "done": true}),
+            "/done",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "reopen", "tenantId": "t1", "resource": "r", "holder": "w", "reason": "redo"}),
+            "/token",
+            "REQUIRED",
+        ),
+        (
+            json!({"op": "reopen", "tenantId": "t1", "resource": "r"}),
+            "/reason",
+            "REQUIRED",
+        ),
+        // Candidates: 2..50 distinct names, instead of resource or a set, not waiting.
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": ["a"], "holder": "w"}),
+            "/candidates",
+            "CANDIDATES",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": (0..51).map(|i| format!("c{i}")).collect::<Vec<_>>(), "holder": "w"}),
+            "/candidates",
+            "CANDIDATES",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": ["a", "b", "a"], "holder": "w"}),
+            "/candidates/2",
+            "DUPLICATE",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": ["a", "b"], "resource": "a", "holder": "w"}),
+            "/candidates",
+            "ONE_TARGET",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": ["a", "b"], "resources": ["a", "b"], "holder": "w"}),
+            "/candidates",
+            "ONE_TARGET",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": ["a", "b"], "holder": "w", "waitSeconds": 5}),
+            "/waitSeconds",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "release", "tenantId": "t1", "candidates": ["a", "b"], "holder": "w", "token": 1}),
+            "/candidates",
+            "NOT_TAKEN",
+        ),
+        (
+            json!({"op": "acquire", "tenantId": "t1", "candidates": ["a", "has space"], "holder": "w"}),
+            "/candidates/1",
+            "PATTERN",
+        ),
     ];
     for (body, path, rule) in cases {
         let (status, answer) = c.call(body.clone()).await;
@@ -834,6 +917,7 @@ async fn answers_put_data_first_and_are_signed_unless_asked_not_to_be() {
         "value",
         "limit",
         "holders",
+        "done",
         "stateTag",
         "replayed",
         "witnesses",

@@ -95,9 +95,9 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
             ),
         ),
         LeaseTool::Revoke => (
-            "Lease revoke",
+            "Lease revoke and reopen",
             Some(
-                "End a holder's permit, or every permit of a resource, at once, with a reason kept in the audit: the holders learn REVOKED. Admin keys and paying wallets only.",
+                "revoke: end a holder's permit, or every permit of a resource, at once, with a reason kept in the audit: the holders learn REVOKED. Admin keys and paying wallets only. reopen: end a finished resource's mark early (its finisher with holder and token, an admin key or the paying wallet), audited too.",
             ),
         ),
     };
@@ -127,6 +127,11 @@ fn lease_tool_schema(tool: LeaseTool) -> Value {
         ("leases", any(&|s| s.set == Some("leases"))),
         ("value", any(&|s| s.value != Field::Unused)),
         ("stateTag", any(&|s| s.state_tag != Field::Unused)),
+        // A done release's fields, and an acquire's candidates (docs/adr/0012).
+        ("candidates", any(&|s| s.op == Op::Acquire)),
+        ("done", any(&|s| s.op == Op::Release)),
+        ("result", any(&|s| s.op == Op::Release)),
+        ("keepDoneSeconds", any(&|s| s.op == Op::Release)),
     ];
     if let Some(properties) = schema["properties"].as_object_mut() {
         for (field, keep) in kept {

@@ -9,7 +9,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use common::test_store;
 use leasekit_core::clock::Millis;
-use leasekit_core::lease::model::{EndedHandoff, Handoff, Permit, Place, Revoked, Ticket};
+use leasekit_core::lease::model::{Done, EndedHandoff, Handoff, Permit, Place, Revoked, Ticket};
 use leasekit_core::lease::{Effect, Guard, LeaseState, MAX_TOKEN, Write};
 use leasekit_core::store::{Applied, LeaseKey, LeaseStore};
 use leasekit_core::tenant::Tenant;
@@ -81,6 +81,17 @@ fn states() -> Vec<Option<LeaseState>> {
         ended_handoffs: vec![ended_handoff()],
         ..LeaseState::granted(2, "a", NOW + 1)
     }));
+    // Finished (docs/adr/0012): a mark that stands, and one that ended (no unseen take lands
+    // on either: a stale mark is dropped by a write decided on a read).
+    for until in [NOW + 1, NOW] {
+        states.push(Some(finished(
+            LeaseState {
+                version: 3,
+                ..LeaseState::vacant(2)
+            },
+            until,
+        )));
+    }
     states
 }
 
@@ -153,6 +164,21 @@ fn semaphore(limit: u32, version: u64, expiries: &[Millis]) -> LeaseState {
         waiters: Vec::new(),
         revoked: Vec::new(),
         ended_handoffs: Vec::new(),
+        done: None,
+    }
+}
+
+/// `state` finished by "a" with token 2, the mark lasting until `until` (docs/adr/0012).
+fn finished(state: LeaseState, until: Millis) -> LeaseState {
+    LeaseState {
+        done: Some(Box::new(Done {
+            holder: "a".into(),
+            token: 2,
+            at: NOW - 10,
+            result: Some("shipped".into()),
+            until,
+        })),
+        ..state
     }
 }
 
@@ -238,6 +264,14 @@ fn effects(guard: &Guard) -> Vec<Effect> {
                 ended_handoffs: vec![ended_handoff()],
                 ..LeaseState::vacant(2)
             }),
+            // A done release: the permit ended, the mark set.
+            Effect::Replace(finished(
+                LeaseState {
+                    version: version + 1,
+                    ..LeaseState::vacant(2)
+                },
+                NOW + 60_000,
+            )),
         ],
     }
 }
@@ -283,6 +317,19 @@ fn item(pk: &str, state: &LeaseState) -> std::collections::HashMap<String, Attri
     }
     if state.version > 0 {
         item.insert("ver".into(), n(state.version));
+    }
+    // A finished mark: `dn`, `{h, t, a, r?, u}`.
+    if let Some(done) = &state.done {
+        let mut dn = std::collections::HashMap::from([
+            ("h".to_owned(), AttributeValue::S(done.holder.clone())),
+            ("t".to_owned(), n(done.token)),
+            ("a".to_owned(), n(done.at as u64)),
+            ("u".to_owned(), n(done.until as u64)),
+        ]);
+        if let Some(result) = &done.result {
+            dn.insert("r".into(), AttributeValue::S(result.clone()));
+        }
+        item.insert("dn".into(), AttributeValue::M(dn));
     }
     if state.is_versioned() {
         let pm = state.permits.iter().map(|p| {
@@ -382,9 +429,10 @@ async fn every_guard_commits_exactly_when_it_holds() {
             }
         }
     }
-    // 37 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
-    // semaphores, a lease that was one, 2 with revoked permits, 4 queues, 4 with hand-offs); 5
-    // vacant guards with one effect, 4 held ones with two, 9 version guards with seven.
-    assert_eq!(checked, 37 * (5 + 4 * 2 + 9 * 7));
+    // 39 states (no item; 3 counters, each free or granted to 2 holders at 3 expiries; 4
+    // semaphores, a lease that was one, 2 with revoked permits, 4 queues, 4 with hand-offs, 2
+    // finished); 5 vacant guards with one effect, 4 held ones with two, 9 version guards with
+    // eight.
+    assert_eq!(checked, 39 * (5 + 4 * 2 + 9 * 8));
     assert!(wrong.is_empty(), "{} wrong: {wrong:#?}", wrong.len());
 }

@@ -156,6 +156,7 @@ pub fn examples() -> Vec<Example> {
                     session: None,
                     ended: vec![permit],
                     reason: "wedged since 03:00".into(),
+                    reopened: None,
                 }],
                 None,
                 NOW + 31 * SECOND,

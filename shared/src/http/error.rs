@@ -247,6 +247,7 @@ impl From<LeaseError> for ApiError {
                      without waitSeconds"
                 ),
             },
+            LeaseError::Forbidden(why) => Self::Forbidden(why),
             LeaseError::Store(e) => e.into(),
             LeaseError::Internal(cause) => Self::Internal(cause),
         }

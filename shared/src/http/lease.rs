@@ -184,6 +184,7 @@ pub(crate) async fn paid_for(
         let actor = Actor {
             tenant: &tenant,
             id: tenant.as_str(),
+            admin: true,
         };
         let answer = carry_out(state, &actor, &request, request_sha256, now, paid_by).await?;
         // A read's answer is kept before it is settled: a call that dies between the two is
@@ -361,6 +362,7 @@ pub(crate) async fn for_account(
     let actor = Actor {
         tenant: &tenant,
         id: &id,
+        admin: holder.admin,
     };
     let answer = carry_out(state, &actor, request, request_sha256, now_ms(), None).await?;
     Replied::new(&tenant, answer, None)

@@ -24,6 +24,10 @@ pub enum Status {
 pub struct LeaseAnswer {
     pub status: Status,
     pub op: Op,
+    /// acquire with candidates: the candidate the answer is about, the one granted
+    /// (docs/adr/0012); absent otherwise.
+    #[serde(default)]
+    pub resource: Option<String>,
     /// acquire/renew: the caller holds the lease now; release: it was released; get: someone holds it.
     #[serde(default)]
     pub granted: bool,
@@ -42,6 +46,9 @@ pub struct LeaseAnswer {
     /// The live permits, by token.
     #[serde(default)]
     pub holders: Vec<Holder>,
+    /// The resource's finished mark (docs/adr/0012), null when it is not finished.
+    #[serde(default)]
+    pub done: Option<DoneView>,
     /// The caller's place in the resource's queue (1 = next), when it waits and was not granted.
     #[serde(default)]
     pub queue_position: Option<usize>,
@@ -88,6 +95,9 @@ impl Serialize for LeaseAnswer {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("status", &self.status)?;
         map.serialize_entry("op", &self.op)?;
+        if let Some(resource) = &self.resource {
+            map.serialize_entry("resource", resource)?;
+        }
         if let Some(session) = &self.session {
             map.serialize_entry("granted", &self.granted)?;
             map.serialize_entry("session", session)?;
@@ -99,6 +109,7 @@ impl Serialize for LeaseAnswer {
             map.serialize_entry("value", &self.value)?;
             map.serialize_entry("limit", &self.limit)?;
             map.serialize_entry("holders", &self.holders)?;
+            map.serialize_entry("done", &self.done)?;
             if let Some(tag) = &self.state_tag {
                 map.serialize_entry("stateTag", tag)?;
             }
@@ -189,6 +200,29 @@ impl Holder {
     }
 }
 
+/// A finished mark, as answers show it (docs/adr/0012).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DoneView {
+    pub holder: String,
+    pub fencing_token: u64,
+    pub done_at: String,
+    pub result: Option<String>,
+    pub until: String,
+}
+
+impl DoneView {
+    pub fn of(done: &super::model::Done) -> Self {
+        Self {
+            holder: done.holder.clone(),
+            fencing_token: done.token,
+            done_at: iso8601(done.at),
+            result: done.result.clone(),
+            until: iso8601(done.until),
+        }
+    }
+}
+
 /// A live session, as answers show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -243,6 +277,9 @@ pub struct SetMember {
     pub value: Option<String>,
     pub limit: u32,
     pub holders: Vec<Holder>,
+    /// Its finished mark, null when it is not finished.
+    #[serde(default)]
+    pub done: Option<DoneView>,
     /// list: the live places in its queue, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiters: Option<Vec<Waiter>>,
@@ -274,6 +311,9 @@ pub struct AuditEntry {
     /// The permits it ended (a session's: each with its resource).
     pub ended: Vec<Holder>,
     pub reason: String,
+    /// A reopen's entry (docs/adr/0012): the finished mark it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopened: Option<DoneView>,
 }
 
 /// Answers recorded before limits carry none: a lease's.
@@ -331,6 +371,7 @@ impl LeaseAnswer {
         Self {
             status,
             op,
+            resource: None,
             granted,
             holder: shown.map(|p| p.holder.clone()),
             fencing_token: shown.map(|p| p.token),
@@ -338,6 +379,7 @@ impl LeaseAnswer {
             value: shown.and_then(|p| p.value.clone()),
             limit: state.limit,
             holders: live.iter().map(|p| Holder::of(p)).collect(),
+            done: state.finished(now).map(DoneView::of),
             state_tag: Some(state.tag(now)),
             changed: None,
             queue_position: caller.and_then(|c| state.queue_position(c, now)),
@@ -457,6 +499,7 @@ impl LeaseAnswer {
                     value: one.value,
                     limit: one.limit,
                     holders: one.holders,
+                    done: one.done,
                     waiters: None,
                 }
             })
@@ -469,6 +512,7 @@ impl LeaseAnswer {
             state_tag: None,
             limit: leases.iter().map(|m| m.limit).max().unwrap_or(1),
             holders: Vec::new(),
+            done: None,
             leases: Some(leases),
             ..Self::new(
                 op,
@@ -505,6 +549,7 @@ impl LeaseAnswer {
                     value: one.value,
                     limit: one.limit,
                     holders: one.holders,
+                    done: one.done,
                     waiters: Some(
                         state
                             .live_waiters(now)

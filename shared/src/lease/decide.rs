@@ -7,7 +7,7 @@
 //! holds on the state it was decided from, and the guard of [`guess_unseen`] holds on a state exactly
 //! when `decide` grants that state the same effect. That is what lets the common path skip the read.
 
-use super::model::{EndedHandoff, LeaseState, MAX_TOKEN, Permit};
+use super::model::{Done, EndedHandoff, LeaseState, MAX_TOKEN, Permit};
 use super::request::Command;
 use crate::clock::Millis;
 use crate::witness::Witness;
@@ -254,8 +254,9 @@ fn take(guard: Guard, holder: &str, expires_at: Millis) -> Write {
 }
 
 /// The write of a renew or release by the live holder of a lease: the same whether decided on a
-/// read state or guessed unseen.
-pub fn holder_write(op: HolderOp<'_>, now: Millis) -> Write {
+/// read state or guessed unseen. None for a done release: it carries the mark, which only a
+/// replace of the state as read can (docs/adr/0012).
+pub fn holder_write(op: HolderOp<'_>, now: Millis) -> Option<Write> {
     let guard = Guard::HeldBy {
         holder: op.holder().to_owned(),
         token: op.token(),
@@ -264,9 +265,10 @@ pub fn holder_write(op: HolderOp<'_>, now: Millis) -> Write {
         HolderOp::Renew { ttl_ms, .. } => Effect::Extend {
             expires_at: now + ttl_ms,
         },
-        HolderOp::Release { .. } => Effect::Clear,
+        HolderOp::Release { done: None, .. } => Effect::Clear,
+        HolderOp::Release { done: Some(_), .. } => return None,
     };
-    Write { guard, effect }
+    Some(Write { guard, effect })
 }
 
 /// The stored `state` as the next write will see it at `now`: lapsed permits gone, and the
@@ -292,6 +294,10 @@ pub fn decide(state: &LeaseState, command: &Command, now: Millis) -> Decision {
     }
     match command {
         Command::Revoke { holder, token } => revoke(state, holder.as_deref(), *token, now).into(),
+        Command::Reopen { holder, token } => match reopen(state, finisher(holder, *token), now) {
+            Reopening::End(write, _) => Decision::Write(write),
+            Reopening::Deny(witnesses) => Decision::Deny(witnesses),
+        },
         _ => Decision::Observe,
     }
 }
@@ -333,16 +339,18 @@ pub fn hold(state: &LeaseState, op: HolderOp<'_>, now: Millis) -> Held {
         .into();
     }
     // The caller's live permit, and its write; or why it has none.
-    let witnesses = if state.is_versioned() {
-        match semaphore::mismatches(state, holder, token, now) {
+    // A lease's renew or release is its holder's guarded write; a versioned resource's, and a
+    // done release (whose mark makes it versioned, docs/adr/0012), a replace of it as read.
+    let unseen = holder_write(op, now).filter(|_| !state.is_versioned());
+    let witnesses = match unseen {
+        Some(write) => match holder_mismatches(state, holder, token, now) {
+            None => return Held::Write(write),
+            Some(witnesses) => witnesses,
+        },
+        None => match semaphore::mismatches(state, holder, token, now) {
             Ok(mine) => return Held::Write(semaphore::holder_write(state, op, mine, now)),
             Err(witnesses) => witnesses,
-        }
-    } else {
-        match holder_mismatches(state, holder, token, now) {
-            None => return Held::Write(holder_write(op, now)),
-            Some(witnesses) => witnesses,
-        }
+        },
     };
     let witnesses = match op {
         // Release reports every failure as NO_HOLD, with the reason in the detail.
@@ -374,6 +382,69 @@ pub fn revoke(
     semaphore::revoke(state, holder, token, now)
 }
 
+/// The finisher a reopen names: its holder with its token, both or neither (a holder without
+/// a token names no mark: the schema lets an admin send either alone, and a mark is only ever
+/// named by both).
+pub fn finisher(holder: &Option<String>, token: Option<u64>) -> Option<(&str, u64)> {
+    holder.as_deref().zip(token)
+}
+
+/// A reopen's decision (docs/adr/0012).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reopening {
+    /// The mark ends in this write; the one it ended.
+    End(Write, Box<Done>),
+    /// Nothing to reopen, or not the mark named.
+    Deny(Vec<Witness>),
+}
+
+/// Whether the caller that names itself `finisher` (holder, and the token it finished with)
+/// finished the resource whose stored state is `state`: who may reopen it without being an
+/// admin. No one may while it is not finished (there is nothing of theirs to reopen).
+pub fn finished_by(state: &LeaseState, finisher: Option<(&str, u64)>, now: Millis) -> bool {
+    state
+        .finished(now)
+        .zip(finisher)
+        .is_some_and(|(done, (holder, token))| done.holder == holder && done.token == token)
+}
+
+/// A reopen of the stored `state` (docs/adr/0012), by a caller allowed to (its finisher, see
+/// [`finished_by`], or an admin): its live mark ends now, when it is the one `finisher` names
+/// (any, when none is named); the counter stays, so the next grant's token is larger than every
+/// one before.
+pub fn reopen(state: &LeaseState, finisher: Option<(&str, u64)>, now: Millis) -> Reopening {
+    let Some(done) = state.finished(now) else {
+        return Reopening::Deny(vec![
+            Witness::new(
+                "NOT_DONE",
+                "/resource",
+                "the resource is not finished: nothing to reopen",
+            )
+            .expected("a finished resource"),
+        ]);
+    };
+    if finisher.is_some() && !finished_by(state, finisher, now) {
+        return Reopening::Deny(vec![
+            Witness::new(
+                "NOT_DONE",
+                "/token",
+                "the resource was not finished by this holder with this token",
+            )
+            .expected(json!({"holder": done.holder, "fencingToken": done.token}))
+            .actual(json!({
+                "holder": finisher.map(|f| f.0),
+                "fencingToken": finisher.map(|f| f.1),
+            })),
+        ]);
+    }
+    let mut after = state.clone();
+    after.done = None;
+    Reopening::End(
+        semaphore::replace(state, after, now),
+        Box::new(done.clone()),
+    )
+}
+
 /// An acquire on the stored `state` (after [`ended_handoff`], for a call with a ticket). A lease (limit
 /// 1, nobody waiting) is decided here, with writes that need no read; a semaphore, a resource
 /// with a queue, and a caller who would wait for a held lease, by the read-modify-write rules of
@@ -394,6 +465,11 @@ pub fn acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> Acquired {
         .expected("a live permit")
         .actual(revoked.token);
         return semaphore::refusal(state, vec![witness], now).into();
+    }
+    // Finished work stays finished (docs/adr/0012): every acquire is refused at once, a waiting
+    // one too (there is nothing to wait for until someone reopens it).
+    if let Some(done) = state.finished(now) {
+        return semaphore::refusal(state, vec![finished(done)], now).into();
     }
     // A versioned resource that nobody holds or waits for is taken as a lease is: one write,
     // which stores it as a lease again (not one whose hand-off must be remembered first). Not
@@ -450,6 +526,23 @@ fn decide_lease_acquire(state: &LeaseState, asked: &Asked<'_>, now: Millis) -> A
             expires_at,
         )),
     }
+}
+
+/// The resource is finished (docs/adr/0012): who finished it, with which token, when, and its
+/// result.
+pub fn finished(done: &Done) -> Witness {
+    Witness::new(
+        "DONE",
+        "/resource",
+        "this resource is finished: its work is done; it is not granted again until the mark ends or someone reopens it",
+    )
+    .expected("an unfinished resource")
+    .actual(json!({
+        "holder": done.holder,
+        "fencingToken": done.token,
+        "doneAt": crate::clock::iso8601(done.at),
+        "result": done.result,
+    }))
 }
 
 /// Every token below the ceiling has been issued.
@@ -521,7 +614,7 @@ mod queue;
 mod semaphore;
 
 use families::Refusal;
-pub use families::{Acquired, Held, HolderOp, Revocation};
+pub use families::{Acquired, Finish, Held, HolderOp, Revocation};
 pub use guess::{
     Guess, guess, guess_acquire, guess_unseen, guess_unseen_acquire, guessed_write, unchanged,
 };

@@ -91,6 +91,27 @@ pub struct EndedHandoff {
 /// write of the resource, and one is kept only when a waiter went away with its grant.
 pub const MAX_ENDED_HANDOFFS: usize = 32;
 
+/// A finished resource's mark (docs/adr/0012): `holder` finished it with the permit `token` at
+/// `at`, with its `result`, and it stays finished while `now < until`. Nothing sweeps it: every
+/// decision compares times, and the next write after `until` drops it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    pub holder: String,
+    pub token: u64,
+    pub at: Millis,
+    pub result: Option<String>,
+    pub until: Millis,
+}
+
+/// The longest `result` a done release keeps, in UTF-8 bytes.
+pub const MAX_RESULT_BYTES: usize = 1024;
+
+/// How long a resource stays finished when `keepDoneSeconds` is omitted: a week.
+pub const DEFAULT_KEEP_DONE_SECONDS: u32 = 604_800;
+
+/// The most candidates one acquire may name (and the fewest: 2).
+pub const MAX_CANDIDATES: usize = 50;
+
 /// The most permits a resource can have at once.
 pub const MAX_LIMIT: u32 = 64;
 
@@ -165,6 +186,8 @@ pub struct LeaseState {
     pub waiters: Vec<Place>,
     pub revoked: Vec<Revoked>,
     pub ended_handoffs: Vec<EndedHandoff>,
+    /// Its finished mark (docs/adr/0012), live or stale: only `finished` says whether it holds.
+    pub done: Option<Box<Done>>,
 }
 
 impl Default for LeaseState {
@@ -192,6 +215,7 @@ impl LeaseState {
             waiters: Vec::new(),
             revoked: Vec::new(),
             ended_handoffs: Vec::new(),
+            done: None,
         }
     }
 
@@ -206,6 +230,7 @@ impl LeaseState {
             waiters: Vec::new(),
             revoked: Vec::new(),
             ended_handoffs: Vec::new(),
+            done: None,
         }
     }
 
@@ -213,9 +238,11 @@ impl LeaseState {
     /// resource with a queue (stored as a map of permits, docs/adr/0006), or one with a permit
     /// handed to a waiting call that has not taken it (whose end must be remembered, which a
     /// lease's writes with no read could not do). Otherwise it is a lease, whose writes need no
-    /// read.
+    /// read. A finished mark, live or stale, makes it versioned too (docs/adr/0012): its writes
+    /// carry the mark or drop it, which only a whole replace does.
     pub fn is_versioned(&self) -> bool {
-        self.limit > 1
+        self.done.is_some()
+            || self.limit > 1
             || !self.waiters.is_empty()
             || self.has_live_handoff()
             || self.has_session_permit()
@@ -271,21 +298,37 @@ impl LeaseState {
         })
     }
 
-    /// Whether a take needs no read at `now`: no live permit, no live place, and no permit
-    /// handed to a waiting call that has not taken it (the guard of an unseen take).
+    /// Whether a take needs no read at `now`: no live permit, no live place, no permit handed
+    /// to a waiting call that has not taken it, and no finished mark, not even a stale one (the
+    /// guard of an unseen take: a write that finds a mark is decided on a read, which drops it
+    /// once it is past).
     pub fn is_free(&self, now: Millis) -> bool {
         self.live(now).is_none()
             && self.live_waiters(now).next().is_none()
             && !self.has_live_handoff()
+            && self.done.is_none()
+    }
+
+    /// Its finished mark, while it holds at `now` (docs/adr/0012).
+    pub fn finished(&self, now: Millis) -> Option<&Done> {
+        self.done.as_deref().filter(|d| now < d.until)
     }
 
     /// A tag of what a watcher waits to see change (docs/adr/0011): the live permits at `now`
     /// (holder, token, value) and the counter, hashed. A renew that only moves an expiry leaves
     /// it; a grant, a release, a lapse, a hand-off or a new value changes it (the counter tells
-    /// a resource freed again from one that was never taken since).
+    /// a resource freed again from one that was never taken since). A finished mark that comes
+    /// or goes changes it too (docs/adr/0012).
     pub fn tag(&self, now: Millis) -> String {
         use sha2::{Digest, Sha256};
         let mut digest = Sha256::new();
+        // A finished state's bytes start with "done", which no counter's do (its first byte is
+        // 0: counters stay below 2^53), so an unfinished state's tag is what it was before marks.
+        if let Some(done) = self.finished(now) {
+            digest.update(b"done");
+            digest.update(done.token.to_be_bytes());
+            digest.update(done.at.to_be_bytes());
+        }
         digest.update(self.last_token.to_be_bytes());
         for p in self.live_permits(now) {
             digest.update(p.token.to_be_bytes());

@@ -20,6 +20,7 @@ pub enum Op {
     Keepalive,
     Close,
     Watch,
+    Reopen,
 }
 
 impl Op {
@@ -37,6 +38,7 @@ impl Op {
             Op::Keepalive => "keepalive",
             Op::Close => "close",
             Op::Watch => "watch",
+            Op::Reopen => "reopen",
         }
     }
 }
@@ -121,7 +123,7 @@ pub enum Tool {
     List,
     /// admin only.
     Audit,
-    /// destructive, admin only.
+    /// destructive: revoke (admin only), and reopen (its finisher, or an admin).
     Revoke,
 }
 
@@ -159,7 +161,7 @@ impl Tool {
 }
 
 /// Every op, in the order the schema lists them.
-pub const OPS: [Spec; 12] = [
+pub const OPS: [Spec; 13] = [
     Spec {
         op: Op::Acquire,
         writes: true,
@@ -409,6 +411,29 @@ pub const OPS: [Spec; 12] = [
         // Read-only: only in the read tool (the lease tool is for holders).
         tools: &[Tool::Read],
     },
+    // Ends a finished mark early (docs/adr/0012): its finisher (holder and the token it
+    // finished with), an admin key or the paying wallet; audited like a revoke. The admin rule
+    // is the service's (it depends on the mark), not the edge's.
+    Spec {
+        op: Op::Reopen,
+        writes: true,
+        holder: Field::Optional,
+        token: Field::Optional,
+        limit: Field::Unused,
+        wait: Field::Unused,
+        ttl: false,
+        resource: Field::Required,
+        reason: Field::Required,
+        pages: false,
+        admin: false,
+        set: None,
+        prefix: Field::Unused,
+        value: Field::Unused,
+        state_tag: Field::Unused,
+        request_id: Field::Optional,
+        session: SessionField::Unused,
+        tools: &[Tool::Revoke],
+    },
 ];
 
 impl Op {
@@ -428,6 +453,7 @@ impl Op {
             Op::Keepalive => 9,
             Op::Close => 10,
             Op::Watch => 11,
+            Op::Reopen => 12,
         };
         &OPS[row]
     }

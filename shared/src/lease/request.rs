@@ -3,7 +3,8 @@
 mod shape;
 
 pub use super::ops::Op;
-use crate::lease::model::Ticket;
+pub use crate::lease::model::MAX_RESULT_BYTES;
+use crate::lease::model::{DEFAULT_KEEP_DONE_SECONDS, Ticket};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -32,6 +33,8 @@ pub struct LeaseRequest {
     pub resource: Option<String>,
     pub resources: Option<Vec<String>>,
     pub leases: Option<Vec<SetLease>>,
+    /// acquire, instead of `resource`: the first of them that can be granted now (docs/adr/0012).
+    pub candidates: Option<Vec<String>>,
     pub holder: Option<String>,
     pub ttl_seconds: Option<u32>,
     /// A session's id: the one open, keepalive and close work on; an acquire's permit lives in
@@ -53,6 +56,12 @@ pub struct LeaseRequest {
     pub value: Option<String>,
     /// watch: the `stateTag` the caller saw last.
     pub state_tag: Option<String>,
+    /// release: the resource is finished after it (docs/adr/0012).
+    pub done: Option<bool>,
+    /// release with done: what the work produced (0..[`MAX_RESULT_BYTES`] bytes).
+    pub result: Option<String>,
+    /// release with done: how long the resource stays finished (s).
+    pub keep_done_seconds: Option<u32>,
     pub tenant_id: Option<String>,
     pub request_id: Option<String>,
 }
@@ -92,6 +101,8 @@ pub enum Command {
     Release {
         holder: String,
         token: u64,
+        /// A done release (docs/adr/0012).
+        done: Option<Finishing>,
     },
     Get,
     /// The resource once its state is no longer the one `tag` names (at once without one), or
@@ -111,6 +122,19 @@ pub enum Command {
         holder: Option<String>,
         token: Option<u64>,
     },
+    /// End a finished mark early (docs/adr/0012): the finisher names itself and the token it
+    /// finished with; an admin needs neither.
+    Reopen {
+        holder: Option<String>,
+        token: Option<u64>,
+    },
+}
+
+/// What a done release asks for: its result, and how long the mark lasts (ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finishing {
+    pub result: Option<String>,
+    pub keep_ms: i64,
 }
 
 impl Command {
@@ -221,6 +245,11 @@ impl LeaseRequest {
             Op::Release => Command::Release {
                 holder: holder()?,
                 token: token()?,
+                done: (self.done == Some(true)).then(|| Finishing {
+                    result: self.result.clone(),
+                    keep_ms: i64::from(self.keep_done_seconds.unwrap_or(DEFAULT_KEEP_DONE_SECONDS))
+                        * 1000,
+                }),
             },
             Op::Get => Command::Get,
             Op::Watch => Command::Watch {
@@ -232,6 +261,10 @@ impl LeaseRequest {
                 holder: self.holder.clone(),
             },
             Op::Revoke => Command::Revoke {
+                holder: self.holder.clone(),
+                token: self.token,
+            },
+            Op::Reopen => Command::Reopen {
                 holder: self.holder.clone(),
                 token: self.token,
             },
@@ -282,6 +315,12 @@ impl LeaseRequest {
             reason: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             value: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            candidates: Option<&'a [String]>,
+            /// A done release's (its keep with the default filled in): a plain release's
+            /// fingerprint is what it was before marks.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            done: Option<(Option<&'a str>, u32)>,
         }
         let spec = self.op.spec();
         // A session's permit has no ttl of its own; a keepalive without one takes the session's
@@ -306,6 +345,13 @@ impl LeaseRequest {
             reason: self.reason.as_deref(),
             session: self.session.as_deref(),
             value: self.value.as_deref(),
+            candidates: self.candidates.as_deref(),
+            done: (self.done == Some(true)).then(|| {
+                (
+                    self.result.as_deref(),
+                    self.keep_done_seconds.unwrap_or(DEFAULT_KEEP_DONE_SECONDS),
+                )
+            }),
         };
         // Serializing a struct of strings and integers cannot fail.
         let bytes = serde_json::to_vec(&canonical).unwrap_or_default();

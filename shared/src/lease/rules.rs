@@ -4,7 +4,7 @@
 //! The 400s a request's shape earns (`NOT_TAKEN`, `ONE_SET`...) are errors, not answers.
 
 /// (rule id, what it means), in the order the schema lists them.
-pub const RULES: [(&str, &str); 13] = [
+pub const RULES: [(&str, &str); 15] = [
     (
         "LEASE_HELD",
         "Another holder has the lease, or every permit of the semaphore is held: try again after one lapses or is released, or wait for it (waitSeconds).",
@@ -56,6 +56,14 @@ pub const RULES: [(&str, &str); 13] = [
     (
         "SESSION_FULL",
         "The session holds 256 permits, its most: release one, or open another session.",
+    ),
+    (
+        "DONE",
+        "The resource is finished (release with done): its actual says who finished it, with which token, when, and its result. It is granted again only after keepDoneSeconds or a reopen.",
+    ),
+    (
+        "NOT_DONE",
+        "reopen: the resource is not finished, or not by the holder and token named.",
     ),
 ];
 

@@ -108,7 +108,11 @@ impl LeaseStore {
             let states = self.through_sessions(&keys, stored, None, now).await?;
             let mut free = Vec::new();
             for ((name, key), state) in names.into_iter().zip(&keys).zip(states) {
-                if state.live(now).is_some() || state.live_waiters(now).next().is_some() {
+                // A finished resource is listed while its mark stands (docs/adr/0012).
+                if state.live(now).is_some()
+                    || state.live_waiters(now).next().is_some()
+                    || state.finished(now).is_some()
+                {
                     leases.push((name, state));
                 } else if tidied < TIDY_PER_PAGE {
                     tidied += 1;

@@ -31,6 +31,9 @@ pub struct Fixture {
     /// Who the calls are made as (the id an audit entry names): `None`, the tenant itself, as
     /// `LeaseService::execute` calls; see [`Fixture::acting_as`].
     pub actor: Option<String>,
+    /// Whether that actor is an admin of the tenant (an API key with the admin role): see
+    /// [`Fixture::acting_as_member`].
+    pub admin: bool,
     /// Whether [`Fixture::call`] first checks that its body is a request the edge would take
     /// (the service does not check it): see [`Fixture::checking_shapes`].
     pub check_shapes: bool,
@@ -55,6 +58,7 @@ impl Fixture {
             tables,
             tenant,
             actor: None,
+            admin: true,
             check_shapes: false,
         }
     }
@@ -62,6 +66,13 @@ impl Fixture {
     /// The calls made as `actor` (an API key's id, say), whatever tenant they are for.
     pub fn acting_as(mut self, actor: &str) -> Self {
         self.actor = Some(actor.to_owned());
+        self
+    }
+
+    /// The calls made as `actor`, a key without the admin role.
+    pub fn acting_as_member(mut self, actor: &str) -> Self {
+        self.actor = Some(actor.to_owned());
+        self.admin = false;
         self
     }
 
@@ -80,7 +91,11 @@ impl Fixture {
         match &self.actor {
             None => self.service.execute(tenant, r, [0; 32], now).await,
             Some(id) => {
-                let actor = Actor { tenant, id };
+                let actor = Actor {
+                    tenant,
+                    id,
+                    admin: self.admin,
+                };
                 self.service.execute_as(&actor, r, [0; 32], now, None).await
             }
         }

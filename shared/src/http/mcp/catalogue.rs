@@ -65,7 +65,24 @@ const FIELD_LINES: &[(&str, &str)] = &[
     ("reason", "Why (kept in the audit)."),
     (
         "holder_revoke",
-        "Whose permit to end (all of the resource's when absent).",
+        "revoke: whose permit to end (all when absent); reopen: the finisher.",
+    ),
+    (
+        "token_revoke",
+        "revoke: only this permit; reopen: the token it finished with.",
+    ),
+    (
+        "candidates",
+        "acquire, not resource: the first of 2-50 that is free now.",
+    ),
+    ("done", "release: the work is finished; acquires get DONE."),
+    (
+        "result",
+        "release with done: what it produced (shown to all).",
+    ),
+    (
+        "keepDoneSeconds",
+        "release with done: finished this long (default a week).",
     ),
     ("prefix", "Only names that start with this."),
     ("cursor", "The nextCursor of the page before."),
@@ -123,6 +140,7 @@ fn compact_input(tool: LeaseTool) -> Arc<JsonObject> {
     let line = |name: &str| {
         let key = match (tool, name) {
             (LeaseTool::Revoke, "holder") => "holder_revoke",
+            (LeaseTool::Revoke, "token") => "token_revoke",
             (LeaseTool::Read, "session") => "session_read",
             (LeaseTool::Read, "waitSeconds") => "waitSeconds_read",
             (LeaseTool::Revoke, "session") => "session_revoke",
@@ -247,7 +265,8 @@ fn tools() -> Vec<Tool> {
             "Force-release: end a holder's permit of a resource (holder), every permit of it, or a session and its permits, \
              at once, with a reason kept in the audit. Waiters are served; the revoked holder's next renew \
              or release fails with REVOKED. Only for API keys with the admin role and paying wallets in their own tenant \
-             (others: 403 FORBIDDEN). requestId makes a retry safe.",
+             (others: 403 FORBIDDEN). op reopen ends a finished resource's mark early (its finisher with holder and token, \
+             or an admin), audited too. requestId makes a retry safe.",
             compact_input(LeaseTool::Revoke),
         )
         .with_raw_output_schema(lease_output())

@@ -56,7 +56,17 @@ pub enum HolderOp<'a> {
     Release {
         holder: &'a str,
         token: u64,
+        /// A done release (docs/adr/0012): the resource stays finished after it.
+        done: Option<Finish<'a>>,
     },
+}
+
+/// What a done release leaves (docs/adr/0012): the finisher's result, and how long the
+/// resource stays finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finish<'a> {
+    pub result: Option<&'a str>,
+    pub keep_ms: Millis,
 }
 
 impl<'a> HolderOp<'a> {
@@ -74,15 +84,24 @@ impl<'a> HolderOp<'a> {
                 ttl_ms: *ttl_ms,
                 value: value.as_deref(),
             }),
-            Command::Release { holder, token } => Some(HolderOp::Release {
+            Command::Release {
+                holder,
+                token,
+                done,
+            } => Some(HolderOp::Release {
                 holder,
                 token: *token,
+                done: done.as_ref().map(|d| Finish {
+                    result: d.result.as_deref(),
+                    keep_ms: d.keep_ms,
+                }),
             }),
             Command::Acquire { .. }
             | Command::Get
             | Command::Watch { .. }
             | Command::Check { .. }
-            | Command::Revoke { .. } => None,
+            | Command::Revoke { .. }
+            | Command::Reopen { .. } => None,
         }
     }
 
@@ -125,7 +144,8 @@ impl<'a> Asked<'a> {
             | Command::Get
             | Command::Watch { .. }
             | Command::Check { .. }
-            | Command::Revoke { .. } => None,
+            | Command::Revoke { .. }
+            | Command::Reopen { .. } => None,
         }
     }
 }

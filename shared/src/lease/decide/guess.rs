@@ -16,7 +16,7 @@ use crate::witness::Witness;
 pub fn guess_unseen(command: &Command, now: Millis) -> Option<Write> {
     match (Asked::of(command), HolderOp::of(command)) {
         (Some(asked), _) => guess_unseen_acquire(&asked, now),
-        (None, Some(op)) => Some(holder_write(op, now)),
+        (None, Some(op)) => holder_write(op, now),
         (None, None) => None,
     }
 }
@@ -50,7 +50,7 @@ pub enum Guess {
 pub fn guess(view: &LeaseState, command: &Command, now: Millis) -> Option<Guess> {
     match (Asked::of(command), HolderOp::of(command)) {
         (Some(asked), _) => guess_acquire(view, &asked, now),
-        (None, Some(op)) => Some(Guess::Write(holder_write(op, now))),
+        (None, Some(op)) => holder_write(op, now).map(Guess::Write),
         (None, None) => None,
     }
 }

@@ -42,6 +42,10 @@ pub struct Asked<'a> {
 /// the attack of 2026-12-05).
 pub(crate) fn as_of(state: &LeaseState, now: Millis) -> LeaseState {
     let mut after = state.clone();
+    // A finished mark past its end is dropped by the first write after it (docs/adr/0012).
+    if after.finished(now).is_none() {
+        after.done = None;
+    }
     loop {
         let next = after
             .permits

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::clock::Millis;
 use crate::lease::model::{
-    EndedHandoff, LeaseState, MAX_ENDED_HANDOFFS, MAX_REVOKED, MAX_TOKEN, Permit, Revoked,
+    Done, EndedHandoff, LeaseState, MAX_ENDED_HANDOFFS, MAX_REVOKED, MAX_TOKEN, Permit, Revoked,
 };
 use crate::witness::Witness;
 use serde_json::json;
@@ -19,7 +19,7 @@ use serde_json::json;
 /// The write that makes the stored `state` into `after`, as of `now`, at the next version.
 /// A permit handed to a waiting call that ends in it, before the call took it, is remembered
 /// (docs/adr/0008).
-fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
+pub(super) fn replace(state: &LeaseState, after: LeaseState, now: Millis) -> Write {
     let mut after = queue::as_of(&after, now);
     after.version = state.version + 1;
     // The permits handed to waiting calls before this write: those stored, and those a lapse
@@ -226,11 +226,27 @@ pub(super) fn holder_write(
 ) -> Write {
     let mut after = state.clone();
     after.permits.retain(|p| p.holder != mine.holder);
-    if let HolderOp::Renew { ttl_ms, .. } = op {
-        after.permits.push(Permit {
+    match op {
+        HolderOp::Renew { ttl_ms, .. } => after.permits.push(Permit {
             expires_at: now + ttl_ms,
             ..mine.clone()
-        });
+        }),
+        // Finished (docs/adr/0012): the mark, and the places of those who waited for it end
+        // (their next call is told DONE). Permits handed to places already, and the other
+        // permits of a semaphore, stay until released or lapsed.
+        HolderOp::Release {
+            done: Some(finish), ..
+        } => {
+            after.waiters.clear();
+            after.done = Some(Box::new(Done {
+                holder: mine.holder.clone(),
+                token: mine.token,
+                at: now,
+                result: finish.result.map(str::to_owned),
+                until: now + finish.keep_ms,
+            }));
+        }
+        HolderOp::Release { done: None, .. } => {}
     }
     replace(state, after, now)
 }

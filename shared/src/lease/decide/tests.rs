@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::lease::model::{
-    EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place, Ticket,
+    Done, EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_WAITERS, PLACE_KEPT_MS, Permit, Place,
+    Ticket,
 };
 
 const NOW: Millis = 1_000_000;
@@ -85,6 +86,7 @@ fn semaphore(
         waiters: Vec::new(),
         revoked: Vec::new(),
         ended_handoffs: Vec::new(),
+        done: None,
     }
 }
 
@@ -101,6 +103,7 @@ fn release(holder: &str, token: u64) -> Command {
     Command::Release {
         holder: holder.into(),
         token,
+        done: None,
     }
 }
 
@@ -198,7 +201,42 @@ fn all_states() -> Vec<LeaseState> {
             ..state(4, Some("a"), Some(live))
         },
     ]);
+    // Finished (docs/adr/0012): a mark that stands, one that ends exactly now and one past it;
+    // a semaphore finished by one holder while another's permit stays.
+    out.extend([
+        finished(LeaseState::vacant(3), 3, live),
+        finished(LeaseState::vacant(3), 3, NOW),
+        finished(LeaseState::vacant(3), 3, NOW - 1),
+        finished(semaphore(2, 3, 5, &[("b", 3, live)]), 2, live),
+    ]);
     out
+}
+
+/// `state` finished by "a" with `token`, its mark lasting until `until`.
+fn finished(state: LeaseState, token: u64, until: Millis) -> LeaseState {
+    LeaseState {
+        version: state.version.max(4),
+        done: Some(Box::new(Done {
+            holder: "a".into(),
+            token,
+            at: NOW - 1_000,
+            result: Some("shipped".into()),
+            until,
+        })),
+        ..state
+    }
+}
+
+/// `holder`'s release of `token` with done, its mark kept `keep_ms`.
+fn release_done(holder: &str, token: u64, keep_ms: Millis) -> Command {
+    Command::Release {
+        holder: holder.into(),
+        token,
+        done: Some(crate::lease::request::Finishing {
+            result: Some("shipped".into()),
+            keep_ms,
+        }),
+    }
 }
 
 /// The ticket of `holder`'s waiting call.
@@ -271,6 +309,18 @@ fn all_commands() -> Vec<Command> {
     }
     // Every permit of the resource.
     out.push(Command::Revoke {
+        holder: None,
+        token: None,
+    });
+    // Finishing and reopening (docs/adr/0012).
+    for (holder, token) in [("a", 3), ("a", 4), ("b", 3), ("a", 2)] {
+        out.push(release_done(holder, token, 60_000));
+        out.push(Command::Reopen {
+            holder: Some(holder.into()),
+            token: Some(token),
+        });
+    }
+    out.push(Command::Reopen {
         holder: None,
         token: None,
     });
@@ -1017,4 +1067,142 @@ fn hand_offs_are_judged_in_time_order_so_a_token_has_one_holder_at_any_read() {
     let s = as_of(&in_session, NOW + 1_300);
     let p = &s.live_permits(NOW + 1_300)[0];
     assert_eq!((p.holder.as_str(), p.token), ("p2", 3));
+}
+
+/// A done release ends the caller's permit and leaves the mark: who, with which token, when,
+/// its result, and until when; the counter stays (docs/adr/0012).
+#[test]
+fn a_done_release_ends_the_permit_and_marks_the_resource_finished() {
+    let live = state(4, Some("a"), Some(NOW + 5));
+    let after = granted(&live, &release_done("a", 4, 60_000));
+    assert!(after.live(NOW).is_none());
+    assert_eq!(after.last_token, 4);
+    assert_eq!(
+        after.finished(NOW),
+        Some(&Done {
+            holder: "a".into(),
+            token: 4,
+            at: NOW,
+            result: Some("shipped".into()),
+            until: NOW + 60_000,
+        })
+    );
+    // Without a live permit of the caller's: NO_HOLD, and no mark.
+    for (s, c) in [
+        (live.clone(), release_done("b", 4, 60_000)),
+        (live.clone(), release_done("a", 3, 60_000)),
+        (state(4, Some("a"), Some(NOW)), release_done("a", 4, 60_000)),
+        (state(4, None, None), release_done("a", 4, 60_000)),
+    ] {
+        assert_eq!(rule_ids(&decide(&s, &c, NOW)), ["NO_HOLD"], "{s:?} {c:?}");
+    }
+}
+
+/// While finished, every acquire fails with DONE at once: plain, semaphore, waiting, with a
+/// ticket, by the finisher itself; once the mark ends the next acquire is granted the next
+/// token, and the write drops the stale mark.
+#[test]
+fn every_acquire_of_a_finished_resource_is_done_until_the_mark_ends() {
+    let live = NOW + 60_000;
+    let finished_lease = finished(LeaseState::vacant(3), 3, live);
+    let finished_semaphore = finished(semaphore(2, 3, 5, &[("b", 3, live)]), 2, live);
+    for s in [&finished_lease, &finished_semaphore] {
+        for c in [
+            acquire("a"),
+            acquire("c"),
+            acquire_of("c", 2),
+            waiting("c", 1, 5_000),
+            waiting("c", 2, 5_000),
+            ticketed_acquire("c", 5_000),
+        ] {
+            let d = decide(s, &c, NOW);
+            assert_eq!(rule_ids(&d), ["DONE"], "{s:?} {c:?}");
+            assert!(
+                matches!(d, Decision::Deny(_)),
+                "a refusal that waits or writes: {d:?}"
+            );
+        }
+    }
+    let Decision::Deny(witnesses) = decide(&finished_lease, &acquire("c"), NOW) else {
+        panic!()
+    };
+    let actual = witnesses[0].actual.clone().unwrap();
+    assert_eq!(actual["holder"], "a");
+    assert_eq!(actual["fencingToken"], 3);
+    assert_eq!(actual["result"], "shipped");
+    assert!(actual["doneAt"].as_str().unwrap().ends_with('Z'));
+    // Past its end (exactly at it, too): granted the next token, the mark dropped.
+    for until in [NOW, NOW - 1] {
+        let stale = finished(LeaseState::vacant(3), 3, until);
+        let after = granted(&stale, &acquire("c"));
+        assert_eq!(after.live(NOW).map(|l| l.token), Some(4));
+        assert_eq!(after.done, None);
+        // No unseen take lands on a stale mark: the store drops it only in a write decided on
+        // a read.
+        assert!(!Guard::Vacant.holds(&stale, NOW));
+    }
+    // The other live permit of a finished semaphore stays: its holder renews and releases.
+    assert!(matches!(
+        decide(&finished_semaphore, &renew("b", 3), NOW),
+        Decision::Write(_)
+    ));
+}
+
+/// A done release ends the waiting places: the waiters' next calls are told DONE.
+#[test]
+fn a_done_release_ends_the_waiters_places() {
+    let s = queued(
+        semaphore(1, 4, 5, &[("a", 4, NOW + 60_000)]),
+        &[("b", NOW + 40_000), ("c", NOW + 40_000)],
+    );
+    let after = granted(&s, &release_done("a", 4, 60_000));
+    assert!(after.waiters.is_empty());
+    assert!(after.permits.is_empty(), "no permit handed on: {after:?}");
+    assert_eq!(
+        rule_ids(&decide(&after, &waiting("b", 1, 5_000), NOW)),
+        ["DONE"]
+    );
+}
+
+/// Reopen by the finisher with its token, or by an admin (no finisher named), ends the mark;
+/// the next grant's token continues from the counter. A mark named wrongly, or none: NOT_DONE.
+#[test]
+fn reopen_ends_the_mark_and_tokens_continue() {
+    let s = finished(LeaseState::vacant(3), 3, NOW + 60_000);
+    for finisher in [Some(("a", 3)), None] {
+        let Reopening::End(write, done) = reopen(&s, finisher, NOW) else {
+            panic!("{finisher:?}")
+        };
+        assert!(write.guard.holds(&s, NOW));
+        assert_eq!(done.token, 3);
+        let after = write.effect.apply(&s);
+        assert_eq!(after.finished(NOW), None);
+        let taken = granted(&after, &acquire("c"));
+        assert_eq!(taken.live(NOW).map(|l| l.token), Some(4));
+    }
+    assert!(finished_by(&s, Some(("a", 3)), NOW));
+    for wrong in [Some(("a", 2)), Some(("b", 3))] {
+        assert!(!finished_by(&s, wrong, NOW));
+        let Reopening::Deny(w) = reopen(&s, wrong, NOW) else {
+            panic!()
+        };
+        assert_eq!(w[0].rule_id, "NOT_DONE");
+    }
+    let open = LeaseState::vacant(3);
+    assert!(!finished_by(&open, Some(("a", 3)), NOW));
+    assert!(matches!(reopen(&open, None, NOW), Reopening::Deny(_)));
+    let stale = finished(LeaseState::vacant(3), 3, NOW);
+    assert!(matches!(reopen(&stale, None, NOW), Reopening::Deny(_)));
+}
+
+/// A finished mark changes the state's tag while it stands, and only then.
+#[test]
+fn the_tag_sees_a_mark_come_and_go() {
+    let open = LeaseState {
+        version: 4,
+        ..LeaseState::vacant(3)
+    };
+    let marked = finished(open.clone(), 3, NOW + 60_000);
+    assert_ne!(open.tag(NOW), marked.tag(NOW));
+    assert_eq!(open.tag(NOW + 60_000), marked.tag(NOW + 60_000));
 }

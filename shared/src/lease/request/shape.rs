@@ -1,7 +1,9 @@
 //! What the schema cannot say of a request's shape: one resource or one set, the fields each op
 //! takes and no other, each named in a witness with the value sent.
 
-use super::{LeaseRequest, MAX_VALUE_BYTES};
+use super::{LeaseRequest, MAX_RESULT_BYTES, MAX_VALUE_BYTES};
+use crate::lease::Op;
+use crate::lease::model::MAX_CANDIDATES;
 use crate::lease::ops::{Field, SessionField};
 use crate::witness::Witness;
 use serde_json::Value;
@@ -81,6 +83,22 @@ impl LeaseRequest {
     /// sending one is refused, never ignored.
     fn not_taken(&self) -> Vec<Witness> {
         let mut errors = self.unused();
+        errors.extend(self.finishing_errors());
+        // A reopen names a mark by its finisher: holder and token together, or neither (an
+        // admin's reopen of whatever mark stands).
+        if self.op == Op::Reopen && self.holder.is_some() != self.token.is_some() {
+            let missing = if self.holder.is_some() {
+                "token"
+            } else {
+                "holder"
+            };
+            errors.push(Witness::new(
+                "REQUIRED",
+                &format!("/{missing}"),
+                "reopen names its finisher by holder and token together, or by neither (an admin)",
+            ));
+        }
+        errors.extend(self.candidates_errors());
         if let Some(value) = self.value.as_deref().filter(|v| v.len() > MAX_VALUE_BYTES) {
             errors.push(
                 Witness::new(
@@ -140,6 +158,124 @@ impl LeaseRequest {
                 }
             }
             _ => {}
+        }
+        errors
+    }
+
+    /// A done release's fields (docs/adr/0012): `done` on a release of one resource only,
+    /// `result` and `keepDoneSeconds` only with `done: true`, `result` at most
+    /// [`MAX_RESULT_BYTES`] bytes.
+    fn finishing_errors(&self) -> Vec<Witness> {
+        let mut errors = Vec::new();
+        let finishing = [
+            ("done", self.done.map(Value::from)),
+            ("result", self.result.as_deref().map(Value::from)),
+            ("keepDoneSeconds", self.keep_done_seconds.map(Value::from)),
+        ];
+        let release = self.op == Op::Release;
+        let done = self.done == Some(true);
+        for (field, sent) in finishing {
+            let Some(sent) = sent else { continue };
+            let why = if !release {
+                format!(
+                    "op {} does not take {field}: only release does",
+                    self.op.as_str()
+                )
+            } else if field == "done" && self.leases.is_some() {
+                "a set's release does not finish its resources: release each with done".to_owned()
+            } else if field != "done" && !done {
+                format!("{field} comes with done: true")
+            } else {
+                continue;
+            };
+            errors.push(
+                Witness::new("NOT_TAKEN", &format!("/{field}"), why)
+                    .expected(format!("no {field} here"))
+                    .actual(sent),
+            );
+        }
+        if let Some(result) = self
+            .result
+            .as_deref()
+            .filter(|r| r.len() > MAX_RESULT_BYTES)
+        {
+            errors.push(
+                Witness::new(
+                    "RESULT_TOO_LONG",
+                    "/result",
+                    format!("a result is at most {MAX_RESULT_BYTES} bytes of UTF-8"),
+                )
+                .expected(format!("at most {MAX_RESULT_BYTES} bytes"))
+                .actual(result.len()),
+            );
+        }
+        errors
+    }
+
+    /// An acquire's `candidates` (docs/adr/0012): acquire only, instead of `resource` or a set,
+    /// without `waitSeconds`, each name once.
+    fn candidates_errors(&self) -> Vec<Witness> {
+        let Some(candidates) = &self.candidates else {
+            return Vec::new();
+        };
+        let mut errors = Vec::new();
+        let mut refuse = |rule: &str, field: &str, why: String| {
+            errors.push(Witness::new(rule, field, why));
+        };
+        if self.op != Op::Acquire {
+            refuse(
+                "NOT_TAKEN",
+                "/candidates",
+                format!(
+                    "op {} does not take candidates: only acquire does",
+                    self.op.as_str()
+                ),
+            );
+        }
+        for (field, sent) in [
+            ("resource", self.resource.is_some()),
+            ("resources", self.resources.is_some()),
+            ("leases", self.leases.is_some()),
+        ] {
+            if sent {
+                refuse(
+                    "ONE_TARGET",
+                    "/candidates",
+                    format!("send candidates or {field}, not both"),
+                );
+            }
+        }
+        if self.wait_seconds.is_some() {
+            refuse(
+                "NOT_TAKEN",
+                "/waitSeconds",
+                "an acquire of candidates takes the first free one at once: it does not wait"
+                    .to_owned(),
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, name) in candidates.iter().enumerate() {
+            if !seen.insert(name) {
+                errors.push(
+                    Witness::new(
+                        "DUPLICATE",
+                        &format!("/candidates/{i}"),
+                        "each candidate once",
+                    )
+                    .actual(name.as_str()),
+                );
+            }
+        }
+        if !(2..=MAX_CANDIDATES).contains(&candidates.len()) {
+            errors.push(
+                Witness::new(
+                    "CANDIDATES",
+                    "/candidates",
+                    format!("an acquire names 2 to {MAX_CANDIDATES} candidates"),
+                )
+                .expected(format!("2..{MAX_CANDIDATES}"))
+                .actual(candidates.len()),
+            );
         }
         errors
     }

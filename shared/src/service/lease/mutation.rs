@@ -127,7 +127,7 @@ impl<'a> Mutation<'a> {
                 Some(Guess::Write(write)) if write.effect.keeps_token() => Some(write),
                 _ => guess_unseen_acquire(asked, now),
             },
-            Mutation::Hold(op) => Some(holder_write(*op, now)),
+            Mutation::Hold(op) => holder_write(*op, now),
         }
     }
 
@@ -138,7 +138,7 @@ impl<'a> Mutation<'a> {
         }
         match self {
             Mutation::Acquire(asked) => guess_acquire(view, asked, now),
-            Mutation::Hold(op) => Some(Guess::Write(holder_write(*op, now))),
+            Mutation::Hold(op) => holder_write(*op, now).map(Guess::Write),
         }
     }
 }

@@ -63,6 +63,7 @@ impl Planner for RevokePlanner<'_> {
                         session: None,
                         ended: ended.clone(),
                         reason: self.reason.to_owned(),
+                        reopened: None,
                     };
                     let answer = LeaseAnswer::revoked(&after, ended, now);
                     (

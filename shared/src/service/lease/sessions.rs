@@ -162,6 +162,7 @@ impl SessionPlanner<'_> {
             session: Some(before.id.clone()),
             ended,
             reason: reason.to_owned(),
+            reopened: None,
         };
         let after = Session {
             expires_at: write.expires_at,

@@ -38,7 +38,7 @@ pub(super) struct Folded {
 /// their whole ttl (the attack of 2026-12-05). A set's renew still fails whole: the holder must
 /// acquire the revoked member again.
 fn releases_a_revoked_permit(mutation: &Mutation<'_>, state: &LeaseState) -> bool {
-    matches!(mutation, Mutation::Hold(HolderOp::Release { holder, token }) if state.was_revoked(holder, *token))
+    matches!(mutation, Mutation::Hold(HolderOp::Release { holder, token, .. }) if state.was_revoked(holder, *token))
 }
 
 /// The set `members` (each with its resource's stored state) at `now`: all or nothing, but for
@@ -450,6 +450,7 @@ mod tests {
             Mutation::Hold(HolderOp::Release {
                 holder: "me",
                 token,
+                done: None,
             })
         };
         let folded = fold(

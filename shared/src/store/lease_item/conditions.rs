@@ -87,8 +87,19 @@ pub(crate) fn unchanged(
 }
 
 /// The condition that the resource is free at `now` (a placeholder): no live permit of either
-/// kind, nobody waiting, and no permit a waiting call has not taken ([`crate::lease::LeaseState::is_free`]).
+/// kind, nobody waiting, no permit a waiting call has not taken, and no finished mark, live or
+/// stale (docs/adr/0012: a stale one is dropped by a write decided on a read)
+/// ([`crate::lease::LeaseState::is_free`]).
 pub(crate) fn free(e: &mut Expr, now: &str) -> String {
+    let dn = e.name("dn");
+    format!(
+        "{unheld} AND attribute_not_exists({dn})",
+        unheld = unheld(e, now)
+    )
+}
+
+/// No live permit of either kind, nobody waiting, and no permit a waiting call has not taken.
+fn unheld(e: &mut Expr, now: &str) -> String {
     let (holder, exp) = (e.name("holder"), e.name("exp"));
     let (until, wuntil, hv) = (e.name("until"), e.name("wuntil"), e.name("hv"));
     format!(
@@ -99,9 +110,13 @@ pub(crate) fn free(e: &mut Expr, now: &str) -> String {
     )
 }
 
-/// A list index entry that may be tidied away: the item is listed (`lt`) and the resource is
-/// [`free`] at `now`, so no live permit or place loses its entry.
+/// A list index entry that may be tidied away: the item is listed (`lt`), [`unheld`] at `now`,
+/// and its finished mark, if any, ended (a stale mark waits for the next write to drop it, but
+/// lists nothing), so that no live permit, place or mark loses its entry.
 pub(crate) fn listed_and_free(e: &mut Expr, now: &str) -> String {
-    let lt = e.name("lt");
-    format!("attribute_exists({lt}) AND {}", free(e, now))
+    let (lt, dn, u) = (e.name("lt"), e.name("dn"), e.name("u"));
+    format!(
+        "attribute_exists({lt}) AND {unheld} AND (attribute_not_exists({dn}) OR {dn}.{u} <= {now})",
+        unheld = unheld(e, now)
+    )
 }

@@ -6,7 +6,8 @@
 //! `pm` (holder → `{t, e, v?}`) with `lim`, `until` (the latest `e`), `ver`, and `hv` while a
 //! permit carries a hand-off `v`; its queue is `wq` (`[{h, u, l, k?, x?}]`) with `wuntil`. Any
 //! item may keep `rv`, its revoked permits, and `hd`, its hand-offs that ended untaken. A permit
-//! in a session (`s`) is always in `pm`, stored as never lapsing by itself (docs/adr/0010).
+//! in a session (`s`) is always in `pm`, stored as never lapsing by itself (docs/adr/0010). A
+//! finished resource's mark is `dn` (`{h, t, a, r?, u}`: docs/adr/0012), on a versioned item.
 
 pub(crate) mod conditions;
 pub(crate) mod updates;
@@ -16,8 +17,8 @@ use crate::clock::Millis;
 use crate::lease::LeaseState;
 use crate::lease::MAX_TOKEN;
 use crate::lease::model::{
-    EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit, Place,
-    Revoked, Ticket, UNTIL_ITS_SESSION_ENDS,
+    Done, EndedHandoff, Handoff, MAX_ENDED_HANDOFFS, MAX_LIMIT, MAX_REVOKED, MAX_WAITERS, Permit,
+    Place, Revoked, Ticket, UNTIL_ITS_SESSION_ENDS,
 };
 use aws_sdk_dynamodb::types::AttributeValue;
 use sha2::{Digest, Sha256};
@@ -157,6 +158,44 @@ fn ended_handoffs_from_item(item: &Item, last_token: u64) -> Result<Vec<EndedHan
         .collect()
 }
 
+/// A finished mark as stored: `{h: holder, t: token, a: done at, r: result, u: until}`.
+pub(super) fn done_map(done: &Done) -> AttributeValue {
+    let mut entry: Map = [
+        ("h".to_owned(), s(&done.holder)),
+        ("t".to_owned(), n(done.token)),
+        ("a".to_owned(), n(done.at)),
+        ("u".to_owned(), n(done.until)),
+    ]
+    .into();
+    if let Some(result) = &done.result {
+        entry.insert("r".into(), s(result));
+    }
+    AttributeValue::M(entry)
+}
+
+fn done_from_item(item: &Item, last_token: u64) -> Result<Option<Box<Done>>, StoreError> {
+    let entry = match item.get("dn") {
+        None => return Ok(None),
+        Some(AttributeValue::M(entry)) => entry,
+        Some(_) => {
+            return Err(StoreError::Corrupt(
+                "a finished mark that is not a map".into(),
+            ));
+        }
+    };
+    let holder = req_s(entry, "h")?;
+    if holder.is_empty() {
+        return Err(StoreError::Corrupt("a finished mark with no holder".into()));
+    }
+    Ok(Some(Box::new(Done {
+        holder: holder.to_owned(),
+        token: issued(entry, last_token, "a finished mark")?,
+        at: req_n(entry, "a")?,
+        result: get_s(entry, "r")?.map(str::to_owned),
+        until: req_n(entry, "u")?,
+    })))
+}
+
 /// A versioned resource's permits as stored: holder → `{t: token, e: expiry ms, v: hand-off,
 /// s: session, vl: value}`; a session's permit is stored to live until its session ends (its `e` is
 /// [`crate::lease::model::UNTIL_ITS_SESSION_ENDS`]), but for one handed to a session's place
@@ -235,13 +274,19 @@ pub(super) fn lease_from_item(item: Option<&Item>) -> Result<LeaseState, StoreEr
     let version = get_n(item, "ver")?.unwrap_or(0);
     let revoked = revoked_from_item(item, last_token)?;
     let ended_handoffs = ended_handoffs_from_item(item, last_token)?;
+    let done = done_from_item(item, last_token)?;
     if let Some(limit) = get_n::<u32>(item, "lim")? {
-        let state = versioned_from_item(item, last_token, limit, version)?;
+        let state = versioned_from_item(item, last_token, limit, version, done)?;
         return Ok(LeaseState {
             revoked,
             ended_handoffs,
             ..state
         });
+    }
+    if done.is_some() {
+        return Err(StoreError::Corrupt(
+            "a finished mark on a lease item".into(),
+        ));
     }
     if item.contains_key("wq") || item.contains_key("hv") {
         return Err(StoreError::Corrupt(
@@ -280,6 +325,7 @@ fn versioned_from_item(
     last_token: u64,
     limit: u32,
     version: u64,
+    done: Option<Box<Done>>,
 ) -> Result<LeaseState, StoreError> {
     let corrupt = |what: &str| StoreError::Corrupt(format!("a semaphore item with {what}"));
     if !(1..=MAX_LIMIT).contains(&limit) {
@@ -330,10 +376,11 @@ fn versioned_from_item(
         version,
         permits,
         waiters,
+        done,
         ..LeaseState::default()
     };
     if limit == 1 && !state.is_versioned() {
-        return Err(corrupt("limit 1, no queue and no hand-off"));
+        return Err(corrupt("limit 1, no queue, no hand-off and no mark"));
     }
     if item.contains_key("hv") != state.has_live_handoff() {
         return Err(corrupt("a hand-off mark that its permits disagree with"));

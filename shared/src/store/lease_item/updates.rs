@@ -5,7 +5,7 @@
 use super::super::expr::Expr;
 use super::super::{n, s};
 use super::conditions;
-use super::{ended_handoffs_list, permits_map, places_list, revoked_list, shard_key};
+use super::{done_map, ended_handoffs_list, permits_map, places_list, revoked_list, shard_key};
 use crate::clock::Millis;
 use crate::lease::{Effect, Write};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -74,7 +74,13 @@ pub(crate) fn write_expressions(pk: &str, write: &Write, now_ms: Millis) -> (Str
     // The revoked permits and the hand-offs that ended untaken (docs/adr/0008): only a replace
     // changes them; other writes keep them.
     if let Effect::Replace(after) = &write.effect {
-        let (rv, hd) = (e.name("rv"), e.name("hd"));
+        let (rv, hd, dn) = (e.name("rv"), e.name("hd"), e.name("dn"));
+        // The finished mark (docs/adr/0012): set by a done release, dropped by a reopen or
+        // by the first write after it ends.
+        match &after.done {
+            Some(done) => update.set(&dn, e.value("dn", done_map(done))),
+            None => update.remove(&[&dn]),
+        }
         match after.revoked.is_empty() {
             true => update.remove(&[&rv]),
             false => update.set(&rv, e.value("rv", revoked_list(after))),
@@ -92,7 +98,7 @@ pub(crate) fn write_expressions(pk: &str, write: &Write, now_ms: Millis) -> (Str
 }
 
 /// Set or remove the index entry of the item `pk` in an update whose effect is `effect` (at `now`):
-/// set when it leaves a live permit or place, removed when it leaves the resource free, and
+/// set when it leaves a live permit, place or finished mark, removed when it leaves the resource free, and
 /// left alone by a renew (the entry is there since its take).
 fn index_entry(update: &mut Clauses, e: &mut Expr, pk: &str, effect: &Effect, now: Millis) {
     let listed = match effect {
@@ -100,7 +106,9 @@ fn index_entry(update: &mut Clauses, e: &mut Expr, pk: &str, effect: &Effect, no
         Effect::Take { expires_at, .. } => *expires_at > now,
         Effect::Clear => false,
         Effect::Replace(after) => {
-            after.live(now).is_some() || after.live_waiters(now).next().is_some()
+            after.live(now).is_some()
+                || after.live_waiters(now).next().is_some()
+                || after.finished(now).is_some()
         }
     };
     let (lt, lr) = (e.name("lt"), e.name("lr"));
