@@ -1,5 +1,6 @@
-//! `leasekit run --resource R [--ttl 30] [--wait 0] [--grace G] -- CMD ARGS...`: `flock`, across
-//! machines.
+//! `leasekit run --resource R [--ttl 30] [--wait 0] [--grace G] [--done] -- CMD ARGS...`: `flock`,
+//! across machines. `--candidates a,b,c` instead of `--resource` runs CMD on the first of them
+//! that is free; `--done` marks the resource finished when CMD exits 0 (docs/adr/0012).
 //!
 //! Acquire the lease (waiting up to `--wait` seconds in the resource's first-come-first-served
 //! queue if someone else holds it; with backoff on a server that has no queue), run
@@ -17,7 +18,7 @@ use crate::process_group;
 use crate::watchdog::Watchdog;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use leasekit_client::{Ask, Client, Guard, safety_margin};
+use leasekit_client::{Ask, Claim, Client, Guard, safety_margin};
 use std::time::Duration;
 use tokio::time::{Instant, timeout_at};
 
@@ -25,6 +26,8 @@ use tokio::time::{Instant, timeout_at};
 pub const EXIT_NOT_ACQUIRED: u8 = 75;
 /// The lease was lost while CMD ran; CMD was stopped.
 pub const EXIT_LEASE_LOST: u8 = 76;
+/// The resource is finished (every candidate that is not held is): CMD did not run.
+pub const EXIT_FINISHED: u8 = 77;
 
 /// `--grace` when not given: this, or half the usable lease time if that is less.
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -57,8 +60,23 @@ pub struct RunArgs {
     #[command(flatten)]
     connection: Connection,
     /// The resource to hold while CMD runs.
+    #[arg(long, required_unless_present = "candidates")]
+    resource: Option<String>,
+    /// Instead of --resource: run CMD on the first of these (2-50, comma separated, in order)
+    /// that can be granted now; LEASE_RESOURCE names it. Exit 75 when none is free.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["resource", "wait"], num_args = 1)]
+    candidates: Option<Vec<String>>,
+    /// When CMD exits 0, release the resource as finished: nobody is granted it again until
+    /// the mark ends (--keep-done) or it is reopened, and every acquire is told who finished it
+    /// and --result. A failing CMD leaves it open for another try.
     #[arg(long)]
-    resource: String,
+    done: bool,
+    /// With --done: what the work produced (0-1024 bytes), shown to every later acquire.
+    #[arg(long, requires = "done")]
+    result: Option<String>,
+    /// With --done: seconds the resource stays finished (default a week).
+    #[arg(long, requires = "done", value_parser = clap::value_parser!(u64).range(1..=7_776_000))]
+    keep_done: Option<u64>,
     /// Hold one of this many permits (a semaphore: up to N commands at once); default 1.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     limit: u32,
@@ -114,6 +132,9 @@ pub async fn elect(mut args: RunArgs) -> Result<u8> {
             args.limit
         );
     }
+    if args.candidates.is_some() || args.done {
+        bail!("elect leads one --resource until stopped (no --candidates, no --done)");
+    }
     args.wait.get_or_insert(leasekit_client::FOREVER.as_secs());
     args.name = "elect";
     run(args).await
@@ -126,8 +147,10 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     let holder = args.connection.holder();
     let mut terminate = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut interrupt = signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let Some(mut guard) = acquire(&client, &args, &holder, ttl, grace).await? else {
-        return Ok(EXIT_NOT_ACQUIRED);
+    let (resource, mut guard) = match acquire(&client, &args, &holder, ttl, grace).await? {
+        Acquired::Held(resource, guard) => (resource, guard),
+        Acquired::NotNow => return Ok(EXIT_NOT_ACQUIRED),
+        Acquired::Finished => return Ok(EXIT_FINISHED),
     };
     let mut renewals = guard.renewals();
     process_group::adopt_orphans();
@@ -137,7 +160,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
     command
         .args(&args.command[1..])
         .env("LEASE_FENCING_TOKEN", guard.fencing_token().to_string())
-        .env("LEASE_RESOURCE", &args.resource)
+        .env("LEASE_RESOURCE", &resource)
         .env("LEASE_HOLDER", &holder)
         .env("LEASE_VALUE", args.value.as_deref().unwrap_or(""))
         .process_group(0);
@@ -173,10 +196,17 @@ pub async fn run(args: RunArgs) -> Result<u8> {
                 drop(running);
                 if !guard.is_held() {
                     // `run` was not scheduled in time (stopped, say): the watchdog stopped it.
-                    eprintln!("leasekit {}: lease on {} lost; the command ended: {status}", args.name, args.resource);
+                    eprintln!("leasekit {}: lease on {resource} lost; the command ended: {status}", args.name);
                     return Ok(EXIT_LEASE_LOST);
                 }
-                if let Err(e) = guard.release().await {
+                if args.done && status.success() {
+                    let keep = args.keep_done.map(Duration::from_secs);
+                    if let Err(e) = guard.done(args.result.as_deref(), keep).await {
+                        let e = crate::inert::inert(&e.to_string());
+                        eprintln!("leasekit {}: {resource} was not marked finished: {e}", args.name);
+                        return Ok(EXIT_LEASE_LOST);
+                    }
+                } else if let Err(e) = guard.release().await {
                     let e = crate::inert::inert(&e.to_string());
                     eprintln!("leasekit {}: release failed, the lease will lapse by itself: {e}", args.name);
                 }
@@ -184,7 +214,7 @@ pub async fn run(args: RunArgs) -> Result<u8> {
             }
             lost = guard.expiring(grace) => {
                 let lost = crate::inert::inert(&format!("{lost:?}"));
-                eprintln!("leasekit {}: lease on {} lost ({lost}); stopping the command", args.name, args.resource);
+                eprintln!("leasekit {}: lease on {resource} lost ({lost}); stopping the command", args.name);
                 let kill_at = Instant::from_std(guard.deadline()).min(Instant::now() + grace);
                 running.watchdog.stopping();
                 stop(&mut child, running.group, kill_at).await;
@@ -216,17 +246,35 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
     tokio::signal::unix::signal(kind).context("installing a signal handler")
 }
 
-/// The guard, or `None` if someone else holds the lease past `--wait` (waited for in the
-/// server's fair queue; a server without one is asked again with backoff).
+/// What `run` got to run CMD under.
+enum Acquired {
+    /// The resource (a candidate: the one won) and the guard that keeps it.
+    Held(String, Guard),
+    /// Someone else holds it past `--wait` (every candidate is held, or waited for).
+    NotNow,
+    /// It is finished (every candidate not held is).
+    Finished,
+}
+
+/// The guard (waited for in the server's fair queue up to `--wait`; a server without one is
+/// asked again with backoff), or why there is none: each said on stderr.
 async fn acquire(
     client: &Client,
     args: &RunArgs,
     holder: &str,
     ttl: Duration,
     grace: Duration,
-) -> Result<Option<Guard>> {
+) -> Result<Acquired> {
+    let (resource, candidates) = match (&args.resource, &args.candidates) {
+        (Some(resource), _) => (resource, None),
+        (None, Some(candidates)) => (&candidates[0], Some(candidates)),
+        (None, None) => bail!("--resource or --candidates names what to hold"),
+    };
+    if let Some(candidates) = candidates {
+        return claim(client, args, candidates, holder, ttl).await;
+    }
     let waited = args.wait.unwrap_or(0);
-    let mut ask = Ask::new(&args.resource, holder, ttl, args.limit);
+    let mut ask = Ask::new(resource, holder, ttl, args.limit);
     if let Some(value) = &args.value {
         ask = ask.with_value(value);
     }
@@ -234,28 +282,82 @@ async fn acquire(
         .guard_asked(&ask, grace, Duration::from_secs(waited))
         .await
     {
-        Ok(guard) => Ok(Some(guard)),
+        Ok(guard) => Ok(Acquired::Held(resource.clone(), guard)),
+        Err(leasekit_client::Error::Finished(done)) => {
+            say_finished(args.name, resource, &done);
+            Ok(Acquired::Finished)
+        }
         Err(leasekit_client::Error::Held { holder, .. }) => {
             // Another holder's name: any string they chose.
             let holder = crate::inert::inert(&holder);
             match waited {
                 0 => eprintln!(
-                    "leasekit {}: {} is held by {holder} (--wait SECONDS waits for it, first \
-                     come first served)",
-                    args.name, args.resource
+                    "leasekit {}: {resource} is held by {holder} (--wait SECONDS waits for it, \
+                     first come first served)",
+                    args.name
                 ),
                 wait => eprintln!(
-                    "leasekit {}: {} is held by {holder}, still after waiting {wait} s",
-                    args.name, args.resource
+                    "leasekit {}: {resource} is held by {holder}, still after waiting {wait} s",
+                    args.name
                 ),
             }
-            Ok(None)
+            Ok(Acquired::NotNow)
         }
         Err(e) => Err(anyhow::Error::from(e).context(format!(
-            "acquiring {} at {} (--url or LEASEKIT_URL)",
-            args.resource, args.connection.url
+            "acquiring {resource} at {} (--url or LEASEKIT_URL)",
+            args.connection.url
         ))),
     }
+}
+
+/// The first of `candidates` that is free now, held with `--limit` 1.
+async fn claim(
+    client: &Client,
+    args: &RunArgs,
+    candidates: &[String],
+    holder: &str,
+    ttl: Duration,
+) -> Result<Acquired> {
+    if args.limit != 1 {
+        bail!("--candidates takes one permit of the first free one (no --limit)");
+    }
+    let names: Vec<&str> = candidates.iter().map(String::as_str).collect();
+    let claimed = client.claim_next(&names, holder, ttl).await.map_err(|e| {
+        anyhow::Error::from(e).context(format!(
+            "claiming one of {} at {} (--url or LEASEKIT_URL)",
+            candidates.join(","),
+            args.connection.url
+        ))
+    })?;
+    match claimed {
+        Claim::Won { resource, guard } => Ok(Acquired::Held(resource, guard)),
+        Claim::NoneFree { finished, busy } if busy.is_empty() => {
+            for (resource, done) in &finished {
+                say_finished(args.name, resource, done);
+            }
+            Ok(Acquired::Finished)
+        }
+        Claim::NoneFree { finished, busy } => {
+            eprintln!(
+                "leasekit {}: none of the candidates is free now: held or waited for: {}; finished: {}",
+                args.name,
+                busy.join(","),
+                finished.len()
+            );
+            Ok(Acquired::NotNow)
+        }
+    }
+}
+
+/// `resource` is finished: by whom, and its result (any string they chose).
+fn say_finished(name: &str, resource: &str, done: &leasekit_client::Done) {
+    let by = crate::inert::inert(&done.holder);
+    let result = crate::inert::inert(done.result.as_deref().unwrap_or(""));
+    eprintln!(
+        "leasekit {name}: {resource} is finished: done by {by} with token {} at {} ({result}); \
+         not run again",
+        done.fencing_token, done.done_at
+    );
 }
 
 /// Send `signal` to the command's process group (the command and what it started).

@@ -1188,3 +1188,94 @@ fn elect_takes_no_limit() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--limit"), "{stderr}");
 }
+
+/// `leasekit run --done` (docs/adr/0012): a command that exits 0 leaves the resource finished
+/// with its result, and the next run does not run its command (exit 77, saying who finished
+/// it); a failing command leaves it open for another try.
+#[test]
+fn run_done_finishes_the_resource_only_when_the_command_succeeds() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let failed = cli(&server, "w1")
+        .args(["run", "--resource", "task:1", "--done", "--", "false"])
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    let got = json(&succeeded(cli(&server, "w1").args([
+        "get",
+        "--resource",
+        "task:1",
+    ])));
+    assert_eq!(got["data"]["done"], Value::Null, "a failure leaves it open");
+    succeeded(cli(&server, "w1").args([
+        "run",
+        "--resource",
+        "task:1",
+        "--done",
+        "--result",
+        "sent INV-1009",
+        "--",
+        "true",
+    ]));
+    let got = json(&succeeded(cli(&server, "w1").args([
+        "get",
+        "--resource",
+        "task:1",
+    ])));
+    assert_eq!(got["data"]["done"]["holder"], "w1", "{got}");
+    assert_eq!(got["data"]["done"]["result"], "sent INV-1009");
+    let marker = dir.path().join("ran-again");
+    let again = cli(&server, "w2")
+        .args(["run", "--resource", "task:1", "--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(77), "{stderr}");
+    assert!(
+        stderr.contains("finished") && stderr.contains("w1"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the command did not run");
+}
+
+/// `leasekit run --candidates a,b,c` runs the command on the first free one, named in
+/// LEASE_RESOURCE; with none free it exits 75, with all finished 77.
+#[test]
+fn run_candidates_takes_the_first_free_one() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    succeeded(cli(&server, "other").args(["acquire", "--resource", "q:a", "--ttl", "60"]));
+    let out = succeeded(cli(&server, "w1").args([
+        "run",
+        "--candidates",
+        "q:a,q:b,q:c",
+        "--done",
+        "--",
+        "sh",
+        "-c",
+        "echo $LEASE_RESOURCE",
+    ]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "q:b");
+    let out = succeeded(cli(&server, "w1").args([
+        "run",
+        "--candidates",
+        "q:a,q:b,q:c",
+        "--done",
+        "--",
+        "sh",
+        "-c",
+        "echo $LEASE_RESOURCE",
+    ]));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "q:c");
+    let none = cli(&server, "w1")
+        .args(["run", "--candidates", "q:a,q:b,q:c", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(none.status.code(), Some(75), "q:a is held");
+    let all_done = cli(&server, "w1")
+        .args(["run", "--candidates", "q:b,q:c", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(all_done.status.code(), Some(77));
+}

@@ -56,12 +56,33 @@ pub struct Lease {
     /// watch: whether the state is another than the tag sent named.
     #[serde(default)]
     pub changed: Option<bool>,
+    /// The resource's finished mark (a done release): while it stands, every acquire is
+    /// refused with `DONE`. `None` when it is not finished.
+    #[serde(default)]
+    pub done: Option<Done>,
+    /// An acquire of candidates: the one granted.
+    #[serde(default)]
+    pub resource: Option<String>,
     pub replayed: bool,
     pub witnesses: Vec<Witness>,
 }
 
 fn one() -> u32 {
     1
+}
+
+/// A finished resource's mark (docs/adr/0012): who finished it, with which token, when, what
+/// the work produced, and until when it stays finished.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Done {
+    pub holder: String,
+    pub fencing_token: u64,
+    /// ISO 8601 UTC.
+    pub done_at: String,
+    pub result: Option<String>,
+    /// ISO 8601 UTC.
+    pub until: String,
 }
 
 /// A live session, as the service answers it.
@@ -111,6 +132,8 @@ pub struct Member {
     pub expires_at: Option<String>,
     pub limit: u32,
     pub holders: Vec<Permit>,
+    #[serde(default)]
+    pub done: Option<Done>,
 }
 
 /// A page of [`Client::list`]: your tenant's resources with a live permit or waiter, by name.
@@ -130,6 +153,9 @@ pub struct Listed {
     pub limit: u32,
     pub holders: Vec<Permit>,
     pub waiters: Vec<Waiter>,
+    /// Its finished mark, if it is finished.
+    #[serde(default)]
+    pub done: Option<Done>,
 }
 
 /// A live place in a resource's queue.
@@ -164,4 +190,7 @@ pub struct AuditEntry {
     pub session: Option<String>,
     pub ended: Vec<Permit>,
     pub reason: String,
+    /// A reopen's entry: the finished mark it ended.
+    #[serde(default)]
+    pub reopened: Option<Done>,
 }

@@ -107,13 +107,44 @@ impl Held {
         }
     }
 
-    /// What ends it: a lease's release, a session's close (every permit in it).
-    fn ending(&self) -> Value {
+    /// What ends it: a lease's release (with done, a done release: docs/adr/0012), a session's
+    /// close (every permit in it).
+    fn ending(&self, done: Option<&Finish>) -> Value {
         match &self.kept {
-            Kept::Lease { resource, token } => release_body(resource, &self.holder, *token),
+            Kept::Lease { resource, token } => {
+                let mut body = release_body(resource, &self.holder, *token);
+                if let Some(finish) = done {
+                    body["done"] = json!(true);
+                    if let Some(result) = &finish.result {
+                        body["result"] = json!(result);
+                    }
+                    if let Some(keep) = finish.keep {
+                        body["keepDoneSeconds"] = json!(keep.as_secs().max(1));
+                    }
+                }
+                body
+            }
             Kept::Session { id } => json!({"op": "close", "session": id, "holder": self.holder}),
         }
     }
+}
+
+/// How a guard's owner lets it go.
+pub(crate) enum Ending {
+    Release,
+    /// A done release (docs/adr/0012), whose answer the owner waits for.
+    Done {
+        finish: Finish,
+        answer: oneshot::Sender<Result<Lease, Error>>,
+    },
+}
+
+/// What a done release leaves: the work's result, and how long the resource stays finished
+/// (the server's default, a week, when `None`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Finish {
+    pub result: Option<String>,
+    pub keep: Option<Duration>,
 }
 
 /// Shared by the guard and its renewer; changed only under the channel's lock, so a loss, once
@@ -145,7 +176,7 @@ pub struct Guard {
     /// Whose lease it is, for [`Guard::proclaim`] (`None` for a session's guard).
     owner: Option<Owner>,
     signal: Signal,
-    stop: Option<oneshot::Sender<()>>,
+    stop: Option<oneshot::Sender<Ending>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -253,8 +284,49 @@ impl Guard {
     /// after which the lease lapses by itself).
     pub async fn release(mut self) -> Result<(), Error> {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(Ending::Release);
         }
+        self.stopped().await
+    }
+
+    /// The work is finished: stop renewing and release the lease with done (docs/adr/0012), so
+    /// that nobody is granted the resource again while the mark stands (a week unless `keep`
+    /// says otherwise) and every acquire is told who finished it and `result`. The answer's
+    /// `done` is the mark. `Err(Error::Lost)` when the lease was lost first (nothing marked:
+    /// the work may have been fenced off), or the release was refused.
+    pub async fn done(
+        mut self,
+        result: Option<&str>,
+        keep: Option<Duration>,
+    ) -> Result<Lease, Error> {
+        if self.owner.is_none() {
+            return Err(Error::Invalid(
+                "a session is not finished: finish each lease in it".into(),
+            ));
+        }
+        let (answer, answered) = oneshot::channel();
+        let finish = Finish {
+            result: result.map(str::to_owned),
+            keep,
+        };
+        if let Some(stop) = self.stop.take() {
+            // Refused when the renewer has ended already: the lease was lost, refused.
+            let _ = stop.send(Ending::Done { finish, answer });
+        }
+        self.stopped().await?;
+        let lost = || {
+            let lost = self.signal.state.borrow().lost.clone();
+            Error::Lost(lost.unwrap_or(Lost::Released))
+        };
+        let lease = answered.await.map_err(|_| lost())??;
+        match lease.granted {
+            true => Ok(lease),
+            false => Err(Error::Lost(Lost::Refused(refusal(&lease)))),
+        }
+    }
+
+    /// Waits for the renewer to end.
+    async fn stopped(&mut self) -> Result<(), Error> {
         if let Some(task) = self.task.take() {
             task.await.map_err(|e| Error::Unavailable(e.to_string()))?;
         }
@@ -372,7 +444,7 @@ impl Drop for Guard {
     /// Dropped without `release`: the background task still releases the lease.
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(Ending::Release);
         }
     }
 }
@@ -382,13 +454,13 @@ async fn renew(
     client: Client,
     held: Held,
     state: Arc<watch::Sender<State>>,
-    mut stopped: oneshot::Receiver<()>,
+    mut stopped: oneshot::Receiver<Ending>,
 ) {
     let timing = held.timing;
     let mut deadline = state.borrow().deadline;
     loop {
         tokio::select! {
-            _ = &mut stopped => return release(&client, &held, &state, deadline).await,
+            ending = &mut stopped => return release(&client, &held, &state, deadline, ending).await,
             () = sleep_until(timing.renew_at(deadline)) => {}
         }
         let sent = loop {
@@ -399,7 +471,7 @@ async fn renew(
             }
             let call = client.call(held.renewal(), Some(deadline));
             let answer = tokio::select! {
-                _ = &mut stopped => return release(&client, &held, &state, deadline).await,
+                ending = &mut stopped => return release(&client, &held, &state, deadline, ending).await,
                 answer = call => answer,
             };
             match answer {
@@ -414,7 +486,7 @@ async fn renew(
                 Err(e) => {
                     tracing::warn!(error = %e, "renewal failed; retrying while time is left");
                     tokio::select! {
-                        _ = &mut stopped => return release(&client, &held, &state, deadline).await,
+                        ending = &mut stopped => return release(&client, &held, &state, deadline, ending).await,
                         () = sleep(RETRY_PAUSE) => {}
                     }
                 }
@@ -448,25 +520,49 @@ async fn after_loss(
     client: &Client,
     held: &Held,
     state: &watch::Sender<State>,
-    stopped: oneshot::Receiver<()>,
+    stopped: oneshot::Receiver<Ending>,
 ) {
     let refused = matches!(state.borrow().lost, Some(Lost::Refused(_)));
-    if refused || stopped.await.is_err() {
+    if refused {
         return;
     }
-    release(client, held, state, Instant::now()).await;
+    let ending = stopped.await;
+    if ending.is_err() {
+        return;
+    }
+    release(client, held, state, Instant::now(), ending).await;
 }
 
 /// Release, giving up at the deadline, or [`ENDING_GRACE`] from now if that is later (the lease
 /// lapses by itself after). The signal says so first: nothing is held from the moment the owner
 /// lets go.
-async fn release(client: &Client, held: &Held, state: &watch::Sender<State>, deadline: Instant) {
+/// A done release's answer goes to its owner, who waits for it.
+async fn release(
+    client: &Client,
+    held: &Held,
+    state: &watch::Sender<State>,
+    deadline: Instant,
+    ending: Result<Ending, oneshot::error::RecvError>,
+) {
     state.send_modify(|s| {
         s.lost.get_or_insert(Lost::Released);
     });
     let by = deadline.max(Instant::now() + ENDING_GRACE);
-    if let Err(e) = client.call(held.ending(), Some(by)).await {
-        tracing::warn!(error = %e, "release failed; the lease lapses by itself");
+    // A sender dropped without a word is a release.
+    let (finish, answer) = match ending {
+        Ok(Ending::Done { finish, answer }) => (Some(finish), Some(answer)),
+        Ok(Ending::Release) | Err(_) => (None, None),
+    };
+    let ended = client.call(held.ending(finish.as_ref()), Some(by)).await;
+    match answer {
+        Some(answer) => {
+            let _ = answer.send(ended);
+        }
+        None => {
+            if let Err(e) = ended {
+                tracing::warn!(error = %e, "release failed; the lease lapses by itself");
+            }
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 
 mod answers;
 mod bodies;
+mod claim;
 mod election;
 pub mod guard;
 mod retry;
@@ -20,11 +21,12 @@ mod session;
 pub use leasekit_json_http as http;
 
 pub use answers::{
-    AuditEntry, AuditPage, Lease, ListPage, Listed, Member, Permit, SessionPermit, SessionState,
-    Waiter, Witness,
+    AuditEntry, AuditPage, Done, Lease, ListPage, Listed, Member, Permit, SessionPermit,
+    SessionState, Waiter, Witness,
 };
 pub use bodies::Ask;
 pub(crate) use bodies::{acquire_body, page_body, release_body, renew_body, set_leases, wire_ttl};
+pub use claim::Claim;
 pub use election::{FOREVER, Leader, Observer};
 pub use guard::{Guard, Lost, Renewals, Signal, safety_margin};
 pub use session::Session;
@@ -74,6 +76,10 @@ pub enum Error {
     /// that asking again will not change (a full session).
     #[error("{0}")]
     Invalid(String),
+    /// The resource is finished (a done release, docs/adr/0012): who finished it, and what the
+    /// work produced. Nobody is granted it until the mark ends or someone reopens it.
+    #[error("finished by {} with token {}", .0.holder, .0.fencing_token)]
+    Finished(Box<Done>),
     /// The session this call worked in is lost, and every hold in it (from [`Session`]).
     #[error("the session is lost: {0:?}")]
     Lost(Lost),
@@ -300,6 +306,10 @@ impl Client {
         };
         let sent = Instant::now();
         let lease = self.call(ask.body(), Some(timing.deadline(sent))).await?;
+        // Finished: nobody is granted it while the mark stands, waiting will not help.
+        if let (false, Some(done)) = (lease.granted, &lease.done) {
+            return Err(Error::Finished(Box::new(done.clone())));
+        }
         match (lease.granted, lease.fencing_token) {
             // Whichever attempt the server applied, it handled it after `sent`.
             (true, Some(token)) => Ok(Guard::start(
