@@ -249,7 +249,7 @@ fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::
 /// What `run` got to run CMD under.
 enum Acquired {
     /// The resource (a candidate: the one won) and the guard that keeps it.
-    Held(String, Guard),
+    Held(String, Box<Guard>),
     /// Someone else holds it past `--wait` (every candidate is held, or waited for).
     NotNow,
     /// It is finished (every candidate not held is).
@@ -282,7 +282,7 @@ async fn acquire(
         .guard_asked(&ask, grace, Duration::from_secs(waited))
         .await
     {
-        Ok(guard) => Ok(Acquired::Held(resource.clone(), guard)),
+        Ok(guard) => Ok(Acquired::Held(resource.clone(), Box::new(guard))),
         Err(leasekit_client::Error::Finished(done)) => {
             say_finished(args.name, resource, &done);
             Ok(Acquired::Finished)

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 /// What [`Client::claim_next`] got.
 pub enum Claim {
     /// The first of the candidates that could be granted: its name and the guard that keeps it.
-    Won { resource: String, guard: Guard },
+    Won { resource: String, guard: Box<Guard> },
     /// None could be granted now: those finished (each with its mark), and those held or
     /// waited for (try again later, or wait on one of them).
     NoneFree {
@@ -43,7 +43,7 @@ impl Client {
         let lease = self.call(body, Some(timing.deadline(sent))).await?;
         match (lease.granted, lease.fencing_token, lease.resource.clone()) {
             (true, Some(token), Some(resource)) => Ok(Claim::Won {
-                guard: Guard::start(
+                guard: Box::new(Guard::start(
                     self.clone(),
                     Held {
                         kept: Kept::Lease {
@@ -55,7 +55,7 @@ impl Client {
                         timing,
                     },
                     timing.deadline(sent),
-                ),
+                )),
                 resource,
             }),
             _ => Ok(none_free(&lease)),
