@@ -90,10 +90,23 @@ class AsyncClient(Settings):
         return await self._call(body("renew", resource, self.tenant, holder=holder, token=token, ttl=ttl,
                                      value=value, request_id=request_id or new_request_id()), deadline)
 
-    async def release(self, resource: str, *, holder: str, token: int, request_id: str | None = None,
+    async def release(self, resource: str, *, holder: str, token: int, done: bool = False, result: str | None = None,
+                      keep_done: int | None = None, request_id: str | None = None,
                       deadline: float | None = None) -> Lease:
+        """Release a lease you hold. With `done`, the resource is finished: nobody is granted it
+        for `keep_done` seconds (default a week) unless someone reopens it, and every acquire is
+        told who finished it and `result` (0-1024 bytes); `done` in the answer is the mark."""
         return await self._call(body("release", resource, self.tenant, holder=holder, token=token,
-                                     request_id=request_id or new_request_id()), deadline)
+                               done=True if done else None, result=result, keep_done=keep_done,
+                               request_id=request_id or new_request_id()), deadline)
+
+    async def reopen(self, resource: str, *, reason: str, holder: str | None = None, token: int | None = None,
+                     request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """End `resource`'s finished mark early, with `reason` kept in the audit: as its finisher
+        (`holder` and the `token` it finished with) or, naming none, with an admin key or the
+        paying wallet (else `Forbidden`). The next grant's token continues from the counter."""
+        return await self._call(body("reopen", resource, self.tenant, holder=holder, token=token, reason=reason,
+                               request_id=request_id or new_request_id()), deadline)
 
     async def revoke(self, resource: str, *, reason: str, holder: str | None = None, token: int | None = None,
                request_id: str | None = None, deadline: float | None = None) -> Lease:
@@ -170,6 +183,13 @@ class AsyncClient(Settings):
         """Hold `resource` (one of `limit` permits) while an `async with` block runs (see `HeldLease`)."""
         return AsyncHeldLease(self, (resource,), holder=holder, ttl=ttl, wait=wait, limit=limit)
 
+    def claim_next(self, candidates: Sequence[str], *, holder: str, ttl: int = 30) -> AsyncHeldLease:
+        """Hold the first of `candidates` (2-50 distinct names, in the order given) that can be
+        granted now while an `async with` block runs: not held to its limit, not finished, nobody
+        waiting ahead (`resource` and `token` name the one won). `NotAcquired` when none is free
+        now; `Finished` when every one is finished. Finish it with `finish(result)`."""
+        return AsyncHeldLease(self, tuple(candidates), holder=holder, ttl=ttl, wait=0.0, limit=1, candidates=True)
+
     def lease_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, wait: float = 0.0,
                   limit: int = 1) -> AsyncHeldLease:
         """Hold every one of `resources` (2-50) while an `async with` block runs: taken together,
@@ -207,8 +227,9 @@ class AsyncHeldLease(Hold[AsyncClient]):
     _block = "`async with` block"
 
     def __init__(self, client: AsyncClient, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float,
-                 limit: int, value: str | None = None) -> None:
-        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, value=value, guard=nullcontext())
+                 limit: int, value: str | None = None, candidates: bool = False) -> None:
+        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, value=value,
+                         guard=nullcontext(), candidates=candidates)
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -241,6 +262,14 @@ class AsyncHeldLease(Hold[AsyncClient]):
                                           value=value)
         return self._proclaimed(value, answer)
 
+    async def finish(self, result: str | None = None, *, keep: int | None = None) -> Lease:
+        """`HeldLease.finish` for asyncio: release with done, `result` shown to every acquire."""
+        self._finishing(result, keep)
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+        return self._finished()
+
     async def wait_lost(self, timeout: float | None = None) -> bool:
         renewal = self._require()
         for seconds in renewal.waits(timeout):
@@ -269,9 +298,12 @@ class AsyncHeldLease(Hold[AsyncClient]):
                     raise
                 return e
         try:
-            return await self._client._call(self._request(step), self._deadline(step))
+            outcome: Outcome = await self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:
-            return e
+            outcome = e
+        if isinstance(step, Release):
+            self._ended = outcome
+        return outcome
 
 
 class AsyncHeldSession(SessionHold[AsyncClient], AsyncHeldLease):

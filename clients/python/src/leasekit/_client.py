@@ -87,10 +87,22 @@ class Client(Settings):
         return self._call(body("renew", resource, self.tenant, holder=holder, token=token, ttl=ttl,
                                value=value, request_id=request_id or new_request_id()), deadline)
 
-    def release(self, resource: str, *, holder: str, token: int, request_id: str | None = None,
+    def release(self, resource: str, *, holder: str, token: int, done: bool = False, result: str | None = None,
+                keep_done: int | None = None, request_id: str | None = None,
                 deadline: float | None = None) -> Lease:
-        """Release a lease you hold."""
+        """Release a lease you hold. With `done`, the resource is finished: nobody is granted it
+        for `keep_done` seconds (default a week) unless someone reopens it, and every acquire is
+        told who finished it and `result` (0-1024 bytes); `done` in the answer is the mark."""
         return self._call(body("release", resource, self.tenant, holder=holder, token=token,
+                               done=True if done else None, result=result, keep_done=keep_done,
+                               request_id=request_id or new_request_id()), deadline)
+
+    def reopen(self, resource: str, *, reason: str, holder: str | None = None, token: int | None = None,
+               request_id: str | None = None, deadline: float | None = None) -> Lease:
+        """End `resource`'s finished mark early, with `reason` kept in the audit: as its finisher
+        (`holder` and the `token` it finished with) or, naming none, with an admin key or the
+        paying wallet (else `Forbidden`). The next grant's token continues from the counter."""
+        return self._call(body("reopen", resource, self.tenant, holder=holder, token=token, reason=reason,
                                request_id=request_id or new_request_id()), deadline)
 
     def revoke(self, resource: str, *, reason: str, holder: str | None = None, token: int | None = None,
@@ -169,6 +181,13 @@ class Client(Settings):
         """Hold `resource` (one of `limit` permits) while a `with` block runs (see `HeldLease`)."""
         return HeldLease(self, (resource,), holder=holder, ttl=ttl, wait=wait, limit=limit)
 
+    def claim_next(self, candidates: Sequence[str], *, holder: str, ttl: int = 30) -> HeldLease:
+        """Hold the first of `candidates` (2-50 distinct names, in the order given) that can be
+        granted now while a `with` block runs: not held to its limit, not finished, nobody
+        waiting ahead (`resource` and `token` name the one won). `NotAcquired` when none is free
+        now; `Finished` when every one is finished. Finish it with `finish(result)`."""
+        return HeldLease(self, tuple(candidates), holder=holder, ttl=ttl, wait=0.0, limit=1, candidates=True)
+
     def lease_all(self, resources: Sequence[str], *, holder: str, ttl: int = 30, wait: float = 0.0,
                   limit: int = 1) -> HeldLease:
         """Hold every one of `resources` (2-50) while a `with` block runs: taken together,
@@ -214,10 +233,11 @@ class HeldLease(Hold[Client]):
     """
 
     def __init__(self, client: Client, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float,
-                 limit: int, value: str | None = None) -> None:
+                 limit: int, value: str | None = None, candidates: bool = False) -> None:
         # The lock of the renewal, which the renewing thread steps and the caller's thread reads.
         self._changed = threading.Condition()
-        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, value=value, guard=self._changed)
+        super().__init__(client, resources, holder=holder, ttl=ttl, wait=wait, limit=limit, value=value,
+                         guard=self._changed, candidates=candidates)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -253,6 +273,20 @@ class HeldLease(Hold[Client]):
         answer = self._client.renew(self.resource, holder=self.holder, token=self.token, ttl=self.ttl, value=value)
         return self._proclaimed(value, answer)
 
+    def finish(self, result: str | None = None, *, keep: int | None = None) -> Lease:
+        """The work is done: stop renewing and release with done, so that nobody is granted the
+        resource again for `keep` seconds (default a week) unless someone reopens it, and every
+        acquire is told who finished it and `result` (0-1024 bytes). The answer's `done` is the
+        mark. `LeaseLost` when the lease was lost first: nothing is marked (your writes may have
+        been fenced off: check before calling it done)."""
+        self._finishing(result, keep)
+        self._stop.set()
+        with self._changed:
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        return self._finished()
+
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the lease is lost (True) or `timeout` seconds pass (False)."""
         with self._changed:
@@ -285,9 +319,12 @@ class HeldLease(Hold[Client]):
                     raise
                 return e
         try:
-            return self._client._call(self._request(step), self._deadline(step))
+            outcome: Outcome = self._client._call(self._request(step), self._deadline(step))
         except LeasekitError as e:
-            return e
+            outcome = e
+        if isinstance(step, Release):
+            self._ended = outcome
+        return outcome
 
 
 class HeldSession(SessionHold[Client], HeldLease):

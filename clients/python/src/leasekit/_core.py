@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import httpx
 
-from ._errors import (InvalidInput, LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited,
+from ._errors import (Finished, InvalidInput, LeasekitError, LeaseLost, NotAcquired, PaymentInProgress, RateLimited,
                       ServiceError, StoreUnavailable, Unavailable, from_answer)
 from ._model import Clock, Lease, body, lease_from, new_request_id, set_leases
 from ._x402 import PAYMENT_REQUIRED, PAYMENT_SIGNATURE
@@ -267,6 +267,12 @@ class Acquisition:
             clock = Clock(self.ttl)
             clock.granted(self._sent)
             return Renewal(outcome.token or 0, clock, self._now)
+        # Finished (every refusal is DONE: the resource, a set's blocking member, each
+        # candidate): nobody is granted it while the mark stands, waiting would not help.
+        if outcome.rules and all(rule == "DONE" for rule in outcome.rules):
+            marks = [m.done for m in outcome.leases or () if m.done is not None]
+            done = outcome.done or (marks[0] if marks else None)
+            raise Finished(f"{self.resource} is finished" + (f" by {done.holder}" if done else ""), done=done)
         # Waiting would not help: the live permits were granted under another limit.
         if "LIMIT_MISMATCH" in outcome.rules:
             raise NotAcquired(f"{self.resource} is held under limit {outcome.limit}", holder=outcome.holder)
@@ -388,7 +394,7 @@ class Hold(Generic[C]):
     _block = "`with` block"
 
     def __init__(self, client: C, resources: tuple[str, ...], *, holder: str, ttl: int, wait: float, limit: int,
-                 guard: AbstractContextManager[Any], value: str | None = None) -> None:
+                 guard: AbstractContextManager[Any], value: str | None = None, candidates: bool = False) -> None:
         self._client, self.holder, self.ttl, self._wait, self.limit = client, holder, ttl, wait, limit
         #: The permit's note, sent with the acquire (a candidate's address, for a campaign).
         self.value = value
@@ -399,17 +405,26 @@ class Hold(Generic[C]):
         self.token = 0
         self._renewal: Renewal | None = None
         self._guard = guard
+        #: `resources` are candidates: the first that can be granted now is held (`claim_next`).
+        self._candidates = candidates
+        #: A finish's fields, sent with the release (docs/adr/0012); and what the release answered.
+        self._finish: dict[str, Any] | None = None
+        self._ended: Outcome = None
 
     @property
     def _is_set(self) -> bool:
-        return len(self.resources) > 1
+        return len(self.resources) > 1 and not self._candidates
 
     def _acquisition(self) -> Acquisition:
-        return Acquisition(self.resource, self.ttl, self._wait, server_waits=not self._is_set)
+        waits = not self._is_set and not self._candidates
+        return Acquisition(self.resource, self.ttl, self._wait, server_waits=waits)
 
     def _held(self, acquisition: Acquisition, renewal: Renewal) -> None:
-        """The acquire was granted: keep its tokens and its renewal."""
+        """The acquire was granted: keep its tokens and its renewal (and, of candidates, the one
+        won: the lease is on it from now on)."""
         answer = acquisition.answer
+        if self._candidates and answer is not None and answer.resource is not None:
+            self.resources, self.resource, self._candidates = (answer.resource,), answer.resource, False
         if answer is not None and answer.leases is not None:
             self.tokens = {m.resource: m.token for m in answer.leases if m.token is not None}
         else:
@@ -420,8 +435,9 @@ class Hold(Generic[C]):
         """The body a step sends, for one resource or the whole set."""
         tenant, fields = self._client.tenant, {"holder": self.holder}
         if isinstance(step, Acquire):
-            target: dict[str, Any] = {"resources": list(self.resources)} if self._is_set else {}
-            return body("acquire", None if self._is_set else self.resources[0], tenant, ttl=self.ttl,
+            named = self._is_set or self._candidates
+            target: dict[str, Any] = {"candidates" if self._candidates else "resources": list(self.resources)} if named else {}
+            return body("acquire", None if named else self.resources[0], tenant, ttl=self.ttl,
                         limit=self.limit if self.limit != 1 else None, request_id=step.request_id,
                         wait=step.wait or None, value=self.value, **target, **fields)
         op = "renew" if isinstance(step, Renew) else "release"
@@ -429,8 +445,9 @@ class Hold(Generic[C]):
         if self._is_set:
             leases = set_leases([(r, self.tokens[r]) for r in self.resources])
             return body(op, None, tenant, leases=leases, ttl=ttl, request_id=new_request_id(), **fields)
+        finish = self._finish if isinstance(step, Release) and self._finish is not None else {}
         return body(op, self.resources[0], tenant, token=self.token, ttl=ttl, request_id=new_request_id(),
-                    **fields)
+                    **finish, **fields)
 
     @staticmethod
     def _deadline(step: Acquire | Renew | Release) -> float | None:
@@ -473,6 +490,30 @@ class Hold(Generic[C]):
 
     def _lost_now(self) -> None:
         """Wake whoever waits for the loss (under `_guard`)."""
+
+    def _finishing(self, result: str | None, keep: int | None) -> None:
+        """The release that ends the hold is a done release from now on (docs/adr/0012)."""
+        if self._is_set:
+            raise ValueError("a set is not finished whole: finish each of its resources in a hold of its own")
+        with self._guard:
+            self._require().check()
+        self._finish = {"done": True, "result": result, "keep_done": keep}
+
+    def _finished(self) -> Lease:
+        """A finish's answer: the resource's mark in `done`. `LeaseLost` when the lease was lost
+        before the release could be sent, or the release was refused (nothing was marked)."""
+        answer = self._ended
+        if isinstance(answer, LeasekitError):
+            raise answer
+        if isinstance(answer, Lease) and answer.granted:
+            return answer
+        with self._guard:
+            clock = self._require().clock
+            if isinstance(answer, Lease):
+                clock.refused(answer.rules[0] if answer.rules else "refused")
+            clock.judge(float("inf"))
+            self._lost_now()
+        raise LeaseLost(f"not finished: {clock.lost_reason}", rule=clock.lost_rule)
 
 
 #: The rules by which an acquire in a session learns that the session has ended, and with it

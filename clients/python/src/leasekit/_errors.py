@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._model import Done
 
 
 class LeasekitError(Exception):
@@ -73,6 +77,16 @@ class NotAcquired(LeasekitError):
     def __init__(self, message: str, *, holder: str | None) -> None:
         super().__init__(message)
         self.holder = holder
+
+
+class Finished(NotAcquired):
+    """The resource is finished (someone released it with done): `done` says who finished it,
+    with which token, when, and what the work produced. Nobody is granted it until the mark ends
+    or someone reopens it; for `claim_next`, every candidate not held is finished."""
+
+    def __init__(self, message: str, *, done: Done | None) -> None:
+        super().__init__(message, holder=done.holder if done is not None else None)
+        self.done = done
 
 
 class LeaseLost(LeasekitError):

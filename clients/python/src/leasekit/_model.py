@@ -36,6 +36,18 @@ class Leader:
 
 
 @dataclass(frozen=True)
+class Done:
+    """A finished resource's mark (a done release): who finished it, with which token, when,
+    what the work produced, and until when nobody is granted it (unless it is reopened)."""
+
+    holder: str
+    token: int
+    done_at: datetime
+    result: str | None
+    until: datetime
+
+
+@dataclass(frozen=True)
 class SessionPermit:
     """One live permit of a session."""
 
@@ -77,6 +89,8 @@ class Member:
     limit: int
     holders: tuple[Permit, ...]
     waiters: tuple[Waiter, ...] = ()
+    #: Its finished mark, if it is finished.
+    done: Done | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +106,8 @@ class AuditEntry:
     ended: tuple[Permit, ...]
     reason: str
     session: str | None = None
+    #: A reopen's entry: the finished mark it ended.
+    reopened: Done | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,8 @@ class Lease:
     `session`: open, keepalive, close and get of a session: the session after the call (None
     once it has ended, or when unknown). `value`: the shown permit's note. `state_tag`: the
     resource's state, for `watch`; `changed`: a watch's answer, whether it is another state.
+    `done`: the resource's finished mark (None when it is not finished); `resource`: the winner of
+    an acquire of candidates.
     """
 
     granted: bool
@@ -142,6 +160,10 @@ class Lease:
     value: str | None = None
     state_tag: str | None = None
     changed: bool | None = None
+    #: The resource's finished mark (a done release), None when it is not finished.
+    done: Done | None = None
+    #: An acquire of candidates: the one granted.
+    resource: str | None = None
 
     def page(self) -> Page:
         """This answer as a list or audit page."""
@@ -175,6 +197,14 @@ def _session(value: object) -> SessionState | None:
                         expires_at=_time(value.get("expiresAt")) or datetime.min, leases=leases)
 
 
+def _done(value: object) -> Done | None:
+    if not isinstance(value, dict):
+        return None
+    return Done(holder=str(value.get("holder")), token=_int(value.get("fencingToken")) or 0,
+                done_at=_time(value.get("doneAt")) or datetime.min, result=_text_or_none(value.get("result")),
+                until=_time(value.get("until")) or datetime.min)
+
+
 def _members(value: object) -> tuple[Member, ...] | None:
     if not isinstance(value, list):
         return None
@@ -182,7 +212,8 @@ def _members(value: object) -> tuple[Member, ...] | None:
                         token=_int(m.get("fencingToken")),
                         holder=m.get("holder") if isinstance(m.get("holder"), str) else None,
                         expires_at=_time(m.get("expiresAt")), limit=_int(m.get("limit")) or 1,
-                        holders=_permits(m.get("holders")), waiters=_waiters(m.get("waiters")))
+                        holders=_permits(m.get("holders")), waiters=_waiters(m.get("waiters")),
+                        done=_done(m.get("done")))
                  for m in value if isinstance(m, dict))
 
 
@@ -197,7 +228,8 @@ def _entries(value: object) -> tuple[AuditEntry, ...] | None:
         return None
     return tuple(AuditEntry(id=str(e.get("id")), at=_time(e.get("at")) or datetime.min, actor=str(e.get("actor")),
                             resource=_text_or_none(e.get("resource")), ended=_permits(e.get("ended")),
-                            reason=str(e.get("reason")), session=_text_or_none(e.get("session")))
+                            reason=str(e.get("reason")), session=_text_or_none(e.get("session")),
+                            reopened=_done(e.get("reopened")))
                  for e in value if isinstance(e, dict))
 
 
@@ -236,6 +268,8 @@ def lease_from(answer: object) -> Lease:
         value=_text_or_none(data.get("value")),
         state_tag=_text_or_none(data.get("stateTag")),
         changed=data.get("changed") if isinstance(data.get("changed"), bool) else None,
+        done=_done(data.get("done")),
+        resource=_text_or_none(data.get("resource")),
     )
 
 
@@ -260,7 +294,7 @@ def body(op: str, resource: str | None, tenant: str | None, **fields: Any) -> di
     """A lease request body: the fields that are set, under the API's names (a set names no
     `resource`, but `resources` or `leases`)."""
     names = {"ttl": "ttlSeconds", "request_id": "requestId", "wait": "waitSeconds", "page_size": "pageSize",
-             "state_tag": "stateTag"}
+             "state_tag": "stateTag", "keep_done": "keepDoneSeconds"}
     out: dict[str, Any] = {"op": op} if resource is None else {"op": op, "resource": resource}
     if tenant is not None:
         out["tenantId"] = tenant
