@@ -133,9 +133,30 @@ export class LeaseClient {
     );
   }
 
-  /** Release a lease you hold. */
-  release(resource: string, options: MutationOptions & { holder: string; token: number }): Promise<Lease> {
-    return this.#mutate({ op: "release", resource, holder: options.holder, token: options.token }, options);
+  /**
+   * Release a lease you hold. With `done`, the resource is finished: nobody is granted it for
+   * `keepDone` seconds (default a week) unless someone reopens it, and every acquire is told who
+   * finished it and `result` (0-1024 bytes); `done` in the answer is the mark.
+   */
+  release(
+    resource: string,
+    options: MutationOptions & { holder: string; token: number; done?: boolean; result?: string; keepDone?: number },
+  ): Promise<Lease> {
+    const { holder, token, done, result, keepDone } = options;
+    return this.#mutate(
+      { op: "release", resource, holder, token, done: done || undefined, result, keepDoneSeconds: keepDone },
+      options,
+    );
+  }
+
+  /**
+   * End `resource`'s finished mark early, with `reason` kept in the audit: as its finisher
+   * (`holder` and the `token` it finished with) or, naming none, with an admin key or the paying
+   * wallet (else `Forbidden`). The next grant's token continues from the counter.
+   */
+  reopen(resource: string, options: MutationOptions & { reason: string; holder?: string; token?: number }): Promise<Lease> {
+    const { reason, holder, token } = options;
+    return this.#mutate({ op: "reopen", resource, reason, holder, token }, options);
   }
 
   /** Release a whole set, each [resource, token]: all or none. */
@@ -265,6 +286,20 @@ export class LeaseClient {
   ): Promise<T> {
     const resources = typeof resource === "string" ? [resource] : [...resource];
     return withLease(this.#t, this.tenant, resources, options, fn);
+  }
+
+  /**
+   * Hold the first of `candidates` (2-50 distinct names, in the order given) that can be granted
+   * now while `fn` runs: not held to its limit, not finished, nobody waiting ahead
+   * (`lease.resources[0]` and `lease.token` name the one won). `NotAcquired` when none is free
+   * now; `Finished` when every one is finished. End the work with `lease.finish(result)`.
+   */
+  claimNext<T>(
+    candidates: readonly string[],
+    options: Omit<HoldOptions, "wait" | "limit">,
+    fn: (lease: HeldLease) => Promise<T> | T,
+  ): Promise<T> {
+    return withLease(this.#t, this.tenant, [...candidates], { ...options, candidates: true }, fn);
   }
 
   /**

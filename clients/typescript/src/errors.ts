@@ -1,5 +1,7 @@
 // Typed errors: one class per kind of refusal the API answers, and one for no answer.
 
+import type { Done } from "./model.js";
+
 /** Any error of this client. `status` and `code` are the API's (0 and "" when none came). */
 export class LeasekitError extends Error {
   readonly status: number;
@@ -53,6 +55,20 @@ export class NotAcquired extends LeasekitError {
   constructor(message: string, holder: string | null) {
     super(message);
     this.holder = holder;
+  }
+}
+
+/**
+ * The resource is finished (someone released it with done): `done` says who finished it, with
+ * which token, when, and what the work produced. Nobody is granted it until the mark ends or
+ * someone reopens it; for `claimNext`, every candidate not held is finished.
+ */
+export class Finished extends NotAcquired {
+  readonly done: Done | null;
+
+  constructor(message: string, done: Done | null) {
+    super(message, done?.holder ?? null);
+    this.done = done;
   }
 }
 

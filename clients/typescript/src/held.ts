@@ -4,7 +4,7 @@
 
 import { type Transport, call } from "./call.js";
 import { Clock } from "./clock.js";
-import { InvalidInput, LeaseLost, NotAcquired } from "./errors.js";
+import { Finished, InvalidInput, LeaseLost, NotAcquired } from "./errors.js";
 import { type Lease, body, newRequestId } from "./model.js";
 
 /** The longest wait one call asks the service for (its `waitSeconds` bound). */
@@ -29,6 +29,12 @@ export interface HoldOptions {
   readonly value?: string;
 }
 
+/** What a finish leaves (docs/adr/0012). */
+export interface FinishOptions {
+  /** Seconds the resource stays finished (default a week). */
+  readonly keep?: number;
+}
+
 /** What a held lease's owner sees of it. */
 export class HeldLease {
   readonly resources: readonly string[];
@@ -44,6 +50,7 @@ export class HeldLease {
   readonly #clock: Clock;
   readonly #now: () => number;
   readonly #proclaim: (value: string) => Promise<Lease>;
+  readonly #finish: (fields: Record<string, unknown>) => Promise<Lease>;
 
   constructor(init: {
     resources: readonly string[];
@@ -54,6 +61,7 @@ export class HeldLease {
     signal: AbortSignal;
     now: () => number;
     proclaim: (value: string) => Promise<Lease>;
+    finish: (fields: Record<string, unknown>) => Promise<Lease>;
   }) {
     this.resources = init.resources;
     this.holder = init.holder;
@@ -63,6 +71,7 @@ export class HeldLease {
     this.signal = init.signal;
     this.#now = init.now;
     this.#proclaim = init.proclaim;
+    this.#finish = init.finish;
     const first = init.resources[0] ?? "";
     this.tokens =
       init.answer.leases !== null
@@ -95,6 +104,19 @@ export class HeldLease {
     this.check();
     return this.#proclaim(value);
   }
+
+  /**
+   * The work is done: stop renewing and release with done, so that nobody is granted the
+   * resource again for `keep` seconds (default a week) unless someone reopens it, and every
+   * acquire is told who finished it and `result` (0-1024 bytes). The answer's `done` is the
+   * mark. `LeaseLost` when the lease was lost first: nothing is marked (your writes may have
+   * been fenced off). The function's return then releases nothing more.
+   */
+  async finish(result?: string, options: FinishOptions = {}): Promise<Lease> {
+    if (this.resources.length > 1) throw new InvalidInput("a set is not finished whole: finish each resource");
+    this.check();
+    return this.#finish({ done: true, result, keepDoneSeconds: options.keep });
+  }
 }
 
 /**
@@ -109,21 +131,22 @@ export class HeldLease {
 export async function withLease<T>(
   t: Transport,
   tenant: string,
-  resources: readonly string[],
-  options: HoldOptions,
+  named: readonly string[],
+  options: HoldOptions & { candidates?: boolean },
   fn: (lease: HeldLease) => Promise<T> | T,
 ): Promise<T> {
   const ttl = options.ttl ?? 30;
   const limit = options.limit ?? 1;
-  const isSet = resources.length > 1;
+  const candidates = options.candidates === true;
+  const isSet = named.length > 1 && !candidates;
   const { holder } = options;
   const request = (op: string, fields: Record<string, unknown>) =>
     body({ op, tenantId: tenant, holder, requestId: newRequestId(), ...fields });
-  const target = isSet ? { resources } : { resource: resources[0] };
+  const target = candidates ? { candidates: named } : isSet ? { resources: named } : { resource: named[0] };
 
   // Acquire.
   const giveUp = t.now() + (options.wait ?? 0) * 1000;
-  let serverWaits = !isSet;
+  let serverWaits = !isSet && !candidates;
   let confirm = false;
   let answer: Lease;
   let sent: number;
@@ -156,17 +179,24 @@ export async function withLease<T>(
       confirm = true;
       continue;
     }
+    // Finished (every refusal is DONE: the resource, a set's blocking member, each candidate):
+    // nobody is granted it while the mark stands, waiting would not help.
+    if (answer.rules.length > 0 && answer.rules.every((rule) => rule === "DONE")) {
+      const done = answer.done ?? answer.leases?.find((m) => m.done !== null)?.done ?? null;
+      throw new Finished(`${named.join(", ")} is finished${done ? ` by ${done.holder}` : ""}`, done);
+    }
     if (answer.rules.includes("LIMIT_MISMATCH")) {
-      throw new NotAcquired(`${resources.join(", ")} is held under limit ${answer.limit}`, answer.holder);
+      throw new NotAcquired(`${named.join(", ")} is held under limit ${answer.limit}`, answer.holder);
     }
     const now = t.now();
-    if (now >= giveUp) throw new NotAcquired(`${resources.join(", ")} is held by ${answer.holder}`, answer.holder);
+    if (now >= giveUp) throw new NotAcquired(`${named.join(", ")} is held by ${answer.holder}`, answer.holder);
     // The service waited and kept the place: ask again at once, while it can wait longer.
     if (answer.queuePosition !== null && serverWaits && giveUp - now >= 1000) continue;
     await t.sleep(Math.min(ACQUIRE_PAUSE_MS, giveUp - now));
   }
 
-  // Hold.
+  // Hold: of candidates, the one won.
+  const resources = candidates && answer.resource !== null ? [answer.resource] : named;
   let held: HeldLease | undefined;
   const leases = () => (held === undefined ? [] : leasesOf(held));
   return keep(
@@ -196,7 +226,18 @@ export async function withLease<T>(
         }
         return renewed;
       };
-      held = new HeldLease({ resources, holder, ttl, answer, clock: kept.clock, signal: kept.signal, now: t.now, proclaim });
+      const finish = (fields: Record<string, unknown>) => kept.end(fields);
+      held = new HeldLease({
+        resources,
+        holder,
+        ttl,
+        answer,
+        clock: kept.clock,
+        signal: kept.signal,
+        now: t.now,
+        proclaim,
+        finish,
+      });
       return fn(held);
     },
   );
@@ -209,6 +250,12 @@ export interface Kept {
   readonly signal: AbortSignal;
   /** Record a loss learned by another call than a renewal: the signal fires at once. */
   readonly lose: (rule: string) => void;
+  /**
+   * End it now with the ending and `fields` (a done release's), once: renewals stop, and the
+   * function's return ends nothing more. `LeaseLost` when it was lost first, or the ending was
+   * refused.
+   */
+  readonly end: (fields: Record<string, unknown>) => Promise<Lease>;
 }
 
 /**
@@ -246,13 +293,30 @@ export async function keep<T>(
     clock.refused(rule);
     lose();
   };
+  let ended = false;
+  const end = async (fields: Record<string, unknown>): Promise<Lease> => {
+    if (ended) throw new LeaseLost("ended already", null);
+    stopping.abort();
+    await renewing;
+    if (clock.judge(t.now())) {
+      lose();
+      throw new LeaseLost(`not finished: ${clock.lostReason ?? "lost"}`, clock.lostRule);
+    }
+    ended = true;
+    const answer = await call(t, body({ ...requests.ending(), ...fields }), { deadline: clock.deadline });
+    if (!answer.granted) {
+      refused(answer.rules[0] ?? "refused");
+      throw new LeaseLost(`not finished (${answer.rules[0] ?? "refused"})`, clock.lostRule);
+    }
+    return answer;
+  };
   try {
-    return await fn({ clock, signal: lost.signal, lose: refused });
+    return await fn({ clock, signal: lost.signal, lose: refused, end });
   } finally {
     stopping.abort();
     await renewing;
     clearTimeout(timer);
-    if (clock.lostRule === null) {
+    if (clock.lostRule === null && !ended) {
       const deadline = Math.max(clock.deadline, t.now() + ENDING_GRACE_MS);
       await call(t, requests.ending(), { deadline }).catch(() => undefined);
     }

@@ -1,12 +1,13 @@
 // leasekit: a client for the leasekit lease service.
 
 export { LeaseClient, type CallOptions, type ClientOptions, type MutationOptions } from "./client.js";
-export { HeldLease, type HoldOptions } from "./held.js";
+export { HeldLease, type FinishOptions, type HoldOptions } from "./held.js";
 export { HeldSession, type SessionOptions } from "./session.js";
 export { Clock, safetyMarginMs } from "./clock.js";
-export type { AuditEntry, Lease, Leader, Member, Page, Permit, SessionState, Waiter } from "./model.js";
+export type { AuditEntry, Done, Lease, Leader, Member, Page, Permit, SessionState, Waiter } from "./model.js";
 export type { Wallet } from "./x402.js";
 export {
+  Finished,
   Forbidden,
   IdempotencyConflict,
   InvalidInput,

@@ -28,6 +28,18 @@ export interface SessionState {
   readonly leases: readonly { readonly resource: string; readonly token: number; readonly limit: number }[];
 }
 
+/**
+ * A finished resource's mark (a done release): who finished it, with which token, when, what
+ * the work produced, and until when nobody is granted it (unless it is reopened).
+ */
+export interface Done {
+  readonly holder: string;
+  readonly token: number;
+  readonly doneAt: Date;
+  readonly result: string | null;
+  readonly until: Date;
+}
+
 /** A live place in a resource's queue: its holder, and when it lapses unless they call again. */
 export interface Waiter {
   readonly holder: string;
@@ -48,6 +60,8 @@ export interface Member {
   readonly limit: number;
   readonly holders: readonly Permit[];
   readonly waiters: readonly Waiter[];
+  /** Its finished mark, if it is finished. */
+  readonly done: Done | null;
 }
 
 /** One revoke, as the audit keeps it (90 days). */
@@ -62,6 +76,8 @@ export interface AuditEntry {
   readonly session: string | null;
   readonly ended: readonly Permit[];
   readonly reason: string;
+  /** A reopen's entry: the finished mark it ended. */
+  readonly reopened: Done | null;
 }
 
 /**
@@ -88,7 +104,8 @@ export interface Page {
  * session after the call (null once it has ended, or when unknown). `value`: the shown
  * permit's note. `stateTag`: the resource's state after the call (an answer about one
  * resource), for `watch`; `changed`: a watch's answer, whether the state is another than the
- * tag sent named. `raw`: the answer as sent, `_provenance` included (a signed credential any
+ * tag sent named. `done`: the resource's finished mark (null when it is not finished);
+ * `resource`: an acquire of candidates' winner. `raw`: the answer as sent, `_provenance` included (a signed credential any
  * third party can verify).
  */
 export interface Lease {
@@ -110,6 +127,8 @@ export interface Lease {
   readonly value: string | null;
   readonly stateTag: string | null;
   readonly changed: boolean | null;
+  readonly done: Done | null;
+  readonly resource: string | null;
   readonly raw: unknown;
 }
 
@@ -145,6 +164,17 @@ function sessionOf(value: unknown): SessionState | null {
   };
 }
 
+function doneOf(value: unknown): Done | null {
+  if (!isObject(value)) return null;
+  return {
+    holder: String(value.holder),
+    token: int(value.fencingToken) ?? 0,
+    doneAt: time(value.doneAt) ?? new Date(0),
+    result: str(value.result),
+    until: time(value.until) ?? new Date(0),
+  };
+}
+
 function waiters(value: unknown): Waiter[] {
   return objects(value).map((w) => ({ holder: String(w.holder), until: time(w.until) ?? new Date(0) }));
 }
@@ -160,6 +190,7 @@ function members(value: unknown): Member[] | null {
     limit: int(m.limit) ?? 1,
     holders: permits(m.holders),
     waiters: waiters(m.waiters),
+    done: doneOf(m.done),
   }));
 }
 
@@ -173,6 +204,7 @@ function entries(value: unknown): AuditEntry[] | null {
     session: e.session == null ? null : String(e.session),
     ended: permits(e.ended),
     reason: String(e.reason),
+    reopened: doneOf(e.reopened),
   }));
 }
 
@@ -203,6 +235,8 @@ export function leaseFrom(answer: unknown): Lease {
     value: str(data.value),
     stateTag: str(data.stateTag),
     changed: typeof data.changed === "boolean" ? data.changed : null,
+    done: doneOf(data.done),
+    resource: str(data.resource),
     raw: answer,
   };
 }
