@@ -7,6 +7,27 @@
 //!   local deadline that comes before the server can give the lease to anyone else), and releases
 //!   it on [`Guard::release`] or when dropped.
 //!
+//! - Finished work ([`Guard::done`]) and a work queue ([`Client::claim_next`]): finish a held
+//!   task with its result, so nobody is handed it again ([`Error::Finished`] says who did it);
+//!   take the first free task of a list:
+//!
+//! ```no_run
+//! # async fn work(client: leasekit_client::Client, tasks: &[&str]) -> Result<(), leasekit_client::Error> {
+//! use leasekit_client::Claim;
+//! use std::time::Duration;
+//! loop {
+//!     match client.claim_next(tasks, "agent-1", Duration::from_secs(300)).await? {
+//!         Claim::Won { resource, guard } => {
+//!             let result = format!("{resource} done under token {}", guard.fencing_token());
+//!             guard.done(Some(&result), None).await?; // Err(Error::Lost(..)): nothing marked
+//!         }
+//!         Claim::NoneFree { busy, .. } if busy.is_empty() => return Ok(()), // all finished
+//!         Claim::NoneFree { .. } => tokio::time::sleep(Duration::from_secs(1)).await,
+//!     }
+//! }
+//! # }
+//! ```
+//!
 //! Pay per call with x402 by giving a [`PayFn`] that turns the service's 402 offer into a
 //! `PAYMENT-SIGNATURE` header value, or use an API key.
 

@@ -18,6 +18,7 @@ import {
   ApiError,
   auditRequest,
   checkAnswer,
+  doneOf,
   holdersOf,
   limitOf,
   listRequest,
@@ -31,6 +32,7 @@ import {
 } from "./protocol.js";
 import {
   describe,
+  finishedText,
   limitText,
   noEntriesText,
   noLeasesText,
@@ -400,6 +402,21 @@ function leaseCard(lease) {
     card.append(el("p", "muted no-holder", "No holder now."));
   }
 
+  // Finished (a done release): who finished it and its result, until when, and (for an admin)
+  // a Reopen that ends the mark early, audited as a revoke is.
+  const done = doneOf(lease);
+  if (done !== null) {
+    const finished = el("div", "finished");
+    finished.append(el("span", "finished-text", finishedText(done)));
+    if (typeof done.until === "string") finished.append(" ", countdown("until", done.until, "for "));
+    const reopen = el("button", "button danger-quiet reopen", "Reopen");
+    reopen.type = "button";
+    reopen.setAttribute("aria-label", "Reopen " + shown(resource));
+    reopen.addEventListener("click", () => openRevoke({ resource, reopen: true, done }));
+    finished.append(reopen);
+    card.append(finished);
+  }
+
   if (waiters.length) {
     card.append(el("h4", "waiters-title", "Waiting (" + waiters.length + ")"));
     const list = el("ol", "waiters");
@@ -503,7 +520,10 @@ function auditEntry(entry) {
     one.append(el("span", "holder", String(permit.holder)), el("span", "token", " #" + permit.fencingToken));
     endedNode.append(one);
   });
-  field(list, "Ended", endedNode);
+  // A reopen ended a finished mark, not a permit.
+  const reopened = entry.reopened && typeof entry.reopened === "object" ? entry.reopened : null;
+  if (reopened !== null) field(list, "Reopened", el("span", "reopened", finishedText(reopened)));
+  else field(list, "Ended", endedNode);
   field(list, "Reason", el("span", "reason", String(entry.reason)));
   item.append(list);
   return item;
@@ -515,7 +535,16 @@ function openRevoke(target) {
   state.revoke = target;
   const what = ui.revokeWhat;
   what.replaceChildren();
-  if (target.session) {
+  if (target.reopen) {
+    ui.revokeTitle.textContent = "Reopen a finished resource";
+    what.append(
+      "End the finished mark of ",
+      el("strong", "resource-name", target.resource),
+      " (done by ",
+      el("strong", "holder", String(target.done.holder)),
+      "): it can be acquired again, with a token larger than every one before.",
+    );
+  } else if (target.session) {
     ui.revokeTitle.textContent = "Revoke a session";
     what.append(
       "End session ",
@@ -543,6 +572,7 @@ function openRevoke(target) {
       ". Waiters are served next.",
     );
   }
+  ui.revokeConfirm.textContent = target.reopen ? "Confirm reopen" : "Confirm revoke";
   ui.revokeReason.value = "";
   showRevokeError("");
   ui.revokeConfirm.disabled = false;
@@ -587,7 +617,14 @@ async function submitRevoke(event) {
       refreshNow(); // cancelled meanwhile: still show what the revoke did
       return;
     }
-    if (data.status === "fail" || revoked.length === 0) {
+    if (target.reopen && data.status === "pass") {
+      closeRevoke();
+      setStatus("Reopened " + target.resource + ".", "ok");
+      state.audit.forbidden = false;
+      refreshNow();
+      return;
+    }
+    if (data.status === "fail" || (!target.reopen && revoked.length === 0)) {
       showRevokeError(nothingRevokedText(data.witnesses));
       ui.revokeConfirm.disabled = false;
       refreshNow();

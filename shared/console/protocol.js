@@ -63,6 +63,12 @@ export function nextCursor(data) {
 }
 
 // A listed lease's permits: a semaphore lists its holders, a lock its one holder.
+// A list entry's finished mark ({holder, fencingToken, doneAt, result, until}), or null.
+export function doneOf(lease) {
+  const done = lease && lease.done;
+  return done && typeof done === "object" && typeof done.holder === "string" ? done : null;
+}
+
 export function holdersOf(lease) {
   if (Array.isArray(lease.holders)) return lease.holders;
   if (lease.granted && typeof lease.holder === "string") {
@@ -93,6 +99,8 @@ export function auditRequest(cursor) {
 // resource, or one holder's, or (with a session) that session and every permit in it. The permit
 // on screen, by its token: a newer permit of the same holder is left alone.
 export function revokeRequest(target, reason) {
+  // A finished resource's mark, ended early by an admin (docs/adr/0012): audited as a revoke is.
+  if (target.reopen) return { op: "reopen", resource: target.resource, reason };
   if (target.session) return { op: "revoke", session: target.session, reason };
   const body = { op: "revoke", resource: target.resource, reason };
   if (target.holder !== null) body.holder = target.holder;

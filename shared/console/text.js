@@ -42,6 +42,12 @@ export function nothingRevokedText(witnesses) {
   return "Nothing was revoked" + (detail ? ": " + detail : "") + ".";
 }
 
+// A finished resource's line: "Finished by w1 (token 3): sent INV-1009" (no result: no colon).
+export function finishedText(done) {
+  const result = typeof done.result === "string" && done.result !== "" ? ": " + done.result : "";
+  return "Finished by " + String(done.holder) + " (token " + done.fencingToken + ")" + result;
+}
+
 // What a revoke ended: "Revoked on R: a #1, b #2."
 export function revokedText(resource, revoked) {
   const names = revoked.map((p) => String(p.holder) + " #" + p.fencingToken).join(", ");

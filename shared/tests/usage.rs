@@ -625,3 +625,73 @@ async fn holding_many_resources_costs_one_keepalive_not_a_renew_each() {
         units(&renew_usage)
     );
 }
+
+/// Finished work and claim-next (docs/adr/0012): what a done release, an acquire refused by a
+/// mark, a reopen, and an acquire of 2, 10 and 50 candidates (none, half and all held) cost.
+#[tokio::test]
+async fn done_and_candidates_cost_what_adr_0012_says() {
+    let service = one_process().await;
+    let tenant = Tenant::for_key("acme", "t").unwrap();
+    let now = now_ms();
+    let run = |body: serde_json::Value| measure(&service, &tenant, body, now);
+    let mut cases: Vec<(String, serde_json::Value, bool, Cost)> = Vec::new();
+    assert!(run(json!({"op": "acquire", "resource": "task", "holder": "w"})).await.0.granted);
+    cases.extend([
+        // Decided on a read (the mark makes the item versioned), then one guarded write.
+        (
+            "release with done".to_owned(),
+            json!({"op": "release", "resource": "task", "holder": "w", "token": 1, "done": true, "result": "ok"}),
+            true,
+            (2, 1.0, 1.0),
+        ),
+        // The unseen take fails on the mark (a unit for the check); the item it hands back
+        // says DONE: no read.
+        (
+            "acquire, finished (DONE)".to_owned(),
+            json!({"op": "acquire", "resource": "task", "holder": "w2"}),
+            false,
+            (1, 0.0, 1.0),
+        ),
+        // A read, then the item and its audit entry in one transaction (two units each), the
+        // audit's index entry and the list entry's removal (one each).
+        (
+            "reopen".to_owned(),
+            json!({"op": "reopen", "resource": "task", "reason": "redo"}),
+            true,
+            (2, 1.0, 6.0),
+        ),
+    ]);
+    // moto refuses a TransactGetItems of more than 25 items (see the sets above).
+    let on_dynoxide = std::env::var_os(ENDPOINT_VAR).is_none();
+    let sizes: &[usize] = if on_dynoxide { &[2, 10, 50] } else { &[2, 10] };
+    for &n in sizes {
+        // Every candidate is read in one snapshot: two units each.
+        let units = 2.0 * n as f64;
+        for (held, label) in [(0, "none held"), (n / 2, "half held"), (n, "all held")] {
+            let names: Vec<String> = (0..n).map(|i| format!("c{n}-{label}-{i}")).collect();
+            for name in &names[..held] {
+                let body = json!({"op": "acquire", "resource": name, "holder": "other", "ttlSeconds": 600});
+                assert!(run(body).await.0.granted);
+            }
+            let granted = held < n;
+            // The winner's take: one conditional write (with its list entry), like a lease's.
+            let cost = match granted {
+                true => (2, units, 2.0),
+                false => (1, units, 0.0),
+            };
+            cases.push((
+                format!("candidates of {n}, {label}"),
+                json!({"op": "acquire", "candidates": names, "holder": "w"}),
+                granted,
+                cost,
+            ));
+        }
+    }
+    let mut measured = Vec::new();
+    for (path, body, granted, expected) in cases {
+        let (data, usage) = run(body).await;
+        assert_eq!(data.granted, granted, "{path}: {data:?}");
+        measured.push((path, usage, expected));
+    }
+    compare(measured);
+}

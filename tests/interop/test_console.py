@@ -455,6 +455,52 @@ def test_console_shows_live_leases_revokes_and_audits_in_a_real_browser(console,
     assert browser.save_screenshot(DOCS_SCREENSHOT)
 
 
+def test_console_shows_a_finished_resource_and_an_admin_reopens_it(console, browser):
+    """A done release (docs/adr/0012) shows on its card: who finished it and its result, as
+    text; the admin's Reopen ends the mark (audited: the entry says what it reopened), and the
+    resource can be acquired again with the next token."""
+    url, tenant, resource = console, "acme-work", "task:42"
+    held = lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": resource,
+                                   "holder": HOSTILE_HOLDER, "ttlSeconds": 60})
+    finished = lease_op(url, API_KEY, {"op": "release", "tenantId": tenant, "resource": resource,
+                                       "holder": HOSTILE_HOLDER, "token": held["fencingToken"], "done": True,
+                                       "result": HOSTILE_VALUE})
+    assert finished["done"]["result"] == HOSTILE_VALUE, finished
+    page = Console(browser, url)
+    wide(browser)
+    page.open()
+    page.js("sessionStorage.clear()")  # whoever an earlier test signed in as
+    page.open()
+    page.sign_in(ADMIN_KEY, tenant)
+    card = page.wait(lambda: page.card(resource), f"{resource} on the page")
+    line = card.find_element(By.CSS_SELECTOR, ".finished-text").get_property("textContent")
+    assert line == f"Finished by {HOSTILE_HOLDER} (token {held['fencingToken']}): {HOSTILE_VALUE}", line
+    page.wait(lambda: page.visible_buttons("Reopen", card), "the Reopen button (an admin's)")
+    page.button("Reopen", within=card).click()
+    dialog = browser.find_element(By.ID, "revoke-dialog")
+    page.wait(lambda: dialog.is_displayed(), "the reopen dialog")
+    reason = page.by_label("Reason")
+    reason.clear()
+    reason.send_keys("the invoice bounced")
+    page.button("Confirm reopen", within=dialog).click()
+    page.wait(lambda: page.card(resource) is None, "the reopened resource to leave the page")
+    again = lease_op(url, API_KEY, {"op": "acquire", "tenantId": tenant, "resource": resource, "holder": "w2"})
+    assert again["granted"] and again["fencingToken"] == held["fencingToken"] + 1, again
+
+    def reopened():
+        for entry in browser.find_elements(By.CSS_SELECTOR, "#audit .entry"):
+            if entry.find_elements(By.CSS_SELECTOR, ".reopened"):
+                return entry
+        return None
+
+    entry = page.wait(reopened, "the reopen in the audit feed")
+    assert entry.find_element(By.CSS_SELECTOR, ".reopened").get_property("textContent").startswith(
+        f"Finished by {HOSTILE_HOLDER}")
+    page.assert_not_pwned()
+    page.assert_no_csp_violation()
+    page.sign_out()
+
+
 def test_the_root_page_links_every_place_in_a_real_browser(console, browser):
     """GET / as a person opens it: every GET place is a link that works, the rest named."""
     wide(browser)

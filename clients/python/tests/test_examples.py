@@ -53,3 +53,14 @@ def test_the_session_example(server: str) -> None:
     for line in ["holds 3 tasks, tokens [1, 1, 1]", "under fencing token 1",
                  "held by agent-1", "closed: every task free again: True"]:
         assert line in out.stdout, out.stdout
+
+
+def test_the_work_queue_example(server: str) -> None:
+    env = {**os.environ, "LEASEKIT_URL": server, "LEASEKIT_API_KEY": API_KEY}
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "python", "work_queue.py")],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "6 tasks, each done once: True" in out.stdout, out.stdout
+    assert "is finished: fixed by agent-" in out.stdout, out.stdout

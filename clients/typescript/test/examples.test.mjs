@@ -38,3 +38,9 @@ test("session.mjs", async () => {
   assert.match(stdout, /held by agent-1/);
   assert.match(stdout, /closed: every task free again: true/);
 });
+
+test("work-queue.mjs", async () => {
+  const { stdout } = await example("work-queue.mjs");
+  assert.match(stdout, /6 tasks, each done once: true/);
+  assert.match(stdout, /is finished: fixed by agent-/);
+});

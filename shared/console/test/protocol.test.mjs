@@ -8,6 +8,7 @@ import {
   PAGE_SIZE,
   auditRequest,
   checkAnswer,
+  doneOf,
   holdersOf,
   limitOf,
   listRequest,
@@ -237,4 +238,20 @@ test("revokeRequest: every permit of a resource, or one holder's permit by its t
     holder: hostile,
     token: 1,
   });
+});
+
+test("revokeRequest: a reopen names the resource and the reason only (an admin's)", () => {
+  assert.deepEqual(revokeRequest({ resource: "task:1", reopen: true, done: { holder: "w1" } }, "redo"), {
+    op: "reopen",
+    resource: "task:1",
+    reason: "redo",
+  });
+});
+
+test("doneOf: a list entry's finished mark, or null for anything else", () => {
+  const done = { holder: "w1", fencingToken: 3, doneAt: "2026-12-06T00:00:00.000Z", result: "ok", until: "x" };
+  assert.equal(doneOf({ done }), done);
+  for (const lease of [{}, { done: null }, { done: "w1" }, { done: { holder: 1 } }, null]) {
+    assert.equal(doneOf(lease), null);
+  }
 });

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { ApiError } from "../protocol.js";
 import {
   describe,
+  finishedText,
   limitText,
   noEntriesText,
   noLeasesText,
@@ -94,4 +95,13 @@ test("revokedText: the resource and each ended permit", () => {
   const hostile = '<img src=x onerror="window.__pwned=1">';
   assert.equal(revokedText("r", [{ holder: hostile, fencingToken: 3 }]), "Revoked on r: " + hostile + " #3.");
   assert.equal(revokedText("r", [{}]), "Revoked on r: undefined #undefined.");
+});
+
+test("finishedText: who finished it, with which token, and its result when there is one", () => {
+  assert.equal(
+    finishedText({ holder: "w1", fencingToken: 3, result: "sent INV-1009" }),
+    "Finished by w1 (token 3): sent INV-1009",
+  );
+  assert.equal(finishedText({ holder: "w1", fencingToken: 3, result: null }), "Finished by w1 (token 3)");
+  assert.equal(finishedText({ holder: "w1", fencingToken: 3, result: "" }), "Finished by w1 (token 3)");
 });
