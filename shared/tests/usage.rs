@@ -635,7 +635,12 @@ async fn done_and_candidates_cost_what_adr_0012_says() {
     let now = now_ms();
     let run = |body: serde_json::Value| measure(&service, &tenant, body, now);
     let mut cases: Vec<(String, serde_json::Value, bool, Cost)> = Vec::new();
-    assert!(run(json!({"op": "acquire", "resource": "task", "holder": "w"})).await.0.granted);
+    assert!(
+        run(json!({"op": "acquire", "resource": "task", "holder": "w"}))
+            .await
+            .0
+            .granted
+    );
     cases.extend([
         // Decided on a read (the mark makes the item versioned), then one guarded write.
         (
