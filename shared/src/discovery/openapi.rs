@@ -30,7 +30,7 @@ pub fn typescript_client() -> Value {
 }
 
 /// The lease description, as the product states it.
-pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, waitSeconds (0-20) waits in a first-come-first-served queue, and check answers whether a token is still current. Sessions: open one, acquire with session instead of ttlSeconds, and one keepalive holds every permit in it; when it is closed or lapses, all its permits end at once. list pages through your live leases (advisory); revoke force-releases a permit with a reason, audited, and audit lists the revokes (both for API keys with the admin role and paying wallets). Scoped to the paying wallet (or to the API key's account and tenantId).";
+pub const LEASE_DESCRIPTION: &str = "Lets many agents agree which one works on a task: acquire a named resource for 1-3600 s, renew it while working, release it when done. Every new acquisition returns a strictly larger fencing token; pass it to the downstream store and reject writes carrying a smaller one, so a paused holder whose lease expired cannot clobber its successor. Re-acquiring as the current holder extends the lease with the same token. Beyond one holder: limit (1-64) makes a semaphore with a token per permit, resources (2-50) takes a set all or nothing, waitSeconds (0-20) waits in a first-come-first-served queue, and check answers whether a token is still current. Sessions: open one, acquire with session instead of ttlSeconds, and one keepalive holds every permit in it; when it is closed or lapses, all its permits end at once. A work queue: acquire with candidates (2-50) takes the first free one, release with done (and a result) finishes it so every later acquire fails with DONE naming who did it, reopen ends that early (audited). list pages through your live leases (advisory); revoke force-releases a permit with a reason, audited, and audit lists the revokes (both for API keys with the admin role and paying wallets). Scoped to the paying wallet (or to the API key's account and tenantId).";
 
 /// The lease route's request examples: a lease, a semaphore's permit, a set and a check, each
 /// with its curl line.
@@ -73,6 +73,21 @@ fn lease_examples(lease: Value) -> Value {
             "watch",
             "Observe: answered as soon as the state is no longer the one stateTag names, or after 20 s (with Accept: text/event-stream, leasekit serve streams every change)",
             json!({"op": "watch", "resource": "leader:billing", "stateTag": "9f2c41d07a3be8c5d6e1f0a2", "waitSeconds": 20, "tenantId": "team-a"}),
+        ),
+        (
+            "claimNext",
+            "Take the first free task of a list (not held, not finished, nobody waiting ahead): the answer's resource names it",
+            json!({"op": "acquire", "candidates": ["issue:41", "issue:42", "issue:43"], "holder": "agent-1", "ttlSeconds": 300, "tenantId": "team-a"}),
+        ),
+        (
+            "done",
+            "Release as finished, with the result: every acquire fails with DONE (who finished it, its result) for a week, unless reopened",
+            json!({"op": "release", "resource": "issue:42", "holder": "agent-1", "token": 1, "done": true, "result": "PR #97", "tenantId": "team-a"}),
+        ),
+        (
+            "reopen",
+            "Reopen a finished resource: its finisher with the token it finished with, or an admin (audited)",
+            json!({"op": "reopen", "resource": "issue:42", "holder": "agent-1", "token": 1, "reason": "the PR was reverted", "tenantId": "team-a"}),
         ),
         (
             "openSession",
