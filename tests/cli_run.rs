@@ -1246,28 +1246,21 @@ fn run_candidates_takes_the_first_free_one() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
     succeeded(cli(&server, "other").args(["acquire", "--resource", "q:a", "--ttl", "60"]));
-    let out = succeeded(cli(&server, "w1").args([
-        "run",
-        "--candidates",
-        "q:a,q:b,q:c",
-        "--done",
-        "--",
-        "sh",
-        "-c",
-        "echo $LEASE_RESOURCE",
-    ]));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "q:b");
-    let out = succeeded(cli(&server, "w1").args([
-        "run",
-        "--candidates",
-        "q:a,q:b,q:c",
-        "--done",
-        "--",
-        "sh",
-        "-c",
-        "echo $LEASE_RESOURCE",
-    ]));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "q:c");
+    let run_on_next = || {
+        let out = succeeded(cli(&server, "w1").args([
+            "run",
+            "--candidates",
+            "q:a,q:b,q:c",
+            "--done",
+            "--",
+            "sh",
+            "-c",
+            "echo $LEASE_RESOURCE",
+        ]));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(run_on_next(), "q:b");
+    assert_eq!(run_on_next(), "q:c");
     let none = cli(&server, "w1")
         .args(["run", "--candidates", "q:a,q:b,q:c", "--", "true"])
         .output()

@@ -145,31 +145,23 @@ impl Planner for CandidatesPlanner<'_> {
                 (key, write.effect.apply(&given.leases[*i]))
             })
             .collect();
-        let mut writes: Vec<_> = writes
+        let writes: Vec<_> = writes
             .into_iter()
             .map(|(i, write)| (self.target.keys[i].clone(), write))
             .collect();
-        // One write and nothing else to commit: a lone conditional write (half a
-        // transaction's price).
-        let commit = match (record, writes.len()) {
-            (None, 0) => None,
-            (None, 1) => {
-                let (key, write) = writes.remove(0);
-                Some(Commit::Lone { key, write })
-            }
-            (record, _) => Some(Commit::Together {
-                writes,
-                unchanged: None,
-                audit: Vec::new(),
-                sessions: Vec::new(),
-                record,
-            }),
-        };
-        Ok(Attempt {
-            commit,
-            leaves,
-            decision: answer,
-            guessed: false,
+        let attempt = Attempt::together(writes, Vec::new(), record, leaves, answer);
+        // One write and nothing else to commit: a lone conditional write (half a transaction's
+        // price); nothing at all: nothing to commit.
+        Ok(match attempt.commit {
+            Some(Commit::Together {
+                mut writes,
+                record: None,
+                ..
+            }) if writes.len() <= 1 => Attempt {
+                commit: writes.pop().map(|(key, write)| Commit::Lone { key, write }),
+                ..attempt
+            },
+            _ => attempt,
         })
     }
 }

@@ -10,7 +10,7 @@ use crate::clock::iso8601;
 use crate::lease::LeaseAnswer;
 use crate::lease::answer::{AuditEntry, DoneView};
 use crate::lease::decide::{Reopening, finished_by, reopen};
-use crate::store::{Commit, call_id};
+use crate::store::call_id;
 
 struct ReopenPlanner<'a> {
     target: &'a Target,
@@ -62,18 +62,7 @@ impl Planner for ReopenPlanner<'_> {
         };
         let answer = self.service.sign(answer, signing)?;
         let record = record_put(self.target, Some(&answer), signing, true)?;
-        Ok(Attempt {
-            commit: Some(Commit::Together {
-                writes,
-                unchanged: None,
-                audit,
-                sessions: Vec::new(),
-                record,
-            }),
-            leaves,
-            decision: answer,
-            guessed: false,
-        })
+        Ok(Attempt::together(writes, audit, record, leaves, answer))
     }
 }
 

@@ -11,7 +11,7 @@ use crate::clock::{Millis, iso8601};
 use crate::lease::answer::{AuditEntry, Holder};
 use crate::lease::decide::{Revocation, revoke};
 use crate::lease::{LeaseAnswer, LeaseState, as_of};
-use crate::store::{Commit, call_id};
+use crate::store::call_id;
 
 /// Whose permit a revoke ends: `holder`'s (the one with `token`, when given), or every live
 /// permit when neither is named.
@@ -81,18 +81,7 @@ impl Planner for RevokePlanner<'_> {
             };
         let answer = self.service.sign(answer, signing)?;
         let record = record_put(self.target, Some(&answer), signing, true)?;
-        Ok(Attempt {
-            commit: Some(Commit::Together {
-                writes,
-                unchanged: None,
-                audit,
-                sessions: Vec::new(),
-                record,
-            }),
-            leaves,
-            decision: answer,
-            guessed: false,
-        })
+        Ok(Attempt::together(writes, audit, record, leaves, answer))
     }
 }
 

@@ -47,6 +47,31 @@ pub(super) struct Attempt<D> {
     pub guessed: bool,
 }
 
+impl<D> Attempt<D> {
+    /// `writes`, `audit` entries and the request's `record` committed in one transaction, planned
+    /// on the store's state; answered `decision` once committed, leaving `leaves`.
+    pub fn together(
+        writes: Vec<(LeaseKey, crate::lease::Write)>,
+        audit: Vec<(crate::tenant::Tenant, crate::lease::answer::AuditEntry)>,
+        record: Option<crate::store::RecordPut>,
+        leaves: Vec<(LeaseKey, LeaseState)>,
+        decision: D,
+    ) -> Self {
+        Self {
+            commit: Some(Commit::Together {
+                writes,
+                unchanged: None,
+                audit,
+                sessions: Vec::new(),
+                record,
+            }),
+            leaves,
+            decision,
+            guessed: false,
+        }
+    }
+}
+
 /// What an op's rounds read and write.
 #[derive(Debug, Clone)]
 pub(super) struct Target {

@@ -11,7 +11,7 @@ use crate::clock::Millis;
 use crate::lease::decide::{Acquired, HolderOp, handoffs_due};
 use crate::lease::session::ended;
 use crate::lease::{LeaseAnswer, LeaseState, Write};
-use crate::store::{Commit, LeaseKey};
+use crate::store::LeaseKey;
 use crate::witness::Witness;
 
 /// What a set decided on one snapshot: the pure fold of its members' decisions.
@@ -146,18 +146,13 @@ impl SetPlanner<'_> {
         let answer = LeaseAnswer::for_set(op, false, &shown, self.holder, signing.now, witnesses);
         let answer = self.service.sign(answer, signing)?;
         let record = record_put(self.target, Some(&answer), signing, true)?;
-        Ok(Attempt {
-            commit: Some(Commit::Together {
-                writes: Vec::new(),
-                unchanged: None,
-                audit: Vec::new(),
-                sessions: Vec::new(),
-                record,
-            }),
-            leaves: Vec::new(),
-            decision: answer,
-            guessed: false,
-        })
+        Ok(Attempt::together(
+            Vec::new(),
+            Vec::new(),
+            record,
+            Vec::new(),
+            answer,
+        ))
     }
 }
 
@@ -229,18 +224,13 @@ impl Planner for SetPlanner<'_> {
             .into_iter()
             .map(|(i, write)| (self.target.keys[i].clone(), write))
             .collect();
-        Ok(Attempt {
-            commit: Some(Commit::Together {
-                writes,
-                unchanged: None,
-                audit: Vec::new(),
-                sessions: Vec::new(),
-                record,
-            }),
+        Ok(Attempt::together(
+            writes,
+            Vec::new(),
+            record,
             leaves,
-            decision: answer,
-            guessed: false,
-        })
+            answer,
+        ))
     }
 }
 
