@@ -85,7 +85,10 @@ async fn a_finished_resource_refuses_every_acquire_with_who_finished_it() {
         .into_iter()
         .find(|l| l.resource == "task-1")
         .expect("a finished resource is listed");
-    assert_eq!(entry.done.map(|d| d.holder), Some("w1".to_owned()));
+    assert_eq!(
+        entry.done.flatten().map(|d| d.holder),
+        Some("w1".to_owned())
+    );
     assert_eq!(f.counter("task-1").await, 1);
     // A resource not finished says so: done is null.
     f.acquire("task-2", "w1", now).await;

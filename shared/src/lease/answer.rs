@@ -277,9 +277,15 @@ pub struct SetMember {
     pub value: Option<String>,
     pub limit: u32,
     pub holders: Vec<Holder>,
-    /// Its finished mark, null when it is not finished.
-    #[serde(default)]
-    pub done: Option<DoneView>,
+    /// Its finished mark: list shows it on every entry (null when not finished); a set's
+    /// member only when it is finished, so that a set's recorded answer is not made longer
+    /// (and dearer to keep) by a null per member.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub done: Option<Option<DoneView>>,
     /// list: the live places in its queue, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiters: Option<Vec<Waiter>>,
@@ -499,7 +505,7 @@ impl LeaseAnswer {
                     value: one.value,
                     limit: one.limit,
                     holders: one.holders,
-                    done: one.done,
+                    done: one.done.map(Some),
                     waiters: None,
                 }
             })
@@ -549,7 +555,7 @@ impl LeaseAnswer {
                     value: one.value,
                     limit: one.limit,
                     holders: one.holders,
-                    done: one.done,
+                    done: Some(one.done),
                     waiters: Some(
                         state
                             .live_waiters(now)
