@@ -151,9 +151,10 @@ def test_tools_declare_true_annotations_and_the_rest_schemas(server):
             assert ops == {"lease_read": ["get", "check", "watch"], "lease_list": ["list"], "lease_audit": ["audit"]}[tool.name]
             assert not {"ttlSeconds", "limit", "requestId", "reason"} & set(tool.input_schema["properties"])
         elif tool.name == "lease_revoke":
-            # Ends another holder's permit: destructive, and not idempotent without a requestId.
+            # Ends another holder's permit, or a finished mark (reopen): destructive, and not
+            # idempotent without a requestId.
             assert hints == (False, True, False, False), tool.name
-            assert ops == ["revoke"] and "reason" in tool.input_schema["properties"], tool.input_schema
+            assert ops == ["revoke", "reopen"] and "reason" in tool.input_schema["properties"], tool.input_schema
         else:
             # These change state (a lease, a hold, the free quota), destroy nothing of anyone
             # else's, are not idempotent without a requestId, and touch nothing but this service.

@@ -65,25 +65,13 @@ const FIELD_LINES: &[(&str, &str)] = &[
     ("reason", "Why (kept in the audit)."),
     (
         "holder_revoke",
-        "revoke: whose permit to end (all when absent); reopen: the finisher.",
+        "Whose permit to end (all when absent); reopen: the finisher.",
     ),
-    (
-        "token_revoke",
-        "revoke: only this permit; reopen: the token it finished with.",
-    ),
-    (
-        "candidates",
-        "acquire, not resource: the first of 2-50 that is free now.",
-    ),
-    ("done", "release: the work is finished; acquires get DONE."),
-    (
-        "result",
-        "release with done: what it produced (shown to all).",
-    ),
-    (
-        "keepDoneSeconds",
-        "release with done: finished this long (default a week).",
-    ),
+    ("token_revoke", "Only this permit; reopen: the finisher's."),
+    ("candidates", "acquire the first free of these."),
+    ("done", "release: finished; acquires get DONE."),
+    ("result", "With done: what it produced."),
+    ("keepDoneSeconds", "With done: seconds (default a week)."),
     ("prefix", "Only names that start with this."),
     ("cursor", "The nextCursor of the page before."),
     ("pageSize", "Entries per page (default 50)."),
@@ -265,8 +253,8 @@ fn tools() -> Vec<Tool> {
             "Force-release: end a holder's permit of a resource (holder), every permit of it, or a session and its permits, \
              at once, with a reason kept in the audit. Waiters are served; the revoked holder's next renew \
              or release fails with REVOKED. Only for API keys with the admin role and paying wallets in their own tenant \
-             (others: 403 FORBIDDEN). op reopen ends a finished resource's mark early (its finisher with holder and token, \
-             or an admin), audited too. requestId makes a retry safe.",
+             (others: 403 FORBIDDEN). reopen: end a finished mark (finisher or admin). \
+             requestId makes a retry safe.",
             compact_input(LeaseTool::Revoke),
         )
         .with_raw_output_schema(lease_output())
