@@ -184,7 +184,7 @@ async fn the_new_fields_bad_input_is_a_400_naming_the_field() {
 }
 
 #[tokio::test]
-async fn a_paying_wallet_revokes_in_its_own_tenant() {
+async fn a_paying_wallet_revokes_and_reopens_in_its_own_tenant() {
     let (_dir, server) = serve();
     let pay_post = |body: Value, payment: Option<String>| {
         let url = server.url.clone();
@@ -226,6 +226,39 @@ async fn a_paying_wallet_revokes_in_its_own_tenant() {
         entry["actor"].as_str().unwrap().starts_with("wallet:0x"),
         "{entry}"
     );
+    // Finished work, paid per call (docs/adr/0012): a claim of candidates, a done release, and
+    // the wallet's reopen in its own tenant (an admin there: it names no finisher).
+    let claimed = pay_post(
+        json!({"op": "acquire", "candidates": ["r", "s"], "holder": "w"}),
+        paid(4),
+    )
+    .await;
+    assert_eq!(claimed.body["data"]["resource"], "r", "{:?}", claimed.body);
+    let token = claimed.body["data"]["fencingToken"].clone();
+    // A bad done is refused before the payment is looked at: the same one pays the next call.
+    let bad = pay_post(
+        json!({"op": "release", "resource": "r", "holder": "w", "token": token, "done": true, "result": "x".repeat(1025)}),
+        paid(5),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{:?}", bad.body);
+    let finished = pay_post(
+        json!({"op": "release", "resource": "r", "holder": "w", "token": token, "done": true, "result": "paid"}),
+        paid(5),
+    )
+    .await;
+    assert_eq!(
+        finished.body["data"]["done"]["result"], "paid",
+        "{:?}",
+        finished.body
+    );
+    let reopened = pay_post(
+        json!({"op": "reopen", "resource": "r", "reason": "again"}),
+        paid(6),
+    )
+    .await;
+    assert_eq!(reopened.status, 200, "{:?}", reopened.body);
+    assert_eq!(reopened.body["data"]["done"], Value::Null);
 }
 
 /// Two API keys in one request are refused (found by the attack of 2026-12-03: the first one
