@@ -72,7 +72,7 @@ pub struct RunArgs {
     #[arg(long)]
     done: bool,
     /// With --done: what the work produced (0-1024 bytes), shown to every later acquire.
-    #[arg(long, requires = "done")]
+    #[arg(long, requires = "done", value_parser = result)]
     result: Option<String>,
     /// With --done: seconds the resource stays finished (default a week).
     #[arg(long, requires = "done", value_parser = clap::value_parser!(u64).range(1..=7_776_000))]
@@ -101,6 +101,17 @@ pub struct RunArgs {
     /// Which command this is (run or elect), for what it says.
     #[arg(skip = "run")]
     name: &'static str,
+}
+
+/// A `--result`: at most 1024 bytes of UTF-8, refused before anything runs (it used to be sent
+/// only once CMD had run, and refused then: the attack of 2026-12-06).
+fn result(s: &str) -> Result<String, String> {
+    match s.len() {
+        0..=1024 => Ok(s.to_owned()),
+        n => Err(format!(
+            "{n} bytes: a result is at most 1024 bytes of UTF-8"
+        )),
+    }
 }
 
 fn seconds(s: &str) -> Result<Duration, String> {

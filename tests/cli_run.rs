@@ -1196,6 +1196,27 @@ fn elect_takes_no_limit() {
 fn run_done_finishes_the_resource_only_when_the_command_succeeds() {
     let dir = TempDir::new().unwrap();
     let server = Server::start(dir.path());
+    // A result the service would refuse is refused before anything runs (the attack of
+    // 2026-12-06: the command ran, then the lease was left held for its whole TTL).
+    let marker = dir.path().join("ran-with-a-long-result");
+    let long = "é".repeat(513);
+    let refused = cli(&server, "w1")
+        .args([
+            "run",
+            "--resource",
+            "task:1",
+            "--done",
+            "--result",
+            &long,
+            "--",
+            "touch",
+        ])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("1026 bytes"));
+    assert!(!marker.exists());
     let failed = cli(&server, "w1")
         .args(["run", "--resource", "task:1", "--done", "--", "false"])
         .output()

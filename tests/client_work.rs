@@ -117,3 +117,24 @@ async fn workers_claim_each_task_of_a_list_once() {
     }
     assert_eq!(done.len(), tasks.len());
 }
+
+/// A done release the service refuses (a result over 1024 bytes) releases the lease all the
+/// same: the owner hears the refusal, and the next holder need not wait out the TTL (the attack
+/// of 2026-12-06).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_done_still_releases_the_lease() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let c = client(&server);
+    let guard = c
+        .guard("task:3", "w1", Duration::from_secs(300))
+        .await
+        .unwrap();
+    let refused = guard.done(Some(&"x".repeat(1025)), None).await;
+    assert!(
+        matches!(refused, Err(Error::Refused { status: 400, .. })),
+        "{refused:?}"
+    );
+    let got = c.get("task:3").await.unwrap();
+    assert!(got.holders.is_empty() && got.done.is_none(), "{got:?}");
+}

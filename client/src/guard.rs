@@ -554,6 +554,20 @@ async fn release(
         Ok(Ending::Release) | Err(_) => (None, None),
     };
     let ended = client.call(held.ending(finish.as_ref()), Some(by)).await;
+    // A done release refused (bad input, or a rule: finished by another meanwhile) changed
+    // nothing: the lease is released all the same, not left held for its whole TTL (the attack
+    // of 2026-12-06); the owner hears the refusal.
+    let refused = match &ended {
+        Err(Error::Refused { status: 400, .. }) => true,
+        Ok(lease) => !lease.granted,
+        Err(_) => false,
+    };
+    if finish.is_some()
+        && refused
+        && let Err(e) = client.call(held.ending(None), Some(by)).await
+    {
+        tracing::warn!(error = %e, "release failed; the lease lapses by itself");
+    }
     match answer {
         Some(answer) => {
             let _ = answer.send(ended);

@@ -199,6 +199,20 @@ async fn a_semaphores_other_permits_stay_when_one_holder_finishes() {
         )
         .await;
     assert_eq!(rules(&c), ["DONE"]);
+    // The other holder cannot replace the mark (shorten it, take its reopen from "a"): its done
+    // release is refused, nothing changed; a plain release ends its permit.
+    let b_done = done("s", "b", 2, json!({"result": "mine", "keepDoneSeconds": 1}));
+    let refused = f.call(b_done, now + 4).await;
+    assert_eq!(rules(&refused), ["DONE"]);
+    let mark = refused.done.expect("the mark stands");
+    assert_eq!((mark.holder.as_str(), mark.fencing_token), ("a", 1));
+    assert_eq!(refused.holders.len(), 1, "b still holds its permit");
+    let plain = json!({"op": "release", "resource": "s", "holder": "b", "token": 2});
+    assert!(f.call(plain, now + 5).await.granted);
+    let later = f
+        .call(json!({"op": "get", "resource": "s"}), now + 1_000 + 6_000)
+        .await;
+    assert_eq!(later.done.map(|d| d.holder), Some("a".to_owned()));
 }
 
 #[tokio::test]
@@ -286,8 +300,24 @@ async fn reopen_by_the_finisher_or_an_admin_only_and_audited() {
         .call(done("t", "w2", 2, json!({"result": "second"})), now + 6)
         .await;
     assert!(released.granted);
-    let by_admin = f.call(reopen(None, None), now + 7).await;
+    let mut by_admin_body = reopen(None, None);
+    by_admin_body["requestId"] = json!("admin-reopen");
+    let by_admin = f.call(by_admin_body.clone(), now + 7).await;
     assert!(by_admin.granted, "{by_admin:?}");
+    // A member key is not replayed the admin's reopen under its requestId: it may not reopen
+    // without naming the finisher, whatever was recorded (the attack of 2026-12-06).
+    let member = Fixture::on(
+        f.client.clone(),
+        f.tables.clone(),
+        common::service::SEED,
+        f.tenant.clone(),
+    )
+    .acting_as_member("key:member");
+    let replay = member.try_as(&member.tenant, by_admin_body, now + 7).await;
+    assert!(
+        matches!(replay, Err(LeaseError::Forbidden(_))),
+        "{replay:?}"
+    );
     // Nothing left to reopen.
     let nothing = f.call(reopen(None, None), now + 8).await;
     assert_eq!(rules(&nothing), ["NOT_DONE"]);
@@ -454,4 +484,27 @@ async fn concurrent_claimers_never_share_a_task() {
             "{name} issued more than one token"
         );
     }
+}
+
+/// A watch hears a mark end when it ends, as it hears a permit lapse (the attack of
+/// 2026-12-06: it was answered only at its deadline).
+#[tokio::test]
+async fn a_watch_hears_the_mark_end() {
+    let f = Fixture::new().await;
+    let now = now_ms();
+    f.acquire("w", "w1", now).await;
+    let released = f
+        .call(done("w", "w1", 1, json!({"keepDoneSeconds": 1})), now_ms())
+        .await;
+    let tag = released.state_tag.unwrap();
+    let started = std::time::Instant::now();
+    let body = json!({"op": "watch", "resource": "w", "stateTag": tag, "waitSeconds": 10});
+    let heard = f.call(body, now_ms()).await;
+    assert_eq!(heard.changed, Some(true));
+    assert_eq!(heard.done, None);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "heard after {:?}",
+        started.elapsed()
+    );
 }

@@ -102,3 +102,19 @@ def test_async_claim_next_and_finish(server: str) -> None:
             assert got.done is not None and got.done.result == "theirs"
 
     asyncio.run(main())
+
+
+def test_a_refused_finish_releases_the_permit_and_a_long_result_is_refused_first(server: str) -> None:
+    client = Client(server, api_key=API_KEY, tenant=name("t"))
+    pool = name("pool")
+    with client.lease(pool, holder="a", ttl=30, limit=2) as a, client.lease(pool, holder="b", ttl=30, limit=2) as b:
+        with pytest.raises(ValueError):
+            a.finish("é" * 513)  # 1026 bytes: refused before anything is sent
+        assert not a.lost
+        assert a.finish("a's result").done is not None
+        # b's finish would replace a's mark: refused (DONE), and b's permit released plainly.
+        with pytest.raises(LeaseLost) as lost:
+            b.finish("b's result")
+        assert lost.value.rule == "DONE"
+    got = client.get(pool)
+    assert got.holders == () and got.done is not None and got.done.holder == "a"

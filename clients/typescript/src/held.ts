@@ -303,8 +303,18 @@ export async function keep<T>(
       throw new LeaseLost(`not finished: ${clock.lostReason ?? "lost"}`, clock.lostRule);
     }
     ended = true;
-    const answer = await call(t, body({ ...requests.ending(), ...fields }), { deadline: clock.deadline });
+    // Refused with nothing changed (bad input, or a rule: finished by another holder meanwhile),
+    // the permit is released plainly, not left held for its whole TTL (the attack of 2026-12-06).
+    const plainly = () => call(t, requests.ending(), { deadline: clock.deadline }).catch(() => undefined);
+    let answer: Lease;
+    try {
+      answer = await call(t, body({ ...requests.ending(), ...fields }), { deadline: clock.deadline });
+    } catch (error) {
+      if (error instanceof InvalidInput) await plainly();
+      throw error;
+    }
     if (!answer.granted) {
+      await plainly();
       refused(answer.rules[0] ?? "refused");
       throw new LeaseLost(`not finished (${answer.rules[0] ?? "refused"})`, clock.lostRule);
     }

@@ -85,3 +85,18 @@ test("claimNext skips a held candidate, and release with done finishes one", asy
   const released = await c.release(a, { holder: "other", token: 1, done: true, result: "theirs" });
   assert.equal(released.done.result, "theirs");
 });
+
+test("a refused finish releases the permit plainly", async () => {
+  const c = client();
+  const pool = name("pool");
+  await c.withLease(pool, { holder: "a", limit: 2 }, async (a) => {
+    await c.withLease(pool, { holder: "b", limit: 2 }, async (b) => {
+      await a.finish("a's result");
+      // b's finish would replace a's mark: refused (DONE), and b's permit released plainly.
+      await assert.rejects(b.finish("b's result"), (e) => e instanceof LeaseLost && e.rule === "DONE");
+    });
+  });
+  const got = await c.get(pool);
+  assert.deepEqual(got.holders, []);
+  assert.equal(got.done.holder, "a");
+});

@@ -338,6 +338,13 @@ pub fn hold(state: &LeaseState, op: HolderOp<'_>, now: Millis) -> Held {
         )
         .into();
     }
+    // A finished resource stays as its finisher marked it: another holder's done release (a
+    // semaphore's other permit) must not replace the mark, shorten it or take its reopen from
+    // its finisher (the attack of 2026-12-06). Refused, nothing changed: a plain release ends
+    // that permit.
+    if let (HolderOp::Release { done: Some(_), .. }, Some(done)) = (op, state.finished(now)) {
+        return semaphore::refusal(state, vec![finished(done)], now).into();
+    }
     // The caller's live permit, and its write; or why it has none.
     // A lease's renew or release is its holder's guarded write; a versioned resource's, and a
     // done release (whose mark makes it versioned, docs/adr/0012), a replace of it as read.

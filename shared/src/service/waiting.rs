@@ -168,8 +168,12 @@ pub(crate) fn next_change(state: &LeaseState, now: Millis, deadline: Millis) -> 
     let places = state
         .live_waiters(now)
         .map(crate::lease::model::Place::lapses_at);
+    // A finished mark's end changes the state too (docs/adr/0012): a watch hears it then (the
+    // attack of 2026-12-06 found a watch answered only at its deadline).
+    let mark = state.finished(now).map(|d| d.until);
     permits
         .chain(places)
+        .chain(mark)
         .filter(|t| *t > now)
         .fold(deadline, Millis::min)
 }

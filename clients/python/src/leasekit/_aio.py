@@ -268,6 +268,11 @@ class AsyncHeldLease(Hold[AsyncClient]):
         self._stop.set()
         if self._task is not None:
             await self._task
+        if self._release_refused():
+            try:
+                await self._client.release(self.resources[0], holder=self.holder, token=self.token)
+            except LeasekitError:
+                pass  # it lapses by itself
         return self._finished()
 
     async def wait_lost(self, timeout: float | None = None) -> bool:

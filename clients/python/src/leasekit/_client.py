@@ -285,6 +285,11 @@ class HeldLease(Hold[Client]):
             self._changed.notify_all()
         if self._thread is not None:
             self._thread.join()
+        if self._release_refused():
+            try:
+                self._client.release(self.resources[0], holder=self.holder, token=self.token)
+            except LeasekitError:
+                pass  # it lapses by itself
         return self._finished()
 
     def wait_lost(self, timeout: float | None = None) -> bool:

@@ -497,7 +497,16 @@ class Hold(Generic[C]):
             raise ValueError("a set is not finished whole: finish each of its resources in a hold of its own")
         with self._guard:
             self._require().check()
+        if result is not None and len(result.encode()) > MAX_RESULT_BYTES:
+            raise ValueError(f"a result is at most {MAX_RESULT_BYTES} bytes of UTF-8")
         self._finish = {"done": True, "result": result, "keep_done": keep}
+
+    def _release_refused(self) -> bool:
+        """Whether the done release was refused with nothing changed (bad input, or a rule: the
+        resource finished by another holder meanwhile): the permit is then released plainly, not
+        left held for its whole TTL (the attack of 2026-12-06)."""
+        answer = self._ended
+        return isinstance(answer, InvalidInput) or (isinstance(answer, Lease) and not answer.granted)
 
     def _finished(self) -> Lease:
         """A finish's answer: the resource's mark in `done`. `LeaseLost` when the lease was lost
@@ -515,6 +524,9 @@ class Hold(Generic[C]):
             self._lost_now()
         raise LeaseLost(f"not finished: {clock.lost_reason}", rule=clock.lost_rule)
 
+
+#: The longest result a done release keeps, in UTF-8 bytes.
+MAX_RESULT_BYTES = 1024
 
 #: The rules by which an acquire in a session learns that the session has ended, and with it
 #: every hold in it.

@@ -12,6 +12,9 @@ use crate::lease::answer::{AuditEntry, DoneView};
 use crate::lease::decide::{Reopening, finished_by, reopen};
 use crate::store::call_id;
 
+/// Why a reopen is refused to its caller.
+const FORBIDDEN: &str = "only the holder that finished the resource, with the token it finished with, an admin key or the paying wallet may reopen it";
+
 struct ReopenPlanner<'a> {
     target: &'a Target,
     resource: &'a str,
@@ -29,9 +32,7 @@ impl Planner for ReopenPlanner<'_> {
         let (signing, actor) = (&self.call.signing, self.call.actor);
         let now = signing.now;
         if !actor.admin && !finished_by(state, self.finisher, now) {
-            return Err(LeaseError::Forbidden(
-                "only the holder that finished the resource, with the token it finished with, an admin key or the paying wallet may reopen it",
-            ));
+            return Err(LeaseError::Forbidden(FORBIDDEN));
         }
         let key = &self.target.keys[0];
         let op = self.call.request.op;
@@ -73,6 +74,12 @@ impl LeaseService {
         resource: &str,
         finisher: Option<(&str, u64)>,
     ) -> Result<SignedAnswer, LeaseError> {
+        // Naming no finisher, only an admin may: refused before anything is read, so that no
+        // one else is replayed an admin's reopen under its requestId either (the attack of
+        // 2026-12-06).
+        if finisher.is_none() && !call.actor.admin {
+            return Err(LeaseError::Forbidden(FORBIDDEN));
+        }
         let reason = call
             .request
             .reason
