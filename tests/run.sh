@@ -39,17 +39,20 @@ venv() { # DIR REQUIREMENTS: made again only when the requirements change
 }
 debian_packages() {
   # Chromium and its driver for the console's browser test; Docker and debootstrap for sam local;
-  # jq for the README's first five minutes (tests/readme.rs).
+  # jq for the README's first five minutes (tests/readme.rs); PostgreSQL and Redis servers for the
+  # clients' fenced writes (clients/python/tests/test_fencing.py).
   if ! command -v chromium > /dev/null || ! command -v chromedriver > /dev/null \
     || ! command -v dockerd > /dev/null || ! command -v debootstrap > /dev/null \
-    || ! command -v jq > /dev/null; then
+    || ! command -v jq > /dev/null || ! command -v redis-server > /dev/null \
+    || ! ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker.io debootstrap jq > /dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker.io debootstrap jq \
+      redis-server postgresql > /dev/null
   fi
 }
 # Left to finish if the run stops early: a dpkg cut off would break the next runs. A venv cut off
 # has no requirements.txt copied in, so the next run makes it again.
-JOB_KEEP=1 job debian "Debian packages (chromium, docker.io, debootstrap, jq)" debian_packages
+JOB_KEEP=1 job debian "Debian packages (chromium, docker.io, debootstrap, jq, redis-server, postgresql)" debian_packages
 job venv "Python test tools (.venv)" venv .venv tests/requirements.txt
 sam_tools() {
   source infra/local/venv.sh
@@ -111,10 +114,12 @@ step "interop (independent verifiers, official clients) and infra facts (pytest)
 python_client() {
   # Installed as a user would (`pip install './clients/python[x402]'`), afresh each run so that the
   # tests see the source as it is now.
-  .venv/bin/pip install --quiet --disable-pip-version-check './clients/python[x402]'
+  .venv/bin/pip install --quiet --disable-pip-version-check './clients/python[x402,fencing]'
   .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./clients/python
   (cd clients/python && ../../.venv/bin/mypy --strict src tests)
-  LEASEKIT_BIN="$PWD/target/debug/leasekit" .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
+  # The stores the fenced writes are tested against must be here (a missing one fails, not skips).
+  LEASEKIT_REQUIRE_STORES=1 LEASEKIT_BIN="$PWD/target/debug/leasekit" \
+    .venv/bin/python -m pytest -q -p no:cacheprovider clients/python/tests
 }
 step "Python client (clients/python): pip install, mypy --strict, tests against leasekit serve" python_client
 
