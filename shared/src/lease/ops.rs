@@ -546,8 +546,22 @@ mod tests {
                     assert!(!valid(&with(full.clone(), "session", &session)), "{op}");
                 }
                 SessionField::InsteadOfResource => {
-                    let of_session = with(without(full.clone(), "resource"), "session", &session);
+                    // A session is whole: no holder or token picks part of it.
+                    let whole = without(
+                        without(without(full.clone(), "resource"), "holder"),
+                        "token",
+                    );
+                    let of_session = with(whole, "session", &session);
                     assert!(valid(&of_session), "{of_session}");
+                    for part in ["holder", "token"] {
+                        let value = if part == "token" {
+                            json!(1)
+                        } else {
+                            json!("h")
+                        };
+                        let picked = with(of_session.clone(), part, &value);
+                        assert!(!valid(&picked), "{picked}");
+                    }
                     assert!(!valid(&with(full.clone(), "session", &session)), "{op}");
                 }
             }
