@@ -2,8 +2,9 @@
 //! free task of the same 50 with `leasekit run --candidates ... --done`, each task's work a
 //! fenced write to a store that refuses a smaller token, while a killer SIGKILLs `leasekit run`
 //! processes at random mid-task (an agent that dies). At the end every task is finished exactly
-//! once (50 done releases granted, one mark each), its recorded work is the finisher's (the
-//! store's record carries the mark's token and holder), and none is left undone.
+//! once (one mark each, no more runs finishing a task than there are tasks), its recorded work
+//! is the finisher's (the store's record carries the mark's token and holder: no grant came
+//! after it), and none is left undone.
 
 mod support;
 
@@ -135,7 +136,12 @@ async fn sixteen_workers_killed_at_random_finish_every_task_exactly_once() {
         killed >= 3,
         "only {killed} workers were killed: the test proved little"
     );
-    assert_eq!(finished, TASKS, "done releases granted: each task once");
+    // A run killed after its done release committed finished its task without exiting 0 (it
+    // failed once in CI so): the marks below are what say every task is finished, each once.
+    assert!(
+        finished <= TASKS,
+        "{finished} runs finished a task: some task twice"
+    );
     let client = server.client(Some(ACME_KEY));
     for task in tasks() {
         let got = client.data(get("queue", &task)).await;
