@@ -276,14 +276,12 @@ async fn acquire(
     ttl: Duration,
     grace: Duration,
 ) -> Result<Acquired> {
-    let (resource, candidates) = match (&args.resource, &args.candidates) {
-        (Some(resource), _) => (resource, None),
-        (None, Some(candidates)) => (&candidates[0], Some(candidates)),
-        (None, None) => bail!("--resource or --candidates names what to hold"),
-    };
-    if let Some(candidates) = candidates {
+    if let Some(candidates) = &args.candidates {
         return claim(client, args, candidates, holder, ttl).await;
     }
+    let Some(resource) = &args.resource else {
+        bail!("--resource or --candidates names what to hold");
+    };
     let waited = args.wait.unwrap_or(0);
     let mut ask = Ask::new(resource, holder, ttl, args.limit);
     if let Some(value) = &args.value {
