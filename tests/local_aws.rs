@@ -4,43 +4,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use support::leasekit;
+use support::{leasekit, local_aws};
 use tempfile::TempDir;
-
-struct LocalAws {
-    child: Child,
-    url: String,
-}
-
-impl Drop for LocalAws {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn local_aws(dir: &std::path::Path) -> LocalAws {
-    let mut child = leasekit()
-        .args(["local-aws", "--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    LocalAws {
-        child,
-        url: line.trim().to_owned(),
-    }
-}
 
 /// A stand-in for 169.254.169.254 that counts who connects to it.
 fn metadata_service() -> (String, Arc<AtomicUsize>) {

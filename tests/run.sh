@@ -167,6 +167,9 @@ moto() {
   cargo test --workspace "${core_tests[@]}"
   cargo test --workspace --test http_api -- serves_on_another_dynamodb_endpoint
   LEASEKIT_HISTORY_OPS="${LEASEKIT_HISTORY_OPS_MOTO:-10000}" cargo test --workspace --test history -- random_concurrent_histories
+  # The Rust client's fenced writes: DynamoDB and S3 on moto (its S3 honours If-Match and
+  # If-None-Match), besides the embedded store.
+  LEASEKIT_TEST_S3_ENDPOINT="http://127.0.0.1:$port" cargo test --workspace --test fencing
   kill "$moto_pid"
 }
 step "store tests against moto (single-threaded)" moto

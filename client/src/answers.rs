@@ -136,7 +136,7 @@ pub struct Member {
     pub done: Option<Done>,
 }
 
-/// A page of [`Client::list`]: your tenant's resources with a live permit or waiter, by name.
+/// A page of [`crate::Client::list`]: your tenant's resources with a live permit or waiter, by name.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListPage {
@@ -167,7 +167,7 @@ pub struct Waiter {
     pub until: String,
 }
 
-/// A page of [`Client::audit`], newest first.
+/// A page of [`crate::Client::audit`], newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditPage {

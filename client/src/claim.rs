@@ -49,6 +49,7 @@ impl Client {
                         kept: Kept::Lease {
                             resource: resource.clone(),
                             token,
+                            limit: lease.limit,
                         },
                         holder: holder.to_owned(),
                         ttl,

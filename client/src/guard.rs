@@ -7,7 +7,7 @@
 //! [`safety_margin`]. Nothing the guard tells you (is_held, lost, expiring) counts past that
 //! deadline, whatever a renewal in flight is doing, and a renewal is given only the time left.
 
-use super::{Client, Error, Lease, release_body, renew_body};
+use super::{Client, Error, Fence, Lease, release_body, renew_body};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,8 +81,15 @@ pub enum Lost {
 
 /// What the guard keeps alive: one lease (or permit), or a session and every permit in it.
 pub(crate) enum Kept {
-    Lease { resource: String, token: u64 },
-    Session { id: String },
+    /// `limit`: the semaphore's (1 for a lease), which decides how its writes are fenced.
+    Lease {
+        resource: String,
+        token: u64,
+        limit: u32,
+    },
+    Session {
+        id: String,
+    },
 }
 
 /// What the guard holds, for its renewals.
@@ -99,7 +106,9 @@ impl Held {
     /// What moves the deadline: a lease's renew, a session's keepalive.
     fn renewal(&self) -> Value {
         match &self.kept {
-            Kept::Lease { resource, token } => renew_body(resource, &self.holder, *token, self.ttl),
+            Kept::Lease {
+                resource, token, ..
+            } => renew_body(resource, &self.holder, *token, self.ttl),
             Kept::Session { id } => json!({
                 "op": "keepalive", "session": id, "holder": self.holder,
                 "ttlSeconds": self.ttl.as_secs(),
@@ -111,7 +120,9 @@ impl Held {
     /// close (every permit in it).
     fn ending(&self, done: Option<&Finish>) -> Value {
         match &self.kept {
-            Kept::Lease { resource, token } => {
+            Kept::Lease {
+                resource, token, ..
+            } => {
                 let mut body = release_body(resource, &self.holder, *token);
                 if let Some(finish) = done {
                     body["done"] = json!(true);
@@ -193,13 +204,18 @@ impl Guard {
         };
         let (stop, stopped) = oneshot::channel();
         let (token, owner) = match &held.kept {
-            Kept::Lease { resource, token } => (
+            Kept::Lease {
+                resource,
+                token,
+                limit,
+            } => (
                 *token,
                 Some(Owner {
                     client: client.clone(),
                     resource: resource.clone(),
                     holder: held.holder.clone(),
                     ttl: held.ttl,
+                    limit: *limit,
                 }),
             ),
             Kept::Session { .. } => (0, None),
@@ -217,6 +233,23 @@ impl Guard {
     /// The fencing token of this lease: send it with every write the lease protects.
     pub fn fencing_token(&self) -> u64 {
         self.token
+    }
+
+    /// What a fenced write needs of this lease ([`crate::fencing`]): its resource, token,
+    /// holder and limit, and this client to `check` a semaphore's permit with.
+    pub fn fence(&self) -> Fence {
+        match &self.owner {
+            Some(owner) => Fence {
+                resource: owner.resource.clone(),
+                token: self.token,
+                holder: Some(owner.holder.clone()),
+                limit: owner.limit,
+                client: Some(owner.client.clone()),
+            },
+            // A session's own guard, never handed out: it holds no token, so it fences nothing
+            // (token 0 is below every token the service issues).
+            None => Fence::new("", 0),
+        }
     }
 
     /// The local deadline: the lease is yours until then at least, unless renewed.
@@ -340,6 +373,7 @@ struct Owner {
     resource: String,
     holder: String,
     ttl: Duration,
+    limit: u32,
 }
 
 /// The rule that refused a renewal.

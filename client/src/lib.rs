@@ -35,6 +35,7 @@ mod answers;
 mod bodies;
 mod claim;
 mod election;
+pub mod fencing;
 pub mod guard;
 mod retry;
 mod send;
@@ -49,6 +50,7 @@ pub use bodies::Ask;
 pub(crate) use bodies::{acquire_body, page_body, release_body, renew_body, set_leases, wire_ttl};
 pub use claim::Claim;
 pub use election::{FOREVER, Leader, Observer};
+pub use fencing::{Fence, FenceError};
 pub use guard::{Guard, Lost, Renewals, Signal, safety_margin};
 pub use session::Session;
 
@@ -339,6 +341,7 @@ impl Client {
                     kept: guard::Kept::Lease {
                         resource: resource.to_owned(),
                         token,
+                        limit: lease.limit,
                     },
                     holder: holder.to_owned(),
                     ttl,

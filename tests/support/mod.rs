@@ -384,3 +384,34 @@ pub fn span_ids(log: &str, needle: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// A running `leasekit local-aws` (DynamoDB on the embedded store, in `dir`); killed when dropped.
+pub struct LocalAws {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for LocalAws {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn local_aws(dir: &Path) -> LocalAws {
+    let mut child = leasekit()
+        .args(["local-aws", "--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    LocalAws {
+        child,
+        url: line.trim().to_owned(),
+    }
+}

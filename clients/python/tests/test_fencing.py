@@ -1,9 +1,11 @@
 """Fencing at the store from Python (`leasekit.fencing`), against real stores started here:
-DynamoDB and S3 on moto's server, PostgreSQL (a throwaway cluster: Debian's initdb and pg_ctl),
-Redis (Debian's redis-server). For each store: A acquires (token n) and writes, pauses past its
-lease, B acquires (token n+1) and writes, and A's late write is refused with `FenceRefused`
-naming both tokens while the store keeps B's data; two writers with alternating tokens race and
-the stored fence never goes down. A semaphore's permit is checked with the service instead."""
+DynamoDB and S3 on moto's server, DynamoDB on the embedded store (`leasekit local-aws`),
+PostgreSQL (a throwaway cluster: Debian's initdb and pg_ctl), Redis (Debian's redis-server).
+For each store: A acquires (token n) and writes, pauses past its lease, B acquires (token n+1)
+and writes, and A's late write is refused with `FenceRefused` naming both tokens while the store
+keeps B's data; two writers with alternating tokens race for 10 s while a reader watches: the
+stored fence never goes down, and no write below it lands. A semaphore's permit is checked with
+the service instead."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import pytest
 from leasekit import Client
 from leasekit.fencing import FenceRefused, Permit, dynamodb_put, postgres_upsert, redis_set, s3_put
 
-from conftest import API_KEY, ROOT
+from conftest import API_KEY, BIN, ROOT
 from test_client import name
 
 # Debian's PostgreSQL (its newest major version here).
@@ -147,44 +149,102 @@ def paused_past_the_lease(server: str, write: Callable[[Any], None], stored: Cal
     assert stored() == before, "nothing written"
 
 
-def race(write: Callable[[int], None], fence: Callable[[], int]) -> None:
-    """Two writers with alternating tokens for 3 s: every write below the stored fence is
-    refused, and the fence never goes down."""
+#: How long the writers race.
+RACE_SECONDS = 10
+
+
+def race(write: Callable[[int], None], read: Callable[[], tuple[int, int] | None]) -> None:
+    """Two writers with alternating tokens (every other one well below the latest) for
+    RACE_SECONDS, and a reader. `write(token)` makes a fenced write whose data is the token;
+    `read()` answers the stored (fence, data) in one request. The fence the reader sees never goes
+    down, the data is always the write of the token the fence holds, a write that lands is never
+    below the stored fence, and every refusal names a larger one."""
     tokens = iter(range(1, 10**9))
     lock = threading.Lock()
-    seen: list[int] = []
-    stop = time.monotonic() + 3
+    counts = {"landed": 0, "refused": 0, "reads": 0}
+    failures: list[BaseException] = []
+    stop = time.monotonic() + RACE_SECONDS
+
+    def guarded(body: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                body()
+            except BaseException as e:  # noqa: BLE001 - handed to the test's thread
+                failures.append(e)
+        return run
 
     def writer() -> None:
-        while time.monotonic() < stop:
+        while time.monotonic() < stop and not failures:
             with lock:
-                token = next(tokens)
-            # Alternate: every other write carries a token well below the latest.
-            token = token if token % 2 else max(1, token - 7)
+                n = next(tokens)
+            token = n if n % 2 else max(1, n - 7)
             try:
                 write(token)
             except FenceRefused as e:
-                assert e.found is None or e.found > token
-            current = fence()
+                assert e.found is None or e.found > token, f"{token} refused by {e.found}"
+                with lock:
+                    counts["refused"] += 1
+                continue
+            stored = read()
+            assert stored is not None and stored[0] >= token, f"token {token} landed below fence {stored}"
             with lock:
-                seen.append(current)
+                counts["landed"] += 1
 
-    threads = [threading.Thread(target=writer) for _ in range(2)]
+    def reader() -> None:
+        last = 0
+        while time.monotonic() < stop and not failures:
+            stored = read()
+            if stored is None:
+                continue
+            fence, data = stored
+            assert fence >= last, f"the fence went down: {last} then {fence}"
+            assert data == fence, f"the data ({data}) is not the write of the fence's token ({fence})"
+            last = fence
+            counts["reads"] += 1
+
+    threads = [threading.Thread(target=guarded(f)) for f in (writer, writer, reader)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(seen) > 10
-    final = fence()
-    assert final >= max(seen[: len(seen) // 2]), "the fence went down"
+    if failures:
+        raise failures[0]
+    assert counts["landed"] > 10 and counts["refused"] > 10 and counts["reads"] > 10, counts
+    print(f"race: {counts}")
 
 
-def test_dynamodb(server: str, moto_url: str) -> None:
-    ddb = aws("dynamodb", moto_url)
-    table = name("docs")
+@pytest.fixture(scope="module")
+def local_aws() -> Iterator[str]:
+    """`leasekit local-aws`: DynamoDB on the embedded store, in a data dir of its own."""
+    data = tempfile.mkdtemp(prefix="local-aws-")
+    process = subprocess.Popen([BIN, "local-aws", "--addr", "127.0.0.1:0", "--data-dir", data],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdout is not None
+    url = process.stdout.readline().decode().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    yield url
+    process.terminate()
+    process.wait(10)
+    shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(params=["moto", "local-aws"])
+def dynamodb_url(request: pytest.FixtureRequest) -> str:
+    """DynamoDB on moto's server, and on the embedded store (`leasekit local-aws`)."""
+    url: str = request.getfixturevalue("moto_url" if request.param == "moto" else "local_aws")
+    return url
+
+
+def create_table(ddb: Any, table: str) -> None:
     ddb.create_table(TableName=table, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
                      AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
                      BillingMode="PAY_PER_REQUEST")
+
+
+def test_dynamodb(server: str, dynamodb_url: str) -> None:
+    ddb = aws("dynamodb", dynamodb_url)
+    table = name("docs")
+    create_table(ddb, table)
 
     def item() -> Any:
         return ddb.get_item(TableName=table, Key={"id": {"S": "doc"}}, ConsistentRead=True).get("Item")
@@ -194,8 +254,12 @@ def test_dynamodb(server: str, moto_url: str) -> None:
 
     paused_past_the_lease(server, write, item)
     assert item()["fence"]["N"] == item()["by"]["N"], "the fence is stored beside the data"
-    race(lambda t: dynamodb_put(ddb, table, {"id": {"S": "race"}}, Permit("race", t)),
-         lambda: int(ddb.get_item(TableName=table, Key={"id": {"S": "race"}}, ConsistentRead=True)["Item"]["fence"]["N"]))
+
+    def read() -> tuple[int, int] | None:
+        got = ddb.get_item(TableName=table, Key={"id": {"S": "race"}}, ConsistentRead=True).get("Item")
+        return None if got is None else (int(got["fence"]["N"]), int(got["by"]["N"]))
+
+    race(lambda t: dynamodb_put(ddb, table, {"id": {"S": "race"}, "by": {"N": str(t)}}, Permit("race", t)), read)
 
 
 def test_s3(server: str, moto_url: str) -> None:
@@ -208,8 +272,15 @@ def test_s3(server: str, moto_url: str) -> None:
         return got
 
     paused_past_the_lease(server, lambda p: s3_put(s3, bucket, "doc", f"by {p.token}".encode(), p), body)
-    race(lambda t: s3_put(s3, bucket, "race", b"x", Permit("race", t)),
-         lambda: int(s3.head_object(Bucket=bucket, Key="race")["Metadata"]["leasekit-fence"]))
+
+    def read() -> tuple[int, int] | None:
+        try:
+            got = s3.get_object(Bucket=bucket, Key="race")
+        except s3.exceptions.NoSuchKey:
+            return None
+        return int(got["Metadata"]["leasekit-fence"]), int(got["Body"].read())
+
+    race(lambda t: s3_put(s3, bucket, "race", str(t).encode(), Permit("race", t)), read)
 
 
 def test_postgres(server: str, postgres: Any) -> None:
@@ -221,16 +292,24 @@ def test_postgres(server: str, postgres: Any) -> None:
 
     paused_past_the_lease(
         server, lambda p: postgres_upsert(postgres, table, {"id": "doc"}, {"body": f"by {p.token}"}, p), row)
-    race(lambda t: postgres_upsert(postgres, table, {"id": "race"}, {"body": "x"}, Permit("race", t)),
-         lambda: int(postgres.execute(f'SELECT fence FROM "{table}" WHERE id = %s', ["race"]).fetchone()[0]))
+
+    def read() -> tuple[int, int] | None:
+        got = postgres.execute(f'SELECT fence, body FROM "{table}" WHERE id = %s', ["race"]).fetchone()
+        return None if got is None else (int(got[0]), int(got[1]))
+
+    race(lambda t: postgres_upsert(postgres, table, {"id": "race"}, {"body": str(t)}, Permit("race", t)), read)
 
 
 def test_redis(server: str, redis_client: Any) -> None:
     key = name("doc")
     paused_past_the_lease(server, lambda p: redis_set(redis_client, key, f"by {p.token}", p),
                           lambda: redis_client.hgetall(key))
-    race(lambda t: redis_set(redis_client, key + ":race", "x", Permit("race", t)),
-         lambda: int(redis_client.hget(key + ":race", "fence")))
+
+    def read() -> tuple[int, int] | None:
+        fence, value = redis_client.hmget(key + ":race", ["fence", "value"])
+        return None if fence is None else (int(fence), int(value))
+
+    race(lambda t: redis_set(redis_client, key + ":race", str(t), Permit("race", t)), read)
 
 
 def test_a_semaphores_permit_writes_only_while_current(server: str, moto_url: str) -> None:
@@ -239,9 +318,7 @@ def test_a_semaphores_permit_writes_only_while_current(server: str, moto_url: st
     client = Client(server, api_key=API_KEY, tenant=name("fence"))
     ddb = aws("dynamodb", moto_url)
     table = name("pool")
-    ddb.create_table(TableName=table, KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-                     AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-                     BillingMode="PAY_PER_REQUEST")
+    create_table(ddb, table)
     pool = name("pool")
     with client.lease(pool, holder="A", ttl=30, limit=2) as a, client.lease(pool, holder="B", ttl=30, limit=2) as b:
         dynamodb_put(ddb, table, {"id": {"S": "a"}}, b)  # token 2
