@@ -129,7 +129,9 @@ typescript_client() {
     echo "the TypeScript client's tests need Node.js 20+ and npm on PATH"
     return 1
   fi
-  LEASEKIT_BIN="$PWD/target/debug/leasekit" clients/typescript/test.sh
+  # The stores the fenced writes are tested against must be here (a missing one fails, not skips).
+  LEASEKIT_REQUIRE_STORES=1 LEASEKIT_PYTHON="$PWD/.venv/bin/python" LEASEKIT_BIN="$PWD/target/debug/leasekit" \
+    clients/typescript/test.sh
 }
 step "TypeScript client (clients/typescript): npm ci, tsc --strict, npm pack, its tests against leasekit serve" typescript_client
 

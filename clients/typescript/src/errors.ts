@@ -82,6 +82,24 @@ export class LeaseLost extends LeasekitError {
   }
 }
 
+/**
+ * A store refused a fenced write (see `fencing`): its fence, the token that last wrote, is
+ * larger than this write's `token`, or (a semaphore's permit) the permit is no longer current.
+ * Nothing was written.
+ */
+export class FenceRefused extends LeasekitError {
+  /** The token this write carried. */
+  readonly token: number;
+  /** The larger token the store holds; null when refused without one (`check` said the permit is not current, or S3's object kept changing). */
+  readonly found: number | null;
+
+  constructor(message: string, options: { token: number; found: number | null }) {
+    super(message);
+    this.token = options.token;
+    this.found = options.found;
+  }
+}
+
 const BY_STATUS: Record<number, new (message: string, options: { status: number; code: string }) => LeasekitError> = {
   400: InvalidInput,
   401: Unauthorized,

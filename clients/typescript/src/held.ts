@@ -40,6 +40,8 @@ export class HeldLease {
   readonly resources: readonly string[];
   readonly holder: string;
   readonly ttl: number;
+  /** How many holders the resource takes at once: 1 for a lease, more for a semaphore's permit. */
+  readonly limit: number;
   /** Each resource's fencing token; `token` is the first's. Send it with every write it fences. */
   readonly tokens: Readonly<Record<string, number>>;
   readonly token: number;
@@ -51,27 +53,32 @@ export class HeldLease {
   readonly #now: () => number;
   readonly #proclaim: (value: string) => Promise<Lease>;
   readonly #finish: (fields: Record<string, unknown>) => Promise<Lease>;
+  readonly #isCurrent: () => Promise<Lease>;
 
   constructor(init: {
     resources: readonly string[];
     holder: string;
     ttl: number;
+    limit: number;
     answer: Lease;
     clock: Clock;
     signal: AbortSignal;
     now: () => number;
     proclaim: (value: string) => Promise<Lease>;
     finish: (fields: Record<string, unknown>) => Promise<Lease>;
+    isCurrent: () => Promise<Lease>;
   }) {
     this.resources = init.resources;
     this.holder = init.holder;
     this.ttl = init.ttl;
+    this.limit = init.limit;
     this.answer = init.answer;
     this.#clock = init.clock;
     this.signal = init.signal;
     this.#now = init.now;
     this.#proclaim = init.proclaim;
     this.#finish = init.finish;
+    this.#isCurrent = init.isCurrent;
     const first = init.resources[0] ?? "";
     this.tokens =
       init.answer.leases !== null
@@ -93,6 +100,15 @@ export class HeldLease {
   /** Throw `LeaseLost` if the lease is lost. */
   check(): void {
     if (this.lost) throw new LeaseLost(this.#clock.lostReason ?? "lost", this.#clock.lostRule);
+  }
+
+  /**
+   * Whether the service says, now, that `token` is still this holder's live permit of the first
+   * resource (a `check`, signed): for a semaphore's permit, whose token is no fence
+   * (see `fencing`). The local deadline is not consulted: `lost` and `check()` judge that.
+   */
+  async isCurrent(): Promise<boolean> {
+    return (await this.#isCurrent()).current === true;
   }
 
   /**
@@ -227,16 +243,20 @@ export async function withLease<T>(
         return renewed;
       };
       const finish = (fields: Record<string, unknown>) => kept.end(fields);
+      const isCurrent = () =>
+        call(t, body({ op: "check", tenantId: tenant, resource: resources[0], token: held?.token, holder }));
       held = new HeldLease({
         resources,
         holder,
         ttl,
+        limit,
         answer,
         clock: kept.clock,
         signal: kept.signal,
         now: t.now,
         proclaim,
         finish,
+        isCurrent,
       });
       return fn(held);
     },
