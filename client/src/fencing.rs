@@ -227,6 +227,12 @@ mod s3 {
     /// was none), so the fence compared is always the one of the object the write replaces. A
     /// write in between fails the condition and the helper reads again, [`S3_ATTEMPTS`] times at
     /// most. Two requests per write.
+    ///
+    /// The ETag is the MD5 of the bytes, not of the metadata: a newer write that leaves the very
+    /// bytes read (the same content again, or changed and changed back) between the HEAD and
+    /// the PUT does not fail the condition, and this write then lands over it. Put the token in
+    /// the body (so that no two tokens write the same bytes) and that cannot happen
+    /// (docs/adr/0013-fencing-at-the-store.md).
     pub async fn s3_put(
         client: &aws_sdk_s3::Client,
         bucket: &str,

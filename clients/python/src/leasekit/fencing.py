@@ -151,7 +151,13 @@ def s3_put(client: Any, bucket: str, key: str, body: bytes, held: Any, *, attemp
     current object carries a larger one. S3 cannot compare numbers: the helper reads the object's
     ETag and fence (HEAD), then writes on condition that the object is still that one (IfMatch on
     the ETag; IfNoneMatch "*" when there was none), so a write in between fails the condition and
-    the helper reads again (`attempts` times at most). `client` is a boto3 S3 client."""
+    the helper reads again (`attempts` times at most). `client` is a boto3 S3 client.
+
+    The ETag is the MD5 of the bytes, not of the metadata: a newer write that leaves the very
+    bytes read (the same content again, or changed and changed back) between the HEAD and the
+    PUT does not fail the condition, and this write then lands over it. Put the token in the
+    body (so that no two tokens write the same bytes) and that cannot happen
+    (docs/adr/0013-fencing-at-the-store.md)."""
     permit = permit_of(held)
     guarded = _current(permit)
     for _ in range(attempts):
