@@ -147,6 +147,15 @@ impl FenceError {
     }
 }
 
+/// A fence as these helpers write it (a base-10 integer: no sign, no leading zero, as `u64`
+/// prints) as a token; `None` for anything else, which these helpers did not write.
+#[cfg(any(feature = "s3", test))]
+fn token_in(text: &str) -> Option<u64> {
+    let canonical =
+        text == "0" || (!text.starts_with('0') && text.bytes().all(|b| b.is_ascii_digit()));
+    canonical.then(|| text.parse().ok()).flatten()
+}
+
 #[cfg(feature = "dynamodb")]
 pub use self::dynamodb::dynamodb_put;
 
@@ -257,9 +266,9 @@ mod s3 {
             if compared {
                 // A fence that is not a number was not written by these helpers: refuse to
                 // guess over it.
-                let found = match stored.as_deref().map(str::parse::<u64>) {
-                    Some(Ok(found)) => Some(found),
-                    Some(Err(_)) => {
+                let found = match stored.as_deref().map(super::token_in) {
+                    Some(Some(found)) => Some(found),
+                    Some(None) => {
                         return Err(FenceError::Refused {
                             token: fence.token,
                             found: None,
@@ -299,5 +308,31 @@ mod s3 {
             found: None,
             message: format!("{place} kept changing: nothing written"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_in;
+
+    #[test]
+    fn only_a_plain_base_10_integer_is_a_token() {
+        assert_eq!(token_in("0"), Some(0));
+        assert_eq!(token_in("12"), Some(12));
+        assert_eq!(token_in("18446744073709551615"), Some(u64::MAX));
+        for odd in [
+            "",
+            "+5",
+            "012",
+            "1e3",
+            "0x10",
+            "12.0",
+            "1_000",
+            " 5",
+            "-1",
+            "18446744073709551616",
+        ] {
+            assert_eq!(token_in(odd), None, "{odd:?}");
+        }
     }
 }

@@ -328,3 +328,113 @@ def test_a_semaphores_permit_writes_only_while_current(server: str, moto_url: st
         dynamodb_put(ddb, table, {"id": {"S": "a"}, "late": {"S": "yes"}}, a_permit)
     assert refused.value.found is None
     assert "late" not in ddb.get_item(TableName=table, Key={"id": {"S": "a"}})["Item"]
+
+
+# What the attack on the helpers found (issue #46), each refused or written as promised now.
+
+
+def test_a_sets_hold_is_refused_and_each_resource_fenced_with_its_own_token(server: str, moto_url: str) -> None:
+    """A set's hold has a token per resource, each its own counter's: fencing with the first
+    one's locked the second resource's row to a token its holders had not reached."""
+    client = Client(server, api_key=API_KEY, tenant=name("fence"))
+    ddb = aws("dynamodb", moto_url)
+    table = name("sets")
+    create_table(ddb, table)
+    a, b = name("a"), name("b")
+    for _ in range(3):  # a's counter ahead of b's
+        taken = client.acquire(a, holder="X").token
+        assert taken is not None
+        client.release(a, holder="X", token=taken)
+    with client.lease_all([a, b], holder="X") as held:
+        assert held.tokens[a] > held.tokens[b]
+        with pytest.raises(ValueError, match="a set's hold has a token per resource"):
+            dynamodb_put(ddb, table, {"id": {"S": b}}, held)
+        assert "Item" not in ddb.get_item(TableName=table, Key={"id": {"S": b}}), "nothing written"
+        dynamodb_put(ddb, table, {"id": {"S": b}}, Permit(b, held.tokens[b]))
+    y = client.acquire(b, holder="Y").token
+    assert y is not None
+    dynamodb_put(ddb, table, {"id": {"S": b}}, Permit(b, y))  # b's next holder writes
+
+
+def test_tokens_are_positive_integers() -> None:
+    for token in (0, -1, 2**63, True, 1.5):
+        with pytest.raises(ValueError, match="a fencing token is an integer"):
+            redis_set(None, "k", "v", Permit("r", token))  # type: ignore[arg-type]
+
+
+def test_redis_compares_tokens_past_2_to_the_53_exactly(redis_client: Any) -> None:
+    """Lua's numbers are doubles: 2^53 + 1 and 2^53 were one number there, and the fence went
+    down."""
+    key = name("big")
+    redis_set(redis_client, key, "newer", Permit("r", 2**53 + 1))
+    with pytest.raises(FenceRefused) as refused:
+        redis_set(redis_client, key, "older", Permit("r", 2**53))
+    assert (refused.value.token, refused.value.found) == (2**53, 2**53 + 1)
+    redis_set(redis_client, key, "newest", Permit("r", 2**62))
+    with pytest.raises(FenceRefused):
+        redis_set(redis_client, key, "older", Permit("r", 2**62 - 1))
+    assert redis_client.hgetall(key) == {b"fence": str(2**62).encode(), b"value": b"newest"}
+
+
+def test_a_stored_fence_that_is_not_a_token_refuses_with_the_typed_error(redis_client: Any, moto_url: str) -> None:
+    """Not a ValueError, TypeError or a store's error: FenceRefused, found None, nothing written."""
+    key = name("odd")
+    for odd in ("1e3", "0x10", "abc", "012"):
+        redis_client.hset(key, mapping={"fence": odd, "value": "theirs"})
+        with pytest.raises(FenceRefused, match="not a token") as refused:
+            redis_set(redis_client, key, "mine", Permit("r", 5))
+        assert refused.value.found is None
+        assert redis_client.hget(key, "value") == b"theirs"
+    s3 = aws("s3", moto_url)
+    bucket = name("odd").lower()
+    s3.create_bucket(Bucket=bucket)
+    for odd in ("abc", "1e3", "12.0", "1_000", ""):
+        s3.put_object(Bucket=bucket, Key="doc", Body=b"theirs", Metadata={"leasekit-fence": odd})
+        with pytest.raises(FenceRefused, match="not a token"):
+            s3_put(s3, bucket, "doc", b"mine", Permit("r", 5000))
+        assert s3.get_object(Bucket=bucket, Key="doc")["Body"].read() == b"theirs"
+    # DynamoDB compares the numbers itself; a fence kept as 1E+2 is named as 100.
+    ddb = aws("dynamodb", moto_url)
+    table = name("odd")
+    create_table(ddb, table)
+    ddb.put_item(TableName=table, Item={"id": {"S": "doc"}, "fence": {"N": "1E+2"}})
+    with pytest.raises(FenceRefused) as refused:
+        dynamodb_put(ddb, table, {"id": {"S": "doc"}}, Permit("r", 99))
+    assert refused.value.found == 100
+    ddb.put_item(TableName=table, Item={"id": {"S": "doc"}, "fence": {"N": "100.5"}})
+    with pytest.raises(FenceRefused) as refused:
+        dynamodb_put(ddb, table, {"id": {"S": "doc"}}, Permit("r", 100))
+    assert refused.value.found is None
+
+
+def test_postgres_writes_a_null_fence_and_quotes_every_name(postgres: Any) -> None:
+    """A fence column added by a migration starts NULL: such a row was never writable. Names
+    with % were read as placeholders, and a NUL cut a name short."""
+    table = name("legacy").replace("-", "_") + "%x"
+    postgres.execute(f'CREATE TABLE "{table}" (id text PRIMARY KEY, body text)')
+    postgres.execute(f'INSERT INTO "{table}" VALUES (\'doc\', \'before\')')
+    postgres.execute(f'ALTER TABLE "{table}" ADD COLUMN fence bigint')
+    postgres_upsert(postgres, table, {"id": "doc"}, {"body": "fenced"}, Permit("r", 7))
+    assert postgres.execute(f'SELECT body, fence FROM "{table}"').fetchall() == [("fenced", 7)]
+    with pytest.raises(FenceRefused) as refused:
+        postgres_upsert(postgres, table, {"id": "doc"}, {"body": "stale"}, Permit("r", 6))
+    assert refused.value.found == 7
+    for bad in (table + "\0_archive", "fence\0x"):
+        with pytest.raises(ValueError, match="NUL"):
+            postgres_upsert(postgres, bad if bad.startswith(table) else table, {"id": "doc"}, {"body": "x"},
+                            Permit("r", 8), fence="fence" if bad.startswith(table) else bad)
+    assert postgres.execute(f'SELECT body, fence FROM "{table}"').fetchall() == [("fenced", 7)]
+
+
+def test_an_async_clients_permit_is_refused_plainly(moto_url: str) -> None:
+    """Its check is a coroutine these synchronous helpers cannot await: a TypeError saying what
+    to pass, rather than an AttributeError from inside; nothing written."""
+    from leasekit import AsyncClient
+
+    ddb = aws("dynamodb", moto_url)
+    table = name("async")
+    create_table(ddb, table)
+    permit = Permit("pool", 3, holder="A", limit=2, client=AsyncClient("http://127.0.0.1:9", api_key=API_KEY))
+    with pytest.raises(TypeError, match="AsyncClient"):
+        dynamodb_put(ddb, table, {"id": {"S": "doc"}}, permit)
+    assert "Item" not in ddb.get_item(TableName=table, Key={"id": {"S": "doc"}})

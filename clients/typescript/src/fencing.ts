@@ -7,6 +7,14 @@
 // smaller, throwing `FenceRefused` with both tokens; nothing is written then. Equal tokens
 // write: the holder's own retries and later writes carry the same token.
 //
+// The fence is only as good as the writers that keep it: every write of the data must go
+// through these helpers. A write or delete that drops the fence (an S3 copy that replaces the
+// metadata, a delete of the item, row or object) resets it, and any token lands after that. A
+// set's hold has a token per resource: fence each write with `{ resource, token:
+// held.tokens[resource] }`. And a refusal after the store's client retried on its own (the AWS
+// SDK does, on a 500 or a lost answer) may follow an earlier attempt of the same write that
+// landed and was then replaced by the larger token's: the store holds that write either way.
+//
 // The stores' clients are the caller's (the AWS SDK v3, node-postgres), optional peer
 // dependencies of this package: nothing here imports them at load, and the types below only
 // describe what the helpers call, so that the package type-checks without them.
@@ -61,6 +69,13 @@ export interface SqlClient {
 async function permitOf(held: HeldLease | FencePermit): Promise<{ token: number; guarded: boolean }> {
   const { token } = held;
   if (!Number.isSafeInteger(token) || token < 1) throw new TypeError(`a fencing token is a positive integer, not ${token}`);
+  if (held instanceof HeldLease && held.resources.length !== 1) {
+    // Each resource of a set has its own counter: the first one's token is no fence for another's data.
+    throw new TypeError(
+      `a set's hold has a token per resource (${held.resources.join(", ")}): fence a write with ` +
+        "{ resource, token: held.tokens[resource] } of the resource it belongs to",
+    );
+  }
   const resource = held instanceof HeldLease ? (held.resources[0] ?? "") : held.resource;
   const limit = held.limit ?? 1;
   if (limit <= 1) return { token, guarded: true };
@@ -84,12 +99,31 @@ function refused(where: string, token: number, found: number | null): FenceRefus
   return new FenceRefused(`${where} holds ${holds} than this write's token ${token}: nothing written`, { token, found });
 }
 
-/** A fence as a store gave it back (a string or a number), or null when there is none. */
-function fenceIn(where: string, value: unknown): number | null {
+/** A fence as these helpers write it: a base-10 integer, no sign, no leading zero. */
+const TOKEN = /^(0|[1-9][0-9]*)$/;
+
+/**
+ * A stored fence (text, or a number) as a number; null when there is none, or when it is a
+ * token above the largest safe integer (larger than any token a number here can carry: the
+ * write is refused all the same). One that is not a plain base-10 integer was not written by
+ * these helpers: the write is refused, naming it.
+ */
+function fenceIn(where: string, token: number, value: unknown): number | null {
   if (value === undefined || value === null) return null;
-  const fence = Number(value);
-  if (!Number.isSafeInteger(fence)) throw new TypeError(`${where} has a fence that is no token: ${String(value)}`);
-  return fence;
+  const text = String(value);
+  if (!TOKEN.test(text)) {
+    throw new FenceRefused(`${where} carries a fence that is not a token (${JSON.stringify(text)}): nothing written`, {
+      token,
+      found: null,
+    });
+  }
+  const fence = Number(text);
+  return Number.isSafeInteger(fence) ? fence : null;
+}
+
+/** Whether a stored fence refuses `token`: larger, or too large for a number to hold. */
+function larger(stored: unknown, fence: number | null, token: number): boolean {
+  return stored !== undefined && stored !== null && (fence === null || fence > token);
 }
 
 /** Whether `error` is an AWS SDK error of one of `names` (by name: the caller's SDK may be another copy than ours). */
@@ -135,8 +169,9 @@ export async function dynamodbPut(
     );
   } catch (error) {
     if (!isNamed(error, "ConditionalCheckFailedException")) throw error;
-    const old = (error as { Item?: Record<string, { N?: string }> }).Item?.[fence]?.N;
-    throw refused(where, token, fenceIn(where, old));
+    // The store compared the numbers: its fence is larger, whatever form it is kept in (1E+2).
+    const old = Number((error as { Item?: Record<string, { N?: string }> }).Item?.[fence]?.N ?? Number.NaN);
+    throw refused(where, token, Number.isSafeInteger(old) ? old : null);
   }
 }
 
@@ -168,15 +203,18 @@ export async function s3Put(
   const where = `s3://${bucket}/${key}`;
   for (let attempt = 0; attempt < (options.attempts ?? 5); attempt++) {
     let etag: string | undefined;
-    let stored: number | null = null;
+    let stored: string | undefined;
     try {
       const head = (await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key }))) as HeadObjectCommandOutput;
       etag = head.ETag;
-      stored = fenceIn(where, head.Metadata?.[S3_FENCE]);
+      stored = head.Metadata?.[S3_FENCE];
     } catch (error) {
       if (!isNamed(error, "NotFound", "NoSuchKey")) throw error;
     }
-    if (guarded && stored !== null && stored > token) throw refused(where, token, stored);
+    if (guarded) {
+      const found = fenceIn(where, token, stored);
+      if (larger(stored, found, token)) throw refused(where, token, found);
+    }
     try {
       await client.send(
         new PutObjectCommand({
@@ -232,7 +270,8 @@ export async function postgresUpsert(
   const written = await client.query(
     `INSERT INTO ${t} (${columns.map(ident).join(", ")}) VALUES (${params.map((_, i) => `$${i + 1}`).join(", ")}) ` +
       `ON CONFLICT (${keys.map(ident).join(", ")}) DO UPDATE SET ${updates.join(", ")} ` +
-      (guarded ? `WHERE ${t}.${f} <= EXCLUDED.${f} ` : "") +
+      // A row whose fence is NULL (a column just added) is written, as one without a fence.
+      (guarded ? `WHERE ${t}.${f} IS NULL OR ${t}.${f} <= EXCLUDED.${f} ` : "") +
       `RETURNING ${f}`,
     params,
   );
@@ -242,5 +281,5 @@ export async function postgresUpsert(
     `SELECT ${f} FROM ${t} WHERE ${keys.map((c, i) => `${ident(c)} = $${i + 1}`).join(" AND ")}`,
     Object.values(key),
   );
-  throw refused(where, token, fenceIn(where, rows[0]?.[fence]));
+  throw refused(where, token, fenceIn(where, token, rows[0]?.[fence]));
 }

@@ -478,3 +478,71 @@ test("a semaphore's permit writes only while current: checked with the service, 
   // Without the client that granted it, a permit cannot be checked.
   await assert.rejects(dynamodbPut(store.ddb, store.table, item(), { resource: pool, token: 1, limit: 2 }), TypeError);
 });
+
+// --- What the attack on the helpers found (issue #46), each refused or written as promised now.
+
+test("a set's hold is refused: each resource has its own counter, so each write names its own token", async (t) => {
+  if (!(await need(t, moto))) return;
+  const client = await leaseClient();
+  const store = await dynamodbStore(await moto());
+  const [a, b] = [name("a"), name("b")];
+  for (let i = 0; i < 3; i++) {
+    // a's counter ahead of b's
+    const taken = await client.acquire(a, { holder: "X" });
+    await client.release(a, { holder: "X", token: taken.token });
+  }
+  await client.withLease([a, b], { holder: "X" }, async (held) => {
+    assert.ok(held.tokens[a] > held.tokens[b]);
+    await assert.rejects(store.write(b, held), /a set's hold has a token per resource/);
+    assert.equal(await store.read(b), null, "nothing written");
+    await store.write(b, { resource: b, token: held.tokens[b] });
+  });
+  const y = await client.acquire(b, { holder: "Y" });
+  await store.write(b, { resource: b, token: y.token }); // b's next holder writes
+});
+
+test("PostgreSQL: a row whose fence is NULL (a column just added) is written, then fenced", async (t) => {
+  const pool = await need(t, postgres);
+  if (!pool) return;
+  const table = name("legacy");
+  await pool.query(`CREATE TABLE ${quoted(table)} (id text PRIMARY KEY, body text)`);
+  await pool.query(`INSERT INTO ${quoted(table)} VALUES ('doc', 'before')`);
+  await pool.query(`ALTER TABLE ${quoted(table)} ADD COLUMN fence bigint`);
+  await postgresUpsert(pool, table, { id: "doc" }, { body: "fenced" }, { resource: "r", token: 7 });
+  await assert.rejects(postgresUpsert(pool, table, { id: "doc" }, { body: "stale" }, { resource: "r", token: 6 }), (error) => {
+    assert.ok(error instanceof FenceRefused, String(error));
+    assert.deepEqual({ token: error.token, found: error.found }, { token: 6, found: 7 });
+    return true;
+  });
+  const { rows } = await pool.query(`SELECT body, fence FROM ${quoted(table)}`);
+  assert.deepEqual(rows, [{ body: "fenced", fence: "7" }]);
+});
+
+test("a stored fence that is not a token refuses with FenceRefused (found null), nothing written", async (t) => {
+  const url = await need(t, moto);
+  if (!url) return;
+  const { s3, bucket } = await s3Store(url);
+  const { PutObjectCommand } = await import("@aws-sdk/client-s3");
+  for (const odd of ["abc", "1e3", "0x10", "12.0", "0b11", ""]) {
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "doc", Body: "theirs", Metadata: { "leasekit-fence": odd } }));
+    await assert.rejects(s3Put(s3, bucket, "doc", "mine", { resource: "r", token: 5000 }), (error) => {
+      assert.ok(error instanceof FenceRefused, `${JSON.stringify(odd)}: ${error}`);
+      assert.equal(error.found, null);
+      return true;
+    });
+    const object = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: "doc" }));
+    assert.equal(await object.Body.transformToString(), "theirs");
+  }
+  // A token above the largest safe integer (another client's) is larger than any this one holds.
+  await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "doc", Body: "theirs", Metadata: { "leasekit-fence": "9007199254740993" } }));
+  await assert.rejects(s3Put(s3, bucket, "doc", "mine", { resource: "r", token: 2 ** 52 }), FenceRefused);
+  // DynamoDB compares the numbers itself; a fence kept as 1E+2 is named as 100.
+  const { ddb, table } = await dynamodbStore(url);
+  const { PutItemCommand } = await import("@aws-sdk/client-dynamodb");
+  await ddb.send(new PutItemCommand({ TableName: table, Item: { id: { S: "doc" }, fence: { N: "1E+2" } } }));
+  await assert.rejects(dynamodbPut(ddb, table, { id: { S: "doc" } }, { resource: "r", token: 99 }), (error) => {
+    assert.ok(error instanceof FenceRefused, String(error));
+    assert.equal(error.found, 100);
+    return true;
+  });
+});
