@@ -2,7 +2,7 @@
 
 Each system runs from a fresh data directory, on this machine, with the same load generator
 (bench/loadgen: one connection per client, acquire+release cycles back to back). Scenarios:
-1, 16 and 64 clients on distinct resources, 16 clients contending for one resource, and 16
+1, 16, 64 and 128 clients on distinct resources, 16 clients contending for one resource, and 16
 clients on one limit-4 semaphore, 64 on one lock or semaphore of limit 8 and 64, and 16
 waiting in line for one lock (leasekit's waitSeconds, etcd's lock recipe; Redis has none) (each system's nearest equivalent: see bench/loadgen/src/systems.rs;
 etcd has no semaphore, so N slot keys as its users build one; Redis the expirable-permit script).
@@ -23,6 +23,9 @@ Configurations (durable ones first):
 
 Reproduce: python3 bench/versus.py [--seconds 5] [--repeat 3] [--systems leasekit,etcd]
 [--scenarios "16 on a limit-4 semaphore,64 on a limit-8 semaphore,16 waiting in line"]
+It prints what it ran on first (CPU, cores, the fsync latency of a 4 KiB write in target/, where
+the data dirs are, the load average) and again above its table, and refuses to start while the
+machine is busy (1-minute load above 0.5) unless given --busy-ok.
 It needs etcd and redis-server (`apt-get install etcd-server redis-server`), builds the release
 binaries, installs matplotlib into .venv-bench, and writes bench/results/versus.json (a run
 of some systems or scenarios: versus-partial.json), the markdown table it prints,
@@ -46,7 +49,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 RESULTS = os.path.join(ROOT, "bench", "results")
 # (clients, all on one resource, limit, waiting)
 SCENARIOS = [(1, False, 1, False), (16, False, 1, False), (64, False, 1, False),
-             (16, True, 1, False), (16, True, 4, False),
+             (128, False, 1, False), (16, True, 1, False), (16, True, 4, False),
              # How a semaphore's cost grows with its limit (issue #28), and waiting in line.
              (64, True, 1, False), (64, True, 8, False), (64, True, 64, False),
              (16, True, 1, True)]
@@ -171,6 +174,36 @@ def machine_cpu():
     return {"cores": os.cpu_count(), "cpu": cpu}
 
 
+def fsync_latency(directory, writes=200):
+    """The data dir's disk: how long a 4 KiB write plus fsync takes there (p50 and p99, ms), the
+    cost every durable system here pays per commit (or per group)."""
+    path = os.path.join(directory, "fsync-probe")
+    times = []
+    with open(path, "wb") as f:
+        for _ in range(writes):
+            start = time.perf_counter()
+            f.write(b"x" * 4096)
+            f.flush()
+            os.fsync(f.fileno())
+            times.append((time.perf_counter() - start) * 1000)
+    os.remove(path)
+    times.sort()
+    return {"p50_ms": round(times[len(times) // 2], 3), "p99_ms": round(times[int(len(times) * 0.99)], 3)}
+
+
+def load_average():
+    """The 1-, 5- and 15-minute load averages."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def describe(facts):
+    """The machine facts as the lines printed above the table."""
+    fsync = facts["fsync"]
+    return (f"ran on: {facts['cpu']}, {facts['cores']} cores; fsync of a 4 KiB write in the data dir "
+            f"p50 {fsync['p50_ms']:.2f} ms, p99 {fsync['p99_ms']:.2f} ms; load average before "
+            f"{' '.join(f'{x:.2f}' for x in facts['load_before'])}; {facts['date']}")
+
+
 def version(command, pick):
     """What `command` says its version is, or None where it is not installed."""
     if shutil.which(command[0]) is None:
@@ -238,6 +271,9 @@ def main():
                              "or versus-partial.json for a partial run)")
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated scenario names (e.g. '16 contending'); default all")
+    parser.add_argument("--busy-ok", action="store_true",
+                        help="run even though the machine is busy (1-minute load above 0.5): "
+                             "its figures then say less")
     args = parser.parse_args()
     global LEASEKIT_BIN
     if args.leasekit_bin:
@@ -255,6 +291,15 @@ def main():
         tool = needed.get(system)
         if (chosen is None or name in chosen) and tool and shutil.which(tool) is None:
             sys.exit(f"{tool} not found: apt-get install etcd-server redis-server")
+    # What it ran on, measured before the first system starts: another machine of the same kind
+    # gave other ratios (issue #47), so every table carries these.
+    load = load_average()
+    if load[0] > 0.5 and not args.busy_ok:
+        sys.exit(f"the machine is busy (load average {load[0]:.2f} > 0.5): wait for it to settle, "
+                 "or pass --busy-ok to measure anyway")
+    facts = {**machine(), "load_before": load, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "fsync": fsync_latency(os.path.join(ROOT, "target"))}
+    print(describe(facts), flush=True)
     results = []
     observed = []
     for name, system, start, durable in SYSTEMS:
@@ -304,13 +349,15 @@ def main():
                 shutil.rmtree(os.readlink(link), ignore_errors=True)
             shutil.rmtree(data, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
-    report = {"machine": machine(), "seconds": args.seconds, "repeat": args.repeat,
+    report = {"machine": facts, "seconds": args.seconds, "repeat": args.repeat,
               "date": time.strftime("%Y-%m-%d"), "results": results, "observe": observed}
     # A partial run (some scenarios or systems) is kept apart from the full one.
     partial = args.scenarios is not None or args.systems is not None
     name = args.out or ("versus-partial.json" if partial else "versus.json")
     with open(os.path.join(RESULTS, name), "w") as f:
         json.dump(report, f, indent=1)
+    print()
+    print(describe(facts))
     print()
     print(table(results))
     if observed:

@@ -28,6 +28,7 @@
 //! longer says what the disk holds).
 
 use crate::client_tokens::ClientTokens;
+use crate::engine_stats::Stats;
 use dynoxide::{Database, DynoxideError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -101,6 +102,8 @@ struct Shared {
     /// The transactions' client tokens, kept here rather than in dynoxide (see
     /// [`ClientTokens`]). Used only by the leader, so never contended.
     tokens: Mutex<ClientTokens>,
+    /// What the leaders did (group sizes, waits, busy share). Used only by the leader.
+    stats: Mutex<Stats>,
 }
 
 /// Who runs the next group: nobody (the store is idle), a caller on its own thread, or the
@@ -127,6 +130,8 @@ struct State {
 struct Job {
     operation: String,
     body: String,
+    /// When it was queued: its wait for its group is the time until that group starts.
+    queued: Instant,
     answer: tokio::sync::oneshot::Sender<Answer>,
 }
 
@@ -177,6 +182,7 @@ impl Engine {
             work: Condvar::new(),
             flush: Mutex::new(flush),
             tokens: Mutex::new(ClientTokens::default()),
+            stats: Mutex::new(Stats::new()),
         });
         let thread = shared.clone();
         std::thread::Builder::new()
@@ -224,6 +230,7 @@ impl Engine {
             state.queue.push_back(Job {
                 operation,
                 body,
+                queued: now,
                 answer,
             });
             if state.lead == Lead::Idle {
@@ -259,8 +266,18 @@ impl Shared {
             }
         }
         let _hand_on = HandOn(self);
+        let started = Instant::now();
         // One answer per call, always.
-        self.run_group([(operation, body)]).remove(0)
+        let answer = self.run_group([(operation, body)]).remove(0);
+        self.record(started, std::iter::once(started));
+        answer
+    }
+
+    /// Counts a group that started at `started` and ends now, of calls queued at `queued`.
+    fn record(&self, started: Instant, queued: impl Iterator<Item = Instant>) {
+        let busy = started.elapsed();
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.group(started, busy, queued);
     }
 
     /// Run a group of calls as the leader: refuse them all if a flush has failed, else run each,
@@ -325,11 +342,13 @@ impl Shared {
                     state = self.work.wait(state).unwrap_or_else(|e| e.into_inner());
                 }
             };
+            let started = Instant::now();
             let answers = self.run_group(
                 group
                     .iter()
                     .map(|j| (j.operation.as_str(), j.body.as_str())),
             );
+            self.record(started, group.iter().map(|j| j.queued));
             // A caller that went away (its request cancelled) no longer wants the answer; what
             // the operation did stands either way, as on the wire.
             for (job, answer) in group.into_iter().zip(answers) {

@@ -8,6 +8,7 @@ mod client;
 mod client_tokens;
 mod connect;
 mod embedded_store;
+mod engine_stats;
 mod identity;
 mod in_process;
 mod inert;
