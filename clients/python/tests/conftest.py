@@ -20,19 +20,22 @@ API_KEY = "python-client-key-0123456789"
 ADMIN_KEY = "python-admin-key-0123456789"
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[str]:
-    process = subprocess.Popen(
-        [BIN, "serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(), "--api-key", f"py:{API_KEY}",
-         "--admin-key", f"py:{ADMIN_KEY}"],
-        stdout=subprocess.PIPE, env={**os.environ, "RUST_LOG": "error"},
-    )
+def running(*args: str) -> Iterator[str]:
+    """`leasekit ARGS...` (a command that prints its URL first: serve, local-aws) while the
+    fixture lives: its URL."""
+    process = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, env={**os.environ, "RUST_LOG": "error"})
     assert process.stdout is not None
     url = process.stdout.readline().decode().strip()
-    assert url.startswith("http://"), url
+    assert url.startswith("http://127.0.0.1:"), url
     yield url
     process.terminate()
     process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[str]:
+    yield from running("serve", "--addr", "127.0.0.1:0", "--data-dir", tempfile.mkdtemp(), "--api-key",
+                       f"py:{API_KEY}", "--admin-key", f"py:{ADMIN_KEY}")
 
 
 class SilentProxy:

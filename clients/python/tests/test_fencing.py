@@ -26,7 +26,7 @@ import pytest
 from leasekit import Client
 from leasekit.fencing import FenceRefused, Permit, dynamodb_put, postgres_upsert, redis_set, s3_put
 
-from conftest import API_KEY, BIN, ROOT
+from conftest import API_KEY, ROOT, running
 from test_client import name
 
 # Debian's PostgreSQL (its newest major version here).
@@ -217,14 +217,7 @@ def race(write: Callable[[int], None], read: Callable[[], tuple[int, int] | None
 def local_aws() -> Iterator[str]:
     """`leasekit local-aws`: DynamoDB on the embedded store, in a data dir of its own."""
     data = tempfile.mkdtemp(prefix="local-aws-")
-    process = subprocess.Popen([BIN, "local-aws", "--addr", "127.0.0.1:0", "--data-dir", data],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert process.stdout is not None
-    url = process.stdout.readline().decode().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    yield url
-    process.terminate()
-    process.wait(10)
+    yield from running("local-aws", "--addr", "127.0.0.1:0", "--data-dir", data)
     shutil.rmtree(data, ignore_errors=True)
 
 
