@@ -102,8 +102,20 @@ def postgres() -> Iterator[Any]:
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     process = subprocess.Popen([*as_nobody, f"{PG_BIN}/postgres", "-D", data, "-p", str(port), "-k", data,
                                 "-h", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for_port(port, process, "postgres")
-    conn = psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True)
+    # The port opens before the server takes queries ("the database system is starting up"), so
+    # readiness is a connection that succeeds, not an open port.
+    deadline = time.monotonic() + 60
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"postgres exited: {process.returncode}")
+        try:
+            conn = psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True,
+                                   connect_timeout=5)
+            break
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     yield conn
     conn.close()
     process.terminate()

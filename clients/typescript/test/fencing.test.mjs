@@ -141,7 +141,16 @@ const postgres = once(async () => {
     rmSync(data, { recursive: true, force: true });
   });
   await waitForPort(port, child, "postgres");
-  return pool;
+  // The port opens before the server takes queries ("the database system is starting up"), so
+  // readiness is a query that succeeds, not an open port.
+  for (let deadline = Date.now() + 60_000; ; await sleep(100)) {
+    try {
+      await pool.query("SELECT 1");
+      return pool;
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+  }
 });
 
 before(() => {
