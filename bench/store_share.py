@@ -2,8 +2,8 @@
 `leasekit serve` on a fresh data dir driven by bench/loadgen (acquire+release cycles, a resource
 per client), and while it runs
 - each thread's CPU, from /proc/<pid>/task/*/stat: the embedded store's thread (the leader that
-  runs every group of store calls and its fsync), the runtime's workers (HTTP, handlers,
-  signing, the SDK), and the load generator;
+  runs every group of store calls), its flusher (the fsync after each group, and the answers),
+  the runtime's workers (HTTP, handlers, signing, the SDK), and the load generator;
 - the embedded store's own account (src/engine_stats.rs, logged every 2 s): groups and their
   mean size, the share of the time a leader was busy, and how long a call waited for its turn
   (p50, p99: upper bounds, powers of two of microseconds).
@@ -54,6 +54,8 @@ def process_cpu(pid):
 def group(name):
     if name == "embedded-store":
         return "store thread"
+    if name == "embedded-flush":
+        return "flusher"
     if name.startswith("tokio-r"):  # tokio-rt-worker (names are cut at 15 bytes)
         return "runtime workers"
     return "other threads"
@@ -126,14 +128,14 @@ def main():
              "fsync": versus.fsync_latency(os.path.join(ROOT, "target"))}
     print(versus.describe(facts), flush=True)
     print(f"requestIds: {'yes' if args.request_ids else 'no'}")
-    print("| clients | cycles/s | p99 ms | store thread (cores) | runtime workers | other | load generator "
+    print("| clients | cycles/s | p99 ms | store thread (cores) | flusher | runtime workers | other | load generator "
           "| store leader busy | mean group | largest | wait p50 / p99 us |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for clients in [int(c) for c in args.clients.split(",")]:
         r = run(clients, args.seconds, args.request_ids)
         c = r["cores"]
         print(f"| {clients} | {r['cycles']:,.0f} | {r['p99']:.2f} | {c.get('store thread', 0):.2f} | "
-              f"{c.get('runtime workers', 0):.2f} | {c.get('other threads', 0):.2f} | {c['load generator']:.2f} | "
+              f"{c.get('flusher', 0):.2f} | {c.get('runtime workers', 0):.2f} | {c.get('other threads', 0):.2f} | {c['load generator']:.2f} | "
               f"{r['busy']:.2f} | {r['mean_group']:.1f} | {r['largest']:.0f} | "
               f"{r['wait_p50']:.0f} / {r['wait_p99']:.0f} |", flush=True)
 

@@ -15,12 +15,18 @@
 //! below etcd on this machine (BENCHMARKS.md). Instead the database runs with
 //! `synchronous=NORMAL` (in WAL mode: commits are written to the WAL but not fsynced; SQLite still
 //! syncs around checkpoints, so the file stays consistent), and this thread takes every call
-//! waiting in its queue, runs them one after another, then fsyncs the WAL once, and only then
-//! answers them. Every answer, a read's included, is sent after the fsync that made what it saw
-//! durable: what an answer says survives a power cut exactly as with `synchronous=FULL`. Under
-//! load the calls that arrive during one fsync share the next. Whoever leads (the thread, or a
-//! lone caller) does all of that for its group before anyone else runs an operation, so a read
-//! never sees a write that is not yet flushed.
+//! waiting in its queue and runs them one after another; the WAL is then fsynced once for the
+//! group, and only then are they answered. Every answer, a read's included, is sent after an
+//! fsync that began after its call ran, so after the one that made what it saw durable: what an
+//! answer says survives a power cut exactly as with `synchronous=FULL`.
+//!
+//! The fsync is pipelined: the thread hands a group it ran to a second thread, the flusher, and
+//! goes on to the next group while the flusher fsyncs and answers; groups handed over during one
+//! fsync share the next. The next group may see the writes of one not yet flushed, but its own
+//! answers wait for a flush that covers them (the log is written in order, and an fsync covers
+//! everything written before it began). Before, the leader waited out every fsync itself: at 16
+//! clients that was a fifth of its time (BENCHMARKS.md, issue #47). A lone caller that leads
+//! flushes for itself (see [`Engine::call`]), after any flush the flusher has in hand.
 //!
 //! A group that writes is also one SQLite transaction, each call a savepoint in it (dynoxide's
 //! group transaction, vendor/README.md): it commits once, its pages written to the WAL once,
@@ -43,7 +49,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -103,17 +109,35 @@ struct Shared {
     state: Mutex<State>,
     /// Rung when the thread is handed the lead, or the engine stops.
     work: Condvar,
-    /// Used only by the leader, so never contended.
-    flush: Mutex<Option<Box<dyn Flush>>>,
+    /// The flush and how far it has made commits durable. Taken by the flusher, and by a lone
+    /// caller that leads.
+    durable: Mutex<Durable>,
+    /// How many groups that wrote have committed: a group's answers may go once
+    /// [`Durable::flushed`] has reached the count as it stood when the group was done.
+    committed: AtomicU64,
+    /// Rung when the flusher has groups to make durable, or the thread has ended.
+    to_flush: Condvar,
     /// The transactions' client tokens, kept here rather than in dynoxide (see
     /// [`ClientTokens`]). Used only by the leader, so never contended.
     tokens: Mutex<ClientTokens>,
     /// What the leaders did (group sizes, waits, busy share). Used only by the leader.
     stats: Mutex<Stats>,
-    /// Tests: after this many more calls, end the group's transaction as SQLite does on a full
-    /// disk.
+    /// Tests: after this many more calls, a fault.
     #[cfg(test)]
-    lose_group_after: Mutex<Option<usize>>,
+    fault_after: Mutex<Option<(usize, Fault)>>,
+}
+
+/// The flush, and the count of committed groups that it has made durable.
+struct Durable {
+    flush: Option<Box<dyn Flush>>,
+    flushed: u64,
+}
+
+/// A group the thread ran, waiting for the flusher to make it durable and answer it.
+struct Ran {
+    answers: Vec<(tokio::sync::oneshot::Sender<Answer>, Answer)>,
+    /// [`Shared::committed`] when the group was done.
+    commits: u64,
 }
 
 /// Who runs the next group: nobody (the store is idle), a caller on its own thread, or the
@@ -134,6 +158,10 @@ struct State {
     /// Set once a flush failed: every later call is refused with it.
     failed: Option<String>,
     stopped: bool,
+    /// Groups the thread ran, for the flusher.
+    ran: VecDeque<Ran>,
+    /// Set when the thread has ended: the flusher ends once it has answered every group.
+    thread_ended: bool,
 }
 
 /// One call: the operation, its JSON body, and where its status and answer go.
@@ -188,19 +216,28 @@ impl Engine {
                 mean_gap: SPARSE,
                 failed: None,
                 stopped: false,
+                ran: VecDeque::new(),
+                thread_ended: false,
             }),
             work: Condvar::new(),
-            flush: Mutex::new(flush),
+            durable: Mutex::new(Durable { flush, flushed: 0 }),
+            committed: AtomicU64::new(0),
+            to_flush: Condvar::new(),
             tokens: Mutex::new(ClientTokens::default()),
             stats: Mutex::new(Stats::new()),
             #[cfg(test)]
-            lose_group_after: Mutex::new(None),
+            fault_after: Mutex::new(None),
         });
         let thread = shared.clone();
         std::thread::Builder::new()
             .name("embedded-store".into())
             .spawn(move || thread.run())
             .expect("spawning the embedded store's thread");
+        let flusher = shared.clone();
+        std::thread::Builder::new()
+            .name("embedded-flush".into())
+            .spawn(move || flusher.answer_when_durable())
+            .expect("spawning the embedded store's flusher");
         Self {
             handle: Arc::new(Handle { shared, inline }),
         }
@@ -217,7 +254,9 @@ impl Engine {
     /// are dense, even if this one finds itself alone: many clients arrive in bursts (after each
     /// group is answered), and a worker busy flushing holds up the requests it would be parsing
     /// and signing (on "alone" only, 3% of the calls at 16 clients ran here, and cost 8% of the
-    /// cycles/s). Either way one leader at a time runs a group, flushes, and only then answers.
+    /// cycles/s). Either way one leader at a time runs a group, and its calls are answered once a
+    /// flush that began after it ran is done: a lone caller's by itself, the thread's by the
+    /// flusher.
     pub async fn call(&self, operation: String, body: String) -> Answer {
         let shared = &self.handle.shared;
         let (answer, answered) = tokio::sync::oneshot::channel();
@@ -292,9 +331,20 @@ impl Shared {
         stats.group(started, busy, queued);
     }
 
-    /// Run a group of calls as the leader: refuse them all if a flush has failed, else run each,
-    /// commit and flush once if any wrote, and answer each (all with the failure if that commit
-    /// or flush failed).
+    /// Run a group of calls as the leader and make them durable: see [`Self::execute`] and
+    /// [`Self::make_durable`]. Every answer is an error if that fails.
+    fn run_group<'a>(&self, calls: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Answer> {
+        let (answers, commits) = self.execute(calls);
+        match self.make_durable(commits) {
+            Ok(()) => answers,
+            Err(why) => answers.iter().map(|_| internal_error(&why)).collect(),
+        }
+    }
+
+    /// Run a group of calls as the leader: refuse them all if the store has failed, else run
+    /// each and commit. Gives their answers and the count of committed groups ([`Self::committed`])
+    /// that must be durable before they may be sent: this group's own if it wrote, else the
+    /// last one it could have seen.
     ///
     /// A group of several calls that writes runs in one SQLite transaction, each call a
     /// savepoint in it (dynoxide's group transaction, vendor/README.md): a call that fails
@@ -303,15 +353,51 @@ impl Shared {
     /// leader's time at 64 clients; BENCHMARKS.md, issue #47). If the group's transaction cannot
     /// be opened (another process holds the write lock past the busy timeout), the calls run as
     /// before, a transaction each.
-    fn run_group<'a>(&self, calls: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Answer> {
-        if let Some(why) = self.lock().failed.clone() {
-            return calls.into_iter().map(|_| internal_error(&why)).collect();
-        }
+    ///
+    /// A call that panics (a bug in dynoxide or here) fails its group and the store, as a lost
+    /// group does: the panic may have left a transaction open or a write half done. Left to
+    /// unwind, it would end the engine's thread with the lead, and every later call would wait
+    /// for an answer that never comes. (The release build aborts on a panic instead
+    /// (`panic = "abort"`): the server ends, which is loud rather than hung. This is for the
+    /// builds that unwind: the tests', and any embedder's.)
+    fn execute<'a>(
+        &self,
+        calls: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (Vec<Answer>, u64) {
         let calls: Vec<(&str, &str)> = calls.into_iter().collect();
+        if let Some(why) = self.lock().failed.clone() {
+            return (calls.iter().map(|_| internal_error(&why)).collect(), 0);
+        }
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_calls(&calls)));
+        match ran {
+            Ok(Some(answers)) => {
+                let wrote = calls.iter().any(|(operation, _)| !is_read(operation));
+                let commits = if wrote {
+                    self.committed.fetch_add(1, Ordering::SeqCst) + 1
+                } else {
+                    self.committed.load(Ordering::SeqCst)
+                };
+                (answers, commits)
+            }
+            Ok(None) => (
+                self.fail_group(&calls, "the embedded store lost a group of writes"),
+                0,
+            ),
+            Err(_) => (
+                self.fail_group(&calls, "the embedded store failed inside a call"),
+                0,
+            ),
+        }
+    }
+
+    /// [`Self::execute`]'s work, on a store that has not failed: the answers, or `None` if
+    /// the group's writes were lost (its transaction ended by SQLite part way, or its commit
+    /// failed).
+    fn run_calls(&self, calls: &[(&str, &str)]) -> Option<Vec<Answer>> {
         let wrote = calls.iter().any(|(operation, _)| !is_read(operation));
         let grouped = wrote && calls.len() > 1 && self.database.begin_group().is_ok();
         let mut answers = Vec::with_capacity(calls.len());
-        for &(operation, body) in &calls {
+        for &(operation, body) in calls {
             answers.push(if operation == "TransactWriteItems" {
                 let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
                 tokens.run(body, Instant::now(), |body| {
@@ -321,30 +407,35 @@ impl Shared {
                 serve(&self.database, operation, body)
             });
             #[cfg(test)]
-            self.lose_group_for_test();
+            self.fault_for_test();
             if grouped && !self.database.group_open() {
                 // SQLite ended the group's transaction by itself (a full disk, an I/O error),
                 // and the writes of the calls before this one with it, though they succeeded.
-                return self.fail_group(&calls, "the embedded store lost a group of writes");
+                return None;
             }
         }
         if grouped && let Err(e) = self.database.end_group(true) {
-            return self.fail_group(&calls, &format!("the embedded store could not commit: {e}"));
+            tracing::error!(error = %e, "the embedded store could not commit a group");
+            return None;
         }
-        match self.flush_after(wrote) {
-            Some(why) => answers.iter().map(|_| internal_error(&why)).collect(),
-            None => answers,
-        }
+        Some(answers)
     }
 
     #[cfg(test)]
-    fn lose_group_for_test(&self) {
-        let mut after = self.lose_group_after.lock().unwrap();
-        if let Some(n) = after.as_mut() {
+    fn fault_for_test(&self) {
+        let mut after = self.fault_after.lock().unwrap();
+        if let Some((n, fault)) = after.as_mut() {
             *n = n.saturating_sub(1);
-            if *n == 0 && self.database.group_open() {
+            if *n == 0 {
+                let fault = *fault;
                 *after = None;
-                let _ = self.database.end_group(false);
+                drop(after);
+                match fault {
+                    Fault::EndGroup => {
+                        let _ = self.database.end_group(false);
+                    }
+                    Fault::Panic => panic!("a fault injected by a test"),
+                }
             }
         }
     }
@@ -360,25 +451,76 @@ impl Shared {
         calls.iter().map(|_| internal_error(&why)).collect()
     }
 
-    /// Flush if the group wrote; on failure, the reason every call from now on is refused with.
-    fn flush_after(&self, wrote: bool) -> Option<String> {
-        let mut flush = self.flush.lock().unwrap_or_else(|e| e.into_inner());
-        let flushed = match flush.as_mut() {
-            Some(flush) if wrote => flush.flush(),
-            _ => Ok(()),
-        };
-        let mut state = self.lock();
-        if let Err(e) = flushed {
-            let why = format!("the embedded store could not make its writes durable: {e}");
-            tracing::error!(error = %e, "fsync of the embedded store failed; restart the server");
-            state.failed = Some(why);
+    /// Make durable every commit up to `commits` (a count of [`Self::committed`]), unless done
+    /// already; on failure, the reason every call from now on is refused with. One flush covers
+    /// every commit made before it began, so it is counted up to the commits as they stood then.
+    fn make_durable(&self, commits: u64) -> Result<(), String> {
+        let mut durable = self.durable.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = self.lock().failed.clone() {
+            return Err(why);
         }
-        state.failed.clone()
+        if durable.flushed >= commits {
+            return Ok(());
+        }
+        let upto = self.committed.load(Ordering::SeqCst);
+        let flushed = match durable.flush.as_mut() {
+            Some(flush) => flush.flush(),
+            None => Ok(()),
+        };
+        match flushed {
+            Ok(()) => {
+                durable.flushed = upto;
+                Ok(())
+            }
+            Err(e) => {
+                let why = format!("the embedded store could not make its writes durable: {e}");
+                tracing::error!(error = %e, "fsync of the embedded store failed; restart the server");
+                Err(self.lock().failed.get_or_insert(why).clone())
+            }
+        }
     }
 
-    /// The engine's thread: wait for the lead, take every waiting call, run them, flush once,
-    /// answer them.
+    /// The flusher: take every group the thread has run, make them durable with one flush, and
+    /// answer them (each with the failure if the flush failed).
+    fn answer_when_durable(&self) {
+        loop {
+            let groups: Vec<Ran> = {
+                let mut state = self.lock();
+                loop {
+                    if !state.ran.is_empty() {
+                        break state.ran.drain(..).collect();
+                    }
+                    if state.thread_ended {
+                        return;
+                    }
+                    state = self.to_flush.wait(state).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let upto = groups.iter().map(|g| g.commits).max().unwrap_or(0);
+            let durable = self.make_durable(upto);
+            // A caller that went away (its request cancelled) no longer wants the answer; what
+            // the operation did stands either way, as on the wire.
+            for (to, answer) in groups.into_iter().flat_map(|g| g.answers) {
+                let _ = to.send(match &durable {
+                    Ok(()) => answer,
+                    Err(why) => internal_error(why),
+                });
+            }
+        }
+    }
+
+    /// The engine's thread: wait for the lead, take every waiting call, run them, hand them to
+    /// the flusher.
     fn run(&self) {
+        /// Tells the flusher the thread has ended, however it ends.
+        struct Ended<'a>(&'a Shared);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.lock().thread_ended = true;
+                self.0.to_flush.notify_one();
+            }
+        }
+        let _ended = Ended(self);
         loop {
             let group: Vec<Job> = {
                 let mut state = self.lock();
@@ -397,19 +539,27 @@ impl Shared {
                 }
             };
             let started = Instant::now();
-            let answers = self.run_group(
+            let (answers, commits) = self.execute(
                 group
                     .iter()
                     .map(|j| (j.operation.as_str(), j.body.as_str())),
             );
             self.record(started, group.iter().map(|j| j.queued));
-            // A caller that went away (its request cancelled) no longer wants the answer; what
-            // the operation did stands either way, as on the wire.
-            for (job, answer) in group.into_iter().zip(answers) {
-                let _ = job.answer.send(answer);
-            }
+            let answers = group.into_iter().map(|j| j.answer).zip(answers).collect();
+            self.lock().ran.push_back(Ran { answers, commits });
+            self.to_flush.notify_one();
         }
     }
+}
+
+/// Tests: what goes wrong in a group.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// The group's transaction ends, as SQLite ends it on a full disk.
+    EndGroup,
+    /// A call panics.
+    Panic,
 }
 
 /// Operations that never write: a group of only these needs no flush.
@@ -834,7 +984,7 @@ mod tests {
         engine.call("CreateTable".into(), CREATE.into()).await;
         let shared = &engine.handle.shared;
         let before = gate.state.lock().unwrap().flushes;
-        *shared.lose_group_after.lock().unwrap() = Some(2);
+        *shared.fault_after.lock().unwrap() = Some((2, Fault::EndGroup));
         let answers = shared.run_group([
             ("PutItem", put(1).as_str()),
             ("PutItem", put(2).as_str()),
@@ -880,5 +1030,245 @@ mod tests {
         let database = Database::new(path.to_str().unwrap()).unwrap();
         let found = serve(&database, "GetItem", &get(1)).1;
         assert!(found.contains(r#""S":"1""#), "{found}");
+    }
+
+    /// A call that panics fails its group and every later call, on the engine's thread or a
+    /// lone caller's: before, the panic ended the thread with the lead, and the next call
+    /// waited for ever.
+    #[tokio::test]
+    async fn a_call_that_panics_fails_its_group_and_every_later_call_instead_of_hanging() {
+        let _serial = SERVING_TESTS.lock().await;
+        for inline in [false, true] {
+            let gate = Gate::default();
+            let engine = engine_with(&gate, inline);
+            engine.call("CreateTable".into(), CREATE.into()).await;
+            pause();
+            let shared = &engine.handle.shared;
+            *shared.fault_after.lock().unwrap() = Some((1, Fault::Panic));
+            let _request = Serving::start();
+            let (status, _) = engine.call("PutItem".into(), put(1)).await;
+            assert_eq!(status, 500, "inline: {inline}");
+            let later = tokio::time::timeout(
+                Duration::from_secs(10),
+                engine.call("GetItem".into(), get(1)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("a call after a panic hung (inline: {inline})"));
+            assert_eq!(later.0, 500, "inline: {inline}: {later:?}");
+        }
+    }
+
+    /// An index row stays right through writes that leave the index's attributes alone (which
+    /// skip rewriting it: dynoxide's second addition, vendor/README.md) and writes that move it,
+    /// drop it or bring it back, by each kind of write, alone and in a group.
+    #[tokio::test]
+    async fn an_index_follows_every_write_whether_or_not_it_changes_the_row() {
+        let engine = Engine::memory();
+        let create = r#"{"TableName":"tab","KeySchema":[{"AttributeName":"k","KeyType":"HASH"}],
+            "AttributeDefinitions":[{"AttributeName":"k","AttributeType":"S"},
+                {"AttributeName":"g","AttributeType":"S"},{"AttributeName":"r","AttributeType":"S"}],
+            "GlobalSecondaryIndexes":[{"IndexName":"by-g","Projection":{"ProjectionType":"KEYS_ONLY"},
+                "KeySchema":[{"AttributeName":"g","KeyType":"HASH"},{"AttributeName":"r","KeyType":"RANGE"}]}],
+            "BillingMode":"PAY_PER_REQUEST"}"#;
+        let created = engine.call("CreateTable".into(), create.into()).await;
+        assert_eq!(created.0, 200, "{created:?}");
+        let call = |operation: &'static str, body: String| {
+            let engine = engine.clone();
+            async move {
+                let (status, answer) = engine.call(operation.into(), body).await;
+                assert_eq!(status, 200, "{operation}: {answer}");
+            }
+        };
+        // What the index holds under `g`: the items' keys and their `r`.
+        let index = |g: &'static str| {
+            let engine = engine.clone();
+            async move {
+                let query = format!(
+                    r#"{{"TableName":"tab","IndexName":"by-g","KeyConditionExpression":"g = :g",
+                        "ExpressionAttributeValues":{{":g":{{"S":"{g}"}}}}}}"#
+                );
+                let (status, answer) = engine.call("Query".into(), query).await;
+                assert_eq!(status, 200, "{answer}");
+                let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+                let mut rows: Vec<String> = answer["Items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|item| format!("{}={}", item["k"]["S"], item["r"]["S"]))
+                    .collect();
+                rows.sort();
+                rows.join(" ").replace('"', "")
+            }
+        };
+        // An update of item 1; the values it may name: :v, :s, :a and :b strings, :n the number 1.
+        let update = |set: &str| {
+            let values: Vec<String> = [
+                (":v", r#"{"S":"x"}"#),
+                (":s", r#"{"S":"s"}"#),
+                (":a", r#"{"S":"a"}"#),
+                (":b", r#"{"S":"b"}"#),
+                (":n", r#"{"N":"1"}"#),
+            ]
+            .iter()
+            .filter(|(name, _)| set.contains(name))
+            .map(|(name, value)| format!(r#""{name}":{value}"#))
+            .collect();
+            let values = if values.is_empty() {
+                String::new()
+            } else {
+                format!(r#","ExpressionAttributeValues":{{{}}}"#, values.join(","))
+            };
+            format!(
+                r#"{{"TableName":"tab","Key":{{"k":{{"S":"1"}}}},"UpdateExpression":"{set}"{values}}}"#
+            )
+        };
+        let put = |g: &str, r: &str, other: &str| {
+            format!(
+                r#"{{"TableName":"tab","Item":{{"k":{{"S":"1"}},"g":{{"S":"{g}"}},"r":{{"S":"{r}"}},"o":{{"S":"{other}"}}}}}}"#
+            )
+        };
+        call("PutItem", put("a", "r1", "one")).await;
+        assert_eq!(index("a").await, "1=r1");
+        // Writes that leave g and r alone: the row stays, once.
+        call("PutItem", put("a", "r1", "two")).await;
+        call("UpdateItem", update("SET o = :v ADD n :n")).await;
+        let transact = format!(
+            r#"{{"TransactItems":[{{"Update":{}}}]}}"#,
+            update("SET o = :s")
+        );
+        call("TransactWriteItems", transact).await;
+        assert_eq!(index("a").await, "1=r1");
+        // A sort key that moves, a partition key that moves.
+        call("UpdateItem", update("SET r = :v")).await;
+        assert_eq!(index("a").await, "1=x");
+        call("UpdateItem", update("SET g = :b")).await;
+        assert_eq!(
+            (index("a").await.as_str(), index("b").await.as_str()),
+            ("", "1=x")
+        );
+        // Out of the index (sparse), a write that leaves it out, and back in.
+        call("UpdateItem", update("REMOVE g")).await;
+        call("UpdateItem", update("SET o = :v")).await;
+        assert_eq!(
+            (index("a").await.as_str(), index("b").await.as_str()),
+            ("", "")
+        );
+        call("UpdateItem", update("SET g = :a")).await;
+        assert_eq!(index("a").await, "1=x");
+        // The same in one group: the last write decides.
+        let shared = &engine.handle.shared;
+        let (first, second, third) = (
+            put("a", "r2", "p"),
+            update("SET o = :v"),
+            update("SET g = :b"),
+        );
+        let answers = shared.run_group([
+            ("PutItem", first.as_str()),
+            ("UpdateItem", second.as_str()),
+            ("UpdateItem", third.as_str()),
+        ]);
+        assert!(
+            answers.iter().all(|(status, _)| *status == 200),
+            "{answers:?}"
+        );
+        assert_eq!(
+            (index("a").await.as_str(), index("b").await.as_str()),
+            ("", "1=r2")
+        );
+        // A delete takes the row.
+        call(
+            "DeleteItem",
+            r#"{"TableName":"tab","Key":{"k":{"S":"1"}}}"#.into(),
+        )
+        .await;
+        assert_eq!(index("b").await, "");
+    }
+
+    /// The thread runs the next group while the flusher makes the last one durable, so a read
+    /// may see a write not yet flushed: its answer waits for that flush all the same, whether
+    /// the thread ran it or a lone caller that leads.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_of_a_write_not_yet_flushed_waits_for_that_flush() {
+        let _serial = SERVING_TESTS.lock().await;
+        for inline in [false, true] {
+            let gate = Gate::default();
+            let engine = engine_with(&gate, inline);
+            engine.call("CreateTable".into(), CREATE.into()).await;
+            gate.state.lock().unwrap().closed = true;
+            // Two requests served: the write goes to the thread, and the flusher holds it.
+            let (this, other) = (Serving::start(), Serving::start());
+            let write = tokio::spawn({
+                let engine = engine.clone();
+                async move { engine.call("PutItem".into(), put(1)).await }
+            });
+            let started = Instant::now();
+            while engine.handle.shared.committed.load(Ordering::SeqCst) < 2 {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "the write never ran"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop((this, other));
+            pause();
+            // One request (this read): alone, it is led by its caller when `inline`.
+            let read = std::thread::spawn({
+                let engine = engine.clone();
+                move || {
+                    let _request = Serving::start();
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    runtime.block_on(engine.call("GetItem".into(), get(1)))
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert!(
+                !read.is_finished() && !write.is_finished(),
+                "answered before the flush (inline: {inline})"
+            );
+            gate.state.lock().unwrap().closed = false;
+            assert_eq!(write.await.unwrap().0, 200);
+            let (status, body) = read.join().unwrap();
+            assert_eq!(status, 200);
+            assert!(
+                body.contains(r#""S":"1""#),
+                "the read saw the write: {body}"
+            );
+        }
+    }
+
+    /// The thread does not wait for the flusher: groups run while a flush is in hand, and the
+    /// groups handed over meanwhile share the next flush.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn groups_run_during_a_flush_and_share_the_next() {
+        let gate = Gate::default();
+        let engine = engine_with(&gate, false);
+        engine.call("CreateTable".into(), CREATE.into()).await;
+        gate.state.lock().unwrap().closed = true;
+        let before = gate.state.lock().unwrap().flushes;
+        let mut writes = Vec::new();
+        for i in 0..8 {
+            writes.push(tokio::spawn({
+                let engine = engine.clone();
+                async move { engine.call("PutItem".into(), put(i)).await }
+            }));
+            // Each its own group, run while the first group's flush is held.
+            let started = Instant::now();
+            while engine.handle.shared.committed.load(Ordering::SeqCst) < 2 + i as u64 {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "write {i} never ran"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        gate.state.lock().unwrap().closed = false;
+        for write in writes {
+            assert_eq!(write.await.unwrap().0, 200);
+        }
+        let flushes = gate.state.lock().unwrap().flushes - before;
+        assert!((1..=2).contains(&flushes), "{flushes} flushes for 8 groups");
     }
 }

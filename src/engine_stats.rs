@@ -1,7 +1,8 @@
 //! What the embedded store's leader did, to see what serializes under load (issue #47): over
 //! each window of [`WINDOW`], the groups it ran and their sizes, how long the calls waited for
 //! their turn (queued until their group started), and the share of the window a leader was busy
-//! running groups, fsyncs included. Logged at debug level, target `leasekit::engine_stats`
+//! running groups (a lone caller's fsync included; the thread's groups are fsynced by the
+//! flusher, beside it). Logged at debug level, target `leasekit::engine_stats`
 //! (`RUST_LOG=warn,leasekit::engine_stats=debug`), at the end of the first group past each
 //! window; `bench/store_share.py` reads the lines. Kept by the leader only, so never contended.
 

@@ -255,18 +255,39 @@ pub async fn maintain_gsis_after_write_with_defs<S: StorageBackend>(
     let mut ops: Vec<IndexWriteOp> = Vec::new();
 
     for gsi in gsi_defs {
-        // First, remove any existing GSI entry for this base table key
-        ops.push(IndexWriteOp::DeleteGsi {
-            table_name: target.table_name.to_string(),
-            index_name: gsi.index_name.clone(),
-            table_pk: target.pk.to_string(),
-            table_sk: target.sk.to_string(),
-        });
-
-        // Insert only when the item belongs in this index (sparse). The entry
-        // is built once here and handed to the capacity calculation below,
-        // which would otherwise project the same item again.
+        // The entry is built once here and handed to the capacity calculation
+        // below, which would otherwise project the same item again.
         let entry = super::index_capacity::entry_for(item, gsi, target.pk_attr, target.sk_attr);
+
+        // (leasekit's addition, vendor/README.md.) An index row is derived from
+        // the item alone, so the item as it stood says which row is stored. When
+        // it gives the very row this write would (the same key and projection,
+        // or none either way), rewriting it changes nothing; when it gives none,
+        // there is nothing to delete. (Where no item stood, the delete stays, as
+        // published.)
+        let stored = target
+            .old_item
+            .map(|old| super::index_capacity::entry_for(old, gsi, target.pk_attr, target.sk_attr));
+        let unchanged = match (&stored, &entry) {
+            (Some(None), None) => true,
+            (Some(Some(old)), Some(new)) => old.key == new.key && old.projected == new.projected,
+            _ => false,
+        };
+        if unchanged {
+            continue;
+        }
+
+        if !matches!(stored, Some(None)) {
+            // First, remove any existing GSI entry for this base table key
+            ops.push(IndexWriteOp::DeleteGsi {
+                table_name: target.table_name.to_string(),
+                index_name: gsi.index_name.clone(),
+                table_pk: target.pk.to_string(),
+                table_sk: target.sk.to_string(),
+            });
+        }
+
+        // Insert only when the item belongs in this index (sparse).
         if let Some(ref entry) = entry {
             let (gsi_pk, gsi_sk) = entry.key.clone();
             let item_json = serde_json::to_string(&entry.projected)
