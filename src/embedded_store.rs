@@ -729,13 +729,19 @@ mod tests {
         )
     }
 
+    /// An engine on a gate of its own (see [`engine_with`]), with the table made.
+    async fn with_table(inline: bool) -> (Gate, Engine) {
+        let gate = Gate::default();
+        let engine = engine_with(&gate, inline);
+        engine.call("CreateTable".into(), CREATE.into()).await;
+        (gate, engine)
+    }
+
     /// A quiet store runs a lone call on its caller's thread, flush included.
     #[tokio::test]
     async fn a_lone_call_on_a_quiet_store_runs_and_flushes_on_its_callers_thread() {
         let _serial = SERVING_TESTS.lock().await;
-        let gate = Gate::default();
-        let engine = engine_with(&gate, true);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(true).await;
         pause();
         let _request = Serving::start();
         assert_eq!(engine.call("PutItem".into(), put(1)).await.0, 200);
@@ -748,9 +754,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_while_other_requests_are_served_goes_to_the_thread() {
         let _serial = SERVING_TESTS.lock().await;
-        let gate = Gate::default();
-        let engine = engine_with(&gate, true);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(true).await;
         let _this = Serving::start();
         let other = Serving::start();
         pause();
@@ -769,9 +773,7 @@ mod tests {
     #[tokio::test]
     async fn calls_close_together_go_to_the_thread() {
         let _serial = SERVING_TESTS.lock().await;
-        let gate = Gate::default();
-        let engine = engine_with(&gate, true);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(true).await;
         // The premise is calls closer together than SPARSE: on a machine busy with other work
         // (a parallel build) a burst can come out sparser, so it is tried again until one was
         // dense (the fresh-clone CI of 2026-12-05 met one that was not).
@@ -796,9 +798,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_call_behind_a_leading_caller_is_run_and_flushed_by_the_thread() {
         let _serial = SERVING_TESTS.lock().await;
-        let gate = Gate::default();
-        let engine = engine_with(&gate, true);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(true).await;
         pause();
         gate.state.lock().unwrap().closed = true;
         let leader = std::thread::spawn({
@@ -864,9 +864,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_alone_are_not_flushed() {
-        let gate = Gate::default();
-        let engine = engine_with(&gate, false);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(false).await;
         let before = gate.state.lock().unwrap().flushes;
         let (status, body) = engine.call("GetItem".into(), get(1)).await;
         assert_eq!((status, body.as_str()), (200, "{}"));
@@ -879,9 +877,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_share_flushes_and_all_land() {
         for inline in [false, true] {
-            let gate = Gate::default();
-            let engine = engine_with(&gate, inline);
-            engine.call("CreateTable".into(), CREATE.into()).await;
+            let (gate, engine) = with_table(inline).await;
             let before = gate.state.lock().unwrap().flushes;
             let writes: Vec<_> = (0..64)
                 .map(|i| {
@@ -909,9 +905,7 @@ mod tests {
         // Through the thread, and led by a lone caller on a quiet store.
         let _serial = SERVING_TESTS.lock().await;
         for inline in [false, true] {
-            let gate = Gate::default();
-            let engine = engine_with(&gate, inline);
-            engine.call("CreateTable".into(), CREATE.into()).await;
+            let (gate, engine) = with_table(inline).await;
             pause();
             gate.state.lock().unwrap().fail = true;
             let (status, body) = engine.call("PutItem".into(), put(1)).await;
@@ -938,9 +932,7 @@ mod tests {
     /// only itself, and the group's other writes land.
     #[tokio::test]
     async fn a_group_commits_once_and_a_refused_call_undoes_only_itself() {
-        let gate = Gate::default();
-        let engine = engine_with(&gate, false);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(false).await;
         let shared = &engine.handle.shared;
         let before = gate.state.lock().unwrap().flushes;
         let (first, again, second) = (
@@ -979,9 +971,7 @@ mod tests {
     /// a failed flush.
     #[tokio::test]
     async fn a_group_whose_transaction_ends_fails_every_call_and_every_later_one() {
-        let gate = Gate::default();
-        let engine = engine_with(&gate, false);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(false).await;
         let shared = &engine.handle.shared;
         let before = gate.state.lock().unwrap().flushes;
         *shared.fault_after.lock().unwrap() = Some((2, Fault::EndGroup));
@@ -1039,9 +1029,7 @@ mod tests {
     async fn a_call_that_panics_fails_its_group_and_every_later_call_instead_of_hanging() {
         let _serial = SERVING_TESTS.lock().await;
         for inline in [false, true] {
-            let gate = Gate::default();
-            let engine = engine_with(&gate, inline);
-            engine.call("CreateTable".into(), CREATE.into()).await;
+            let (_gate, engine) = with_table(inline).await;
             pause();
             let shared = &engine.handle.shared;
             *shared.fault_after.lock().unwrap() = Some((1, Fault::Panic));
@@ -1191,9 +1179,7 @@ mod tests {
     async fn a_read_of_a_write_not_yet_flushed_waits_for_that_flush() {
         let _serial = SERVING_TESTS.lock().await;
         for inline in [false, true] {
-            let gate = Gate::default();
-            let engine = engine_with(&gate, inline);
-            engine.call("CreateTable".into(), CREATE.into()).await;
+            let (gate, engine) = with_table(inline).await;
             gate.state.lock().unwrap().closed = true;
             // Two requests served: the write goes to the thread, and the flusher holds it.
             let (this, other) = (Serving::start(), Serving::start());
@@ -1243,9 +1229,7 @@ mod tests {
     /// groups handed over meanwhile share the next flush.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn groups_run_during_a_flush_and_share_the_next() {
-        let gate = Gate::default();
-        let engine = engine_with(&gate, false);
-        engine.call("CreateTable".into(), CREATE.into()).await;
+        let (gate, engine) = with_table(false).await;
         gate.state.lock().unwrap().closed = true;
         let before = gate.state.lock().unwrap().flushes;
         let mut writes = Vec::new();
