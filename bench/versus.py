@@ -1,7 +1,8 @@
 """leasekit's local server against etcd and Redis, in one run, on loopback, with one load generator.
 
 Each system runs from a fresh data directory, on this machine, with the same load generator
-(bench/loadgen: one connection per client, acquire+release cycles back to back). Scenarios:
+(bench/loadgen: one connection per client, acquire+release cycles back to back). All of them are
+started first; for each point the systems take turns, a run each per round. Scenarios:
 1, 16, 64 and 128 clients on distinct resources, 16 clients contending for one resource, and 16
 clients on one limit-4 semaphore, 64 on one lock or semaphore of limit 8 and 64, and 16
 waiting in line for one lock (leasekit's waitSeconds, etcd's lock recipe; Redis has none) (each system's nearest equivalent: see bench/loadgen/src/systems.rs;
@@ -302,52 +303,68 @@ def main():
     print(describe(facts), flush=True)
     results = []
     observed = []
-    for name, system, start, durable in SYSTEMS:
-        if chosen is not None and name not in chosen:
-            continue
-        data = tempfile.mkdtemp(prefix="versus-", dir=os.path.join(ROOT, "target"))
-        proc, url = start(data)
-        try:
-            for i, (clients, contended, limit, wait) in enumerate(SCENARIOS):
-                scenario = scenario_name(clients, contended, limit, wait)
-                if args.scenarios is not None and scenario not in args.scenarios.split(","):
+    running = []
+    try:
+        for name, system, start, durable in SYSTEMS:
+            if chosen is not None and name not in chosen:
+                continue
+            data = tempfile.mkdtemp(prefix="versus-", dir=os.path.join(ROOT, "target"))
+            running.append((name, system, durable, data, start(data)))
+        for i, (clients, contended, limit, wait) in enumerate(SCENARIOS):
+            scenario = scenario_name(clients, contended, limit, wait)
+            if args.scenarios is not None and scenario not in args.scenarios.split(","):
+                continue
+            # This machine is a VM with neighbours: each point is the median of several runs (by
+            # throughput; its latencies are that run's), and every run's figure is kept. The
+            # systems take turns, one run each a round, in an order that rotates, so a slow spell
+            # falls on all of them alike: run one system after another, two runs of the same
+            # command gave ratios that moved by up to 0.26 (issue #47).
+            runs = {name: [] for name, *_ in running}
+            for k in range(args.repeat):
+                turn = k % len(running)
+                for name, system, _, _, (_, url) in running[turn:] + running[:turn]:
+                    if wait and system == "redis":
+                        continue  # no waiting lock: its nearest is the retry loop of "contending"
+                    runs[name].append(run_loadgen(system, url, clients, contended, limit, wait,
+                                                  args.seconds, f"s{i}r{k}"))
+            for name, system, durable, *_ in running:
+                if not runs[name]:
                     continue
-                if wait and system == "redis":
-                    continue  # no waiting lock: its nearest is the retry loop of "contending"
-                # This machine is a VM with neighbours: each point is the median of several runs
-                # (by throughput; its latencies are that run's), and every run's figure is kept.
-                runs = [run_loadgen(system, url, clients, contended, limit, wait, args.seconds,
-                                    f"s{i}r{k}")
-                        for k in range(args.repeat)]
-                runs.sort(key=lambda run: run["granted_per_s"])
-                r = runs[len(runs) // 2]
+                ordered = sorted(runs[name], key=lambda run: run["granted_per_s"])
+                r = ordered[len(ordered) // 2]
                 r.update(name=name, durable=durable, scenario=scenario,
-                         runs_granted_per_s=[run["granted_per_s"] for run in runs])
+                         runs_granted_per_s=[run["granted_per_s"] for run in ordered])
                 results.append(r)
                 print(f"{name:28} {r['scenario']:14} {r['granted_per_s']:>9,.0f} cycles/s  "
                       f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}",
                       flush=True)
-            if system != "redis" and (args.scenarios is None or OBSERVE in args.scenarios.split(",")):
-                ways = ([("watch chain", lambda: observe.leasekit(url, API_KEY, OBSERVE_CHANGES)),
-                         ("event stream", lambda: observe.leasekit_stream(url, API_KEY, OBSERVE_CHANGES))]
-                        if system == "leasekit" else [("Observe stream", lambda: observe.etcd(url, OBSERVE_CHANGES))])
-                for way, measure in ways:
-                    runs = [observe.summary(measure()) for _ in range(args.repeat)]
-                    runs.sort(key=lambda run: run["observed_p50_ms"])
-                    r = dict(runs[len(runs) // 2], name=f"{name} ({way})", durable=durable,
-                             runs_observed_p50_ms=[run["observed_p50_ms"] for run in runs],
-                             runs_observed_p99_ms=[run["observed_p99_ms"] for run in runs])
-                    observed.append(r)
-                    print(f"{r['name']:28} {OBSERVE}  p50 {r['observed_p50_ms']:.2f} ms  "
-                          f"p99 {r['observed_p99_ms']:.2f} ms  (the write alone: p50 "
-                          f"{r['write_p50_ms']:.2f} ms)", flush=True)
-        finally:
+        for name, system, durable, _, (_, url) in running:
+            if system == "redis" or (args.scenarios is not None and OBSERVE not in args.scenarios.split(",")):
+                continue
+            ways = ([("watch chain", lambda: observe.leasekit(url, API_KEY, OBSERVE_CHANGES)),
+                     ("event stream", lambda: observe.leasekit_stream(url, API_KEY, OBSERVE_CHANGES))]
+                    if system == "leasekit" else [("Observe stream", lambda: observe.etcd(url, OBSERVE_CHANGES))])
+            for way, measure in ways:
+                runs = [observe.summary(measure()) for _ in range(args.repeat)]
+                runs.sort(key=lambda run: run["observed_p50_ms"])
+                r = dict(runs[len(runs) // 2], name=f"{name} ({way})", durable=durable,
+                         runs_observed_p50_ms=[run["observed_p50_ms"] for run in runs],
+                         runs_observed_p99_ms=[run["observed_p99_ms"] for run in runs])
+                observed.append(r)
+                print(f"{r['name']:28} {OBSERVE}  p50 {r['observed_p50_ms']:.2f} ms  "
+                      f"p99 {r['observed_p99_ms']:.2f} ms  (the write alone: p50 "
+                      f"{r['write_p50_ms']:.2f} ms)", flush=True)
+    finally:
+        for _, _, _, data, (proc, _) in running:
             proc.terminate()
             proc.wait()
             link = os.path.join(data, "tmpfs")
             if os.path.islink(link):
                 shutil.rmtree(os.readlink(link), ignore_errors=True)
             shutil.rmtree(data, ignore_errors=True)
+    # One system's points together, in the systems' order, as the table and charts expect.
+    order = [name for name, *_ in SYSTEMS]
+    results.sort(key=lambda r: order.index(r["name"]))
     os.makedirs(RESULTS, exist_ok=True)
     report = {"machine": facts, "seconds": args.seconds, "repeat": args.repeat,
               "date": time.strftime("%Y-%m-%d"), "results": results, "observe": observed}
