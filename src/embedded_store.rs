@@ -368,10 +368,12 @@ impl Shared {
         if let Some(why) = self.lock().failed.clone() {
             return (calls.iter().map(|_| internal_error(&why)).collect(), 0);
         }
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_calls(&calls)));
+        let wrote = calls.iter().any(|(operation, _)| !is_read(operation));
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.run_calls(&calls, wrote)
+        }));
         match ran {
             Ok(Some(answers)) => {
-                let wrote = calls.iter().any(|(operation, _)| !is_read(operation));
                 let commits = if wrote {
                     self.committed.fetch_add(1, Ordering::SeqCst) + 1
                 } else {
@@ -390,11 +392,11 @@ impl Shared {
         }
     }
 
-    /// [`Self::execute`]'s work, on a store that has not failed: the answers, or `None` if
+    /// [`Self::execute`]'s work, on a store that has not failed (`wrote`: a call of the group
+    /// writes): the answers, or `None` if
     /// the group's writes were lost (its transaction ended by SQLite part way, or its commit
     /// failed).
-    fn run_calls(&self, calls: &[(&str, &str)]) -> Option<Vec<Answer>> {
-        let wrote = calls.iter().any(|(operation, _)| !is_read(operation));
+    fn run_calls(&self, calls: &[(&str, &str)], wrote: bool) -> Option<Vec<Answer>> {
         let grouped = wrote && calls.len() > 1 && self.database.begin_group().is_ok();
         let mut answers = Vec::with_capacity(calls.len());
         for &(operation, body) in calls {
