@@ -41,14 +41,13 @@
 
 use crate::client_tokens::ClientTokens;
 use crate::engine_stats::Stats;
+use crate::wal_file::WalFile;
 use dynoxide::{Database, DynoxideError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -177,7 +176,7 @@ struct Job {
 pub use crate::client_tokens::Answer;
 
 /// Makes every commit so far durable.
-trait Flush: Send + 'static {
+pub trait Flush: Send + 'static {
     fn flush(&mut self) -> io::Result<()>;
 }
 
@@ -393,9 +392,8 @@ impl Shared {
     }
 
     /// [`Self::execute`]'s work, on a store that has not failed (`wrote`: a call of the group
-    /// writes): the answers, or `None` if
-    /// the group's writes were lost (its transaction ended by SQLite part way, or its commit
-    /// failed).
+    /// writes): the answers, or `None` if the group's writes were lost (its transaction ended by
+    /// SQLite part way, or its commit failed).
     fn run_calls(&self, calls: &[(&str, &str)], wrote: bool) -> Option<Vec<Answer>> {
         let grouped = wrote && calls.len() > 1 && self.database.begin_group().is_ok();
         let mut answers = Vec::with_capacity(calls.len());
@@ -619,45 +617,6 @@ where
         .map_err(|e| DynoxideError::SerializationException(e.to_string()))?;
     let answer = op(request)?;
     serde_json::to_string(&answer).map_err(|e| DynoxideError::InternalServerError(e.to_string()))
-}
-
-/// The database's write-ahead log, `<database>-wal`: where every commit lands first.
-struct WalFile {
-    path: PathBuf,
-    dir: PathBuf,
-    /// The open log and its inode, so that a log replaced under the same name is noticed.
-    open: Option<(File, u64)>,
-}
-
-impl WalFile {
-    fn new(database: &Path) -> Self {
-        let mut name = database.as_os_str().to_owned();
-        name.push("-wal");
-        Self {
-            path: PathBuf::from(name),
-            dir: database
-                .parent()
-                .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
-            open: None,
-        }
-    }
-}
-
-impl Flush for WalFile {
-    fn flush(&mut self) -> io::Result<()> {
-        let inode = std::fs::metadata(&self.path)?.ino();
-        if let Some((file, open_inode)) = &self.open
-            && *open_inode == inode
-        {
-            return file.sync_data();
-        }
-        // A log this engine has not synced yet: its directory entry must be durable too.
-        let file = File::open(&self.path)?;
-        file.sync_data()?;
-        File::open(&self.dir)?.sync_all()?;
-        self.open = Some((file, inode));
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod process_group;
 mod run;
 mod serve;
 mod text_view;
+mod wal_file;
 mod watchdog;
 
 use clap::{Parser, Subcommand};
