@@ -32,6 +32,11 @@ const OPEN_BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30
 #[cfg(any(feature = "native-sqlite", feature = "_has-encryption"))]
 const REQUEST_BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Statements kept prepared per connection (rusqlite keeps 16 by default): an item's read, write
+/// and delete per table, each index's row writes, and a group's savepoints (leasekit's addition,
+/// vendor/README.md).
+const STATEMENT_CACHE_CAPACITY: usize = 128;
+
 #[cfg(test)]
 thread_local! {
     /// The busy timeout a connection on this thread had when it finished
@@ -435,6 +440,10 @@ impl Storage {
         // Enable WAL mode for better concurrency
         self.conn.pragma_update(None, "journal_mode", "WAL")?;
         Self::register_functions(&self.conn)?;
+        // leasekit's addition (vendor/README.md): room for the statements of every table's item
+        // reads and writes and the group's savepoints, so that none is parsed again per call.
+        self.conn
+            .set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
         self.migrate_to_current()?;
         #[cfg(test)]
         OPENED_WITH_BUSY_TIMEOUT_MS.set(Some(self.conn.query_row(
@@ -1378,7 +1387,7 @@ impl Storage {
     /// Begin an immediate SQLite transaction (a savepoint, inside a group).
     pub fn begin_transaction(&self) -> Result<()> {
         if self.grouped.get() {
-            self.conn.execute_batch("SAVEPOINT dynoxide_write")?;
+            self.cached("SAVEPOINT dynoxide_write")?;
             return Ok(());
         }
         self.conn.execute_batch(sql_builders::BEGIN)?;
@@ -1389,7 +1398,7 @@ impl Storage {
     /// commit makes it durable).
     pub fn commit(&self) -> Result<()> {
         if self.grouped.get() {
-            self.conn.execute_batch("RELEASE dynoxide_write")?;
+            self.cached("RELEASE dynoxide_write")?;
             return Ok(());
         }
         self.conn.execute_batch(sql_builders::COMMIT)?;
@@ -1400,11 +1409,18 @@ impl Storage {
     /// other writes in place).
     pub fn rollback(&self) -> Result<()> {
         if self.grouped.get() {
-            self.conn
-                .execute_batch("ROLLBACK TO dynoxide_write; RELEASE dynoxide_write")?;
+            self.cached("ROLLBACK TO dynoxide_write")?;
+            self.cached("RELEASE dynoxide_write")?;
             return Ok(());
         }
         self.conn.execute_batch(sql_builders::ROLLBACK)?;
+        Ok(())
+    }
+
+    /// Run `sql`, one statement without parameters, from the statement cache: a write's savepoint
+    /// in a group is parsed once, not per write (leasekit's addition, vendor/README.md).
+    fn cached(&self, sql: &str) -> Result<()> {
+        self.conn.prepare_cached(sql)?.execute([])?;
         Ok(())
     }
 
@@ -1522,8 +1538,10 @@ impl Storage {
 
         let (sql, params) =
             sql_builders::put_item_with_hash(table_name, pk, sk, item_json, item_size, hash_prefix);
+        // leasekit's addition: a cached statement (vendor/README.md).
         self.conn
-            .execute(&sql, rusqlite::params_from_iter(params.iter()))?;
+            .prepare_cached(&sql)?
+            .execute(rusqlite::params_from_iter(params.iter()))?;
 
         Ok(old_item)
     }
@@ -1559,9 +1577,11 @@ impl Storage {
     /// Get a single item by primary key.
     pub fn get_item(&self, table_name: &str, pk: &str, sk: &str) -> Result<Option<String>> {
         let (sql, params) = sql_builders::get_item(table_name, pk, sk);
+        // leasekit's addition: a cached statement (vendor/README.md).
         let result = self
             .conn
-            .query_row(&sql, rusqlite::params_from_iter(params.iter()), |row| {
+            .prepare_cached(&sql)?
+            .query_row(rusqlite::params_from_iter(params.iter()), |row| {
                 row.get(0)
             });
 
@@ -1605,8 +1625,10 @@ impl Storage {
         let old_item = self.get_item(table_name, pk, sk)?;
 
         let (sql, params) = sql_builders::delete_item(table_name, pk, sk);
+        // leasekit's addition: a cached statement (vendor/README.md).
         self.conn
-            .execute(&sql, rusqlite::params_from_iter(params.iter()))?;
+            .prepare_cached(&sql)?
+            .execute(rusqlite::params_from_iter(params.iter()))?;
 
         Ok(old_item)
     }
