@@ -15,6 +15,7 @@ mod inert;
 mod key_changes;
 mod keys;
 mod local_aws;
+mod logging;
 mod payments;
 mod process_group;
 mod run;
@@ -88,20 +89,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,aws=warn,dynoxide=error".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal, not for files and log collectors.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
     let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // The servers log a line per request: written by a thread of their own (see logging.rs).
+    let logging = logging::init(matches!(
+        cli.command,
+        Command::Serve(_) | Command::LocalAws(_)
+    ));
     // A revoke ends whose permit --holder names, and every permit without one: an exported
     // LEASEKIT_HOLDER (who you are, for acquire and renew) must not quietly narrow it to your own
     // (found by the attack of the second session of 2026-12-05).
@@ -145,6 +142,8 @@ fn main() -> ExitCode {
             Command::Watchdog => unreachable!("handled before the runtime starts"),
         }
     });
+    // What is still queued is logged before the command's last words.
+    drop(logging);
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
