@@ -1007,6 +1007,45 @@ mod tests {
         }
     }
 
+    /// A parsed expression is remembered by its text (dynoxide's third addition,
+    /// vendor/README.md): the same text with other values is decided on those values, and a
+    /// text that does not parse is refused the same way every time, on the engine's thread and
+    /// on a lone caller's.
+    #[tokio::test]
+    async fn a_remembered_expression_is_decided_on_each_calls_values() {
+        for inline in [true, false] {
+            let engine = engine_with(&Gate::default(), inline);
+            let created = engine.call("CreateTable".into(), CREATE.into()).await;
+            assert_eq!(created.0, 200, "{created:?}");
+            let update = |expected: u64, next: u64| {
+                format!(
+                    r##"{{"TableName":"things","Key":{{"k":{{"S":"1"}}}},
+                        "UpdateExpression":"SET #n = :next",
+                        "ConditionExpression":"attribute_not_exists(#n) OR #n = :expected",
+                        "ExpressionAttributeNames":{{"#n":"n"}},
+                        "ExpressionAttributeValues":{{":next":{{"N":"{next}"}},":expected":{{"N":"{expected}"}}}}}}"##
+                )
+            };
+            for (expected, next, status) in [(0, 1, 200), (1, 2, 200), (1, 3, 400), (2, 3, 200)] {
+                let (got, answer) = engine
+                    .call("UpdateItem".into(), update(expected, next))
+                    .await;
+                assert_eq!(got, status, "{expected} -> {next}: {answer}");
+                if status == 400 {
+                    assert!(answer.contains("ConditionalCheckFailed"), "{answer}");
+                }
+            }
+            let (_, item) = engine.call("GetItem".into(), get(1)).await;
+            assert!(item.contains(r#""n":{"N":"3"}"#), "{item}");
+            let bad = r#"{"TableName":"things","Key":{"k":{"S":"1"}},"UpdateExpression":"SET = :v",
+                "ExpressionAttributeValues":{":v":{"N":"1"}}}"#;
+            let first = engine.call("UpdateItem".into(), bad.into()).await;
+            assert_eq!(first.0, 400, "{first:?}");
+            assert!(first.1.contains("Syntax error"), "{first:?}");
+            assert_eq!(engine.call("UpdateItem".into(), bad.into()).await, first);
+        }
+    }
+
     /// An index row stays right through writes that leave the index's attributes alone (which
     /// skip rewriting it: dynoxide's second addition, vendor/README.md) and writes that move it,
     /// drop it or bring it back, by each kind of write, alone and in a group.

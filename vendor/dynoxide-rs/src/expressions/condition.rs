@@ -79,6 +79,14 @@ pub enum Operand {
 /// Errors returned are the raw error text without the "Invalid FilterExpression: " etc.
 /// prefix: callers must add the appropriate prefix for their expression type.
 pub fn parse(expr: &str) -> Result<ConditionExpr, String> {
+    // Remembered per thread: leasekit's addition, see [`super::remembered`].
+    thread_local! {
+        static PARSED: super::Remembered<ConditionExpr> = super::Remembered::default();
+    }
+    PARSED.with(|parsed| parsed.get_or_parse(expr, parse_uncached))
+}
+
+fn parse_uncached(expr: &str) -> Result<ConditionExpr, String> {
     super::check_expression_size(expr)?;
     let tokens = tokenize(expr).map_err(|e| tokenizer_syntax_error(expr, &e))?;
     check_redundant_parens(&tokens)?;

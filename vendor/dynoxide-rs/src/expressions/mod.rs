@@ -52,6 +52,55 @@ pub(crate) fn check_expression_size_with_figure(expr: &str) -> Result<(), String
     Ok(())
 }
 
+/// Expressions parsed on this thread, by their text (leasekit's addition, vendor/README.md).
+///
+/// A parse depends on the expression's text alone, and a client sends the same few expressions
+/// again and again (with other values): an UpdateItem parsed its update and condition
+/// expressions two or three times each, from tokens up, every call. Remembered, a parse is a
+/// lookup and a clone of the tree. Errors are remembered too. At most [`REMEMBERED`] texts are
+/// kept per thread (then all are forgotten), so a stream of distinct expressions costs a bounded
+/// amount of memory: 512 of at most [`MAX_EXPRESSION_BYTES`] each.
+pub(crate) mod remembered {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    /// How many expression texts a thread keeps parsed.
+    pub(crate) const REMEMBERED: usize = 512;
+
+    pub(crate) struct Remembered<T> {
+        parsed: RefCell<HashMap<String, Result<T, String>>>,
+    }
+
+    impl<T> Default for Remembered<T> {
+        fn default() -> Self {
+            Self {
+                parsed: RefCell::default(),
+            }
+        }
+    }
+
+    impl<T: Clone> Remembered<T> {
+        /// `expr` parsed by `parse`, from memory when this thread has parsed it before.
+        pub(crate) fn get_or_parse(
+            &self,
+            expr: &str,
+            parse: impl FnOnce(&str) -> Result<T, String>,
+        ) -> Result<T, String> {
+            if let Some(known) = self.parsed.borrow().get(expr) {
+                return known.clone();
+            }
+            let result = parse(expr);
+            let mut parsed = self.parsed.borrow_mut();
+            if parsed.len() >= REMEMBERED {
+                parsed.clear();
+            }
+            parsed.insert(expr.to_owned(), result.clone());
+            result
+        }
+    }
+}
+pub(crate) use remembered::Remembered;
+
 /// Resolve an attribute name, handling `#name` substitution.
 pub fn resolve_name(
     name: &str,

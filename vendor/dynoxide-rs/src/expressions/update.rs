@@ -12,7 +12,7 @@ use crate::types::AttributeValue;
 use std::collections::HashMap;
 
 /// Parsed update expression with all clause actions.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct UpdateExpr {
     pub set_actions: Vec<SetAction>,
     pub remove_actions: Vec<Vec<PathElement>>,
@@ -21,14 +21,14 @@ pub struct UpdateExpr {
 }
 
 /// A SET action: `path = value_expr`
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct SetAction {
     pub path: Vec<PathElement>,
     pub value: SetValue,
 }
 
 /// Value expression for SET.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum SetValue {
     /// Direct value or path reference
     Operand(SetOperand),
@@ -39,7 +39,7 @@ pub enum SetValue {
 }
 
 /// An operand in a SET expression.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum SetOperand {
     Path(Vec<PathElement>),
     ValueRef(String),
@@ -50,14 +50,14 @@ pub enum SetOperand {
 }
 
 /// An ADD action: `path :value`
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AddAction {
     pub path: Vec<PathElement>,
     pub value_ref: String,
 }
 
 /// A DELETE action: `path :value`
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DeleteAction {
     pub path: Vec<PathElement>,
     pub value_ref: String,
@@ -199,8 +199,16 @@ fn operand_charge(
     })
 }
 
-/// Parse an UpdateExpression string.
+/// Parse an UpdateExpression string (remembered per thread: leasekit's addition, see
+/// [`super::remembered`]).
 pub fn parse(expr: &str) -> Result<UpdateExpr, String> {
+    thread_local! {
+        static PARSED: super::Remembered<UpdateExpr> = super::Remembered::default();
+    }
+    PARSED.with(|parsed| parsed.get_or_parse(expr, parse_uncached))
+}
+
+fn parse_uncached(expr: &str) -> Result<UpdateExpr, String> {
     // Prefix the size error like every other UpdateExpression error; real
     // DynamoDB returns "Invalid UpdateExpression: Expression size has exceeded
     // the maximum allowed size". Confirmed against real DynamoDB (eu-west-2).
