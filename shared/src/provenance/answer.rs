@@ -55,7 +55,9 @@ pub fn sample_provenance(
 fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now: Millis) -> Value {
     let when = iso8601(now);
     let data_hash = sha256(data);
-    let agent = json!({"name": "leasekit", "version": env!("CARGO_PKG_VERSION")});
+    // `json!` copies a `Value` it is given (it serializes it again): the trees made here are
+    // moved into place instead.
+    let agent = || json!({"name": "leasekit", "version": env!("CARGO_PKG_VERSION")});
     let title = match kind {
         Kind::Answer => format!("{} answer", subject.route),
         Kind::Sample => format!(
@@ -63,8 +65,8 @@ fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now
             subject.route
         ),
     };
-    let manifest = json!({
-        "claim_generator_info": [agent],
+    let mut manifest = json!({
+        "claim_generator_info": [],
         "title": title,
         "format": "application/json",
         "assertions": [
@@ -81,7 +83,7 @@ fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now
                 "data": {"actions": [{
                     "action": "c2pa.created",
                     "when": when,
-                    "softwareAgent": agent,
+                    "softwareAgent": null,
                     "parameters": {"route": subject.route, "op": subject.op},
                 }]}
             }
@@ -93,6 +95,8 @@ fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now
             "hash": {"alg": "sha256", "hash": BASE64.encode(subject.request_sha256)},
         }],
     });
+    manifest["claim_generator_info"] = Value::Array(vec![agent()]);
+    manifest["assertions"][1]["data"]["actions"][0]["softwareAgent"] = agent();
     let (credential_type, issuer_did) = match kind {
         Kind::Answer => (CREDENTIAL_TYPE, issuer.did()),
         Kind::Sample => (SAMPLE_TYPE, issuer.sample_did()),
@@ -121,5 +125,8 @@ fn secured(kind: Kind, issuer: &Issuer, subject: &Subject<'_>, data: &Value, now
         (Kind::Sample, Value::Object(fields)) => issuer.secure_sample(fields, &when),
         _ => Map::new(),
     };
-    json!({"manifest": manifest, "credential": credential})
+    let mut provenance = Map::with_capacity(2);
+    provenance.insert("manifest".into(), manifest);
+    provenance.insert("credential".into(), Value::Object(credential));
+    Value::Object(provenance)
 }
