@@ -142,7 +142,10 @@ fn main() -> ExitCode {
             Command::Watchdog => unreachable!("handled before the runtime starts"),
         }
     });
-    // What is still queued is logged before the command's last words.
+    // The runtime's tasks end first, so that what they log on the way out is in the buffer
+    // when it is written for the last time; then what is buffered goes before the command's
+    // last words.
+    drop(runtime);
     drop(logging);
     match result {
         Ok(code) => ExitCode::from(code),
