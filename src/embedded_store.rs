@@ -1007,7 +1007,7 @@ mod tests {
         }
     }
 
-    /// A parsed expression is remembered by its text (dynoxide's third addition,
+    /// A parsed expression is remembered by its text (dynoxide's fourth addition,
     /// vendor/README.md): the same text with other values is decided on those values, and a
     /// text that does not parse is refused the same way every time, on the engine's thread and
     /// on a lone caller's.
