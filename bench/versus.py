@@ -24,6 +24,8 @@ Configurations (durable ones first):
 
 Reproduce: python3 bench/versus.py [--seconds 5] [--repeat 3] [--systems leasekit,etcd]
 [--scenarios "16 on a limit-4 semaphore,64 on a limit-8 semaphore,16 waiting in line"]
+Each point's figures are the median of its runs; the first system's ratio to each other is the
+median of the ratios within each round (see paired_ratio), printed in a table of its own.
 It prints what it ran on first (CPU, cores, the fsync latency of a 4 KiB write in target/, where
 the data dirs are, the load average) and again above its table, and refuses to start while the
 machine is busy (1-minute load above 0.5) unless given --busy-ok.
@@ -39,6 +41,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -230,6 +233,32 @@ def table(results):
     return "\n".join(lines)
 
 
+def paired_ratio(scenario, first, runs, others):
+    """The first system's cycles/s over each other's, a ratio per round, and their median.
+
+    The systems of a round run one after the other, seconds apart, so a ratio within a round
+    cancels what the machine did that minute; the ratio of two medians does not, as the medians
+    may come from different rounds. On this VM, whose speed moves by 20-40% from minute to minute
+    (issue #47), two runs of the same command gave ratios of medians 0.42 apart at one point."""
+    ratios = []
+    for other in others:
+        pairs = [(a["granted_per_s"], b["granted_per_s"]) for a, b in zip(runs[first], runs[other])]
+        rounds = [a / b for a, b in pairs if b > 0]
+        if rounds:
+            ratios.append({"scenario": scenario, "of": first, "to": other,
+                           "rounds": [round(x, 3) for x in rounds],
+                           "median": round(statistics.median(rounds), 3)})
+    return ratios
+
+
+def ratio_table(ratios):
+    lines = ["| scenario | cycles/s ratio | ratio per round |", "|---|---:|---|"]
+    for r in ratios:
+        lines.append(f"| {r['scenario']} ({r['of']} / {r['to']}) | {r['median']:.2f} | "
+                     f"{', '.join(f'{x:.2f}' for x in r['rounds'])} |")
+    return "\n".join(lines)
+
+
 def observe_table(observed):
     lines = ["| system | durable | changes per run | change to observer p50 ms | p99 ms | runs p50 / p99 ms "
              "| the write alone p50 ms |",
@@ -302,6 +331,7 @@ def main():
              "fsync": fsync_latency(os.path.join(ROOT, "target"))}
     print(describe(facts), flush=True)
     results = []
+    ratios = []
     observed = []
     running = []
     try:
@@ -331,13 +361,19 @@ def main():
                 if not runs[name]:
                     continue
                 ordered = sorted(runs[name], key=lambda run: run["granted_per_s"])
-                r = ordered[len(ordered) // 2]
+                r = dict(ordered[len(ordered) // 2])
                 r.update(name=name, durable=durable, scenario=scenario,
-                         runs_granted_per_s=[run["granted_per_s"] for run in ordered])
+                         runs_granted_per_s=[run["granted_per_s"] for run in ordered],
+                         rounds_granted_per_s=[run["granted_per_s"] for run in runs[name]])
                 results.append(r)
                 print(f"{name:28} {r['scenario']:14} {r['granted_per_s']:>9,.0f} cycles/s  "
                       f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}",
                       flush=True)
+            ratio = paired_ratio(scenario, running[0][0], runs, [name for name, *_ in running[1:]])
+            ratios.extend(ratio)
+            for r in ratio:
+                print(f"{r['of']} / {r['to']:20} {r['scenario']:14} {r['median']:>9.2f} "
+                      f"(rounds: {', '.join(f'{x:.2f}' for x in r['rounds'])})", flush=True)
         for name, system, durable, _, (_, url) in running:
             if system == "redis" or (args.scenarios is not None and OBSERVE not in args.scenarios.split(",")):
                 continue
@@ -367,7 +403,8 @@ def main():
     results.sort(key=lambda r: order.index(r["name"]))
     os.makedirs(RESULTS, exist_ok=True)
     report = {"machine": facts, "seconds": args.seconds, "repeat": args.repeat,
-              "date": time.strftime("%Y-%m-%d"), "results": results, "observe": observed}
+              "date": time.strftime("%Y-%m-%d"), "results": results, "ratios": ratios,
+              "observe": observed}
     # A partial run (some scenarios or systems) is kept apart from the full one.
     partial = args.scenarios is not None or args.systems is not None
     name = args.out or ("versus-partial.json" if partial else "versus.json")
@@ -377,6 +414,9 @@ def main():
     print(describe(facts))
     print()
     print(table(results))
+    if ratios:
+        print()
+        print(ratio_table(ratios))
     if observed:
         print()
         print(observe_table(observed))
