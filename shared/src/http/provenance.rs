@@ -117,7 +117,7 @@ mod tests {
         fill: impl FnOnce(&mut Map<String, Value>),
     ) -> Value {
         fill(&mut credential);
-        let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+        let key = proof::ProofKey::from_seed(&[9; 32]);
         let method = did::verification_method(&key.verifying_key());
         Value::Object(proof::sign(
             credential,

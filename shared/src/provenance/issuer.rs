@@ -2,7 +2,7 @@
 //! and a second key, derived from it, that signs samples only (see docs/adr/0004).
 
 use super::{did, proof};
-use ed25519_dalek::{SigningKey, VerifyingKey};
+use ed25519_dalek::VerifyingKey;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -17,7 +17,7 @@ const TAG_KEY_LABEL: &[u8] = b"leasekit state tag key v1\0";
 /// One key and its did:key names.
 #[derive(Clone)]
 struct Signer {
-    key: SigningKey,
+    key: proof::ProofKey,
     did: String,
     /// `did#fragment`, computed once: encoding it costs more than hashing an answer.
     verification_method: String,
@@ -25,7 +25,7 @@ struct Signer {
 
 impl Signer {
     fn from_seed(seed: &[u8; 32]) -> Self {
-        let key = SigningKey::from_bytes(seed);
+        let key = proof::ProofKey::from_seed(seed);
         Self {
             did: did::did(&key.verifying_key()),
             verification_method: did::verification_method(&key.verifying_key()),
