@@ -40,10 +40,10 @@ pub enum ProofError {
 /// An Ed25519 key that signs proofs.
 ///
 /// It signs with AWS-LC rather than ed25519-dalek: AWS-LC's assembly signs in about half the
-/// time (9 against 19 µs on the benchmark machine), and the signature of every answer was a
-/// sixth of the local server's CPU per request (BENCHMARKS.md, issue #47). Ed25519 signatures
-/// are deterministic (RFC 8032), so the bytes are the same either way: a test holds the two to
-/// each other, and dalek still derives the public key and verifies.
+/// time (9 against 19 µs on the benchmark machine), and with dalek the signature of every answer
+/// was 6% of the local server's CPU at 128 clients (BENCHMARKS.md, issue #47). Ed25519
+/// signatures are deterministic (RFC 8032), so the bytes are the same either way: a test holds
+/// the two to each other, and dalek still derives the public key and verifies.
 #[derive(Clone)]
 pub struct ProofKey {
     pair: Arc<Ed25519KeyPair>,
