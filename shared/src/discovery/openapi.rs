@@ -298,7 +298,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "responses": {
             "200": json_body("VerifyReport", "Each check, with witnesses naming what failed."),
             "400": error("Not a {data, _provenance} document."),
-            "413": error("Body over 16 KiB (the largest answer is under 8 KB)."),
+            "413": error("Body over 16 KiB. Most answers are well under it, but a set or semaphore answer with long values can be larger: verify that one offline, with the key of /.well-known/did.json."),
         }
     });
 

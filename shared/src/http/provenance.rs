@@ -20,10 +20,12 @@ struct VerifyRequest {
     provenance: Map<String, Value>,
 }
 
-/// The largest body this route reads. The largest answer this service signs (a denied renew with
-/// a 128-character holder of control characters) is about 5 KB; parsing and canonicalising cost
-/// about 70 ns a byte at worst in an optimised build (many keys, deep nesting), so this keeps
-/// every request near a millisecond.
+/// The largest body this route reads. When it was set, the largest answer this service signed (a
+/// denied renew with a 128-character holder of control characters) was about 5 KB; sets and
+/// semaphores with values have since made answers of up to 139 KB (found 2026-12-06), which
+/// this route refuses: they verify offline. Parsing and canonicalising cost about 70 ns a byte
+/// at worst in an optimised build (many keys, deep nesting), so this keeps every request near a
+/// millisecond.
 pub const MAX_VERIFY_BYTES: usize = 16 * 1024;
 
 /// How many documents are checked at once: half the cores (at least one), so that a burst on this
