@@ -298,7 +298,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "responses": {
             "200": json_body("VerifyReport", "Each check, with witnesses naming what failed."),
             "400": error("Not a {data, _provenance} document."),
-            "413": error("Body over 16 KiB. Most answers are well under it, but a set or semaphore answer with long values can be larger: verify that one offline, with the key of /.well-known/did.json."),
+            "413": error("Body over 6 MiB (6291456 bytes), the most a deployed answer can be. Only a local server's answers can be larger (a set of crowded semaphores with long values): verify those offline, with the key of /.well-known/did.json."),
         }
     });
 

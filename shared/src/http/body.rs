@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Bodies above this many bytes are answered 413.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -22,21 +23,64 @@ pub async fn read_limited(body: Body) -> Result<Bytes, ApiError> {
     }
     axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        .map_err(|err| {
-            let mut causes =
-                std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source());
-            match causes.find_map(|e| {
-                e.downcast_ref::<BodyTimedOut>()
-                    .map(|t| ApiError::RequestTimeout(t.0.as_secs()))
-                    .or_else(|| {
-                        e.is::<http_body_util::LengthLimitError>()
-                            .then_some(ApiError::PayloadTooLarge(MAX_BODY_BYTES))
-                    })
-            }) {
-                Some(known) => known,
-                None => ApiError::InvalidJson(format!("the body could not be read: {err}")),
-            }
-        })
+        .map_err(|err| read_error(&err, MAX_BODY_BYTES))
+}
+
+/// Read at most `limit` bytes of `body`, for a route that takes more than [`MAX_BODY_BYTES`].
+/// Past `MAX_BODY_BYTES`, reading goes on only while holding a permit of `large`: at most that
+/// many such bodies are in memory at once, whatever the number of connections (each of which
+/// can hold only `MAX_BODY_BYTES`). The permit comes back with the bytes, to be kept while they
+/// are. A body still arriving when its [`Deadline`] passes is a 408, time spent waiting for a
+/// permit included.
+pub async fn read_large(
+    mut body: Body,
+    limit: usize,
+    large: &'static Semaphore,
+) -> Result<(Bytes, Option<SemaphorePermit<'static>>), ApiError> {
+    use http_body_util::BodyExt;
+    let declared = hyper::body::Body::size_hint(&body).lower();
+    if declared > limit as u64 {
+        return Err(ApiError::PayloadTooLarge(limit));
+    }
+    // The semaphore is never closed, so acquiring only waits.
+    let take = || async { large.acquire().await.ok() };
+    let mut permit = match declared > MAX_BODY_BYTES as u64 {
+        true => take().await,
+        false => None,
+    };
+    let mut read = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|err| read_error(&err, limit))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let len = read.len() + data.len();
+        if len > limit {
+            return Err(ApiError::PayloadTooLarge(limit));
+        }
+        if len > MAX_BODY_BYTES && permit.is_none() {
+            permit = take().await;
+        }
+        read.extend_from_slice(&data);
+    }
+    Ok((Bytes::from(read), permit))
+}
+
+/// What a failed read of a body means: the [`Deadline`] passed (408), the limit was passed
+/// (413), or the body broke off (400).
+fn read_error(err: &(dyn std::error::Error + 'static), limit: usize) -> ApiError {
+    let mut causes = std::iter::successors(Some(err), |e| e.source());
+    match causes.find_map(|e| {
+        e.downcast_ref::<BodyTimedOut>()
+            .map(|t| ApiError::RequestTimeout(t.0.as_secs()))
+            .or_else(|| {
+                e.is::<http_body_util::LengthLimitError>()
+                    .then_some(ApiError::PayloadTooLarge(limit))
+            })
+    }) {
+        Some(known) => known,
+        None => ApiError::InvalidJson(format!("the body could not be read: {err}")),
+    }
 }
 
 /// The error a [`Deadline`] body ends with when the time ran out.
@@ -159,6 +203,109 @@ mod tests {
         let err = read_limited(body).await.unwrap_err();
         assert_eq!(err.status().as_u16(), 408);
         assert_eq!(err.code(), "REQUEST_TIMEOUT");
+    }
+
+    /// A body of `count` chunks of `size` bytes that does not declare its length (chunked),
+    /// then ends, or never does if `stall`.
+    #[derive(Default)]
+    struct Chunks {
+        count: usize,
+        size: usize,
+        stall: bool,
+    }
+
+    impl hyper::body::Body for Chunks {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+            if self.count == 0 {
+                return match self.stall {
+                    true => Poll::Pending,
+                    false => Poll::Ready(None),
+                };
+            }
+            self.count -= 1;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b' '; self.size])))))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_read_up_to_its_limit_declared_or_not() {
+        static LARGE: Semaphore = Semaphore::const_new(1);
+        let limit = 4 * MAX_BODY_BYTES;
+        let (read, permit) = read_large(Body::from(vec![b' '; limit]), limit, &LARGE)
+            .await
+            .unwrap();
+        assert_eq!((read.len(), permit.is_some()), (limit, true));
+        drop(permit);
+        let chunked = Chunks {
+            count: 4,
+            size: MAX_BODY_BYTES,
+            ..Chunks::default()
+        };
+        let (read, _) = read_large(Body::new(chunked), limit, &LARGE).await.unwrap();
+        assert_eq!(read.len(), limit);
+        for body in [
+            Body::from(vec![b' '; limit + 1]),
+            Body::new(Chunks {
+                count: 5,
+                size: MAX_BODY_BYTES,
+                ..Chunks::default()
+            }),
+        ] {
+            let err = read_large(body, limit, &LARGE).await.unwrap_err();
+            assert_eq!(err.status().as_u16(), 413);
+            assert!(err.to_string().contains(&limit.to_string()), "{err}");
+        }
+        assert_eq!(
+            LARGE.available_permits(),
+            1,
+            "a refused body gives its permit back"
+        );
+    }
+
+    /// Memory for large bodies is bounded by the permits: one waits while they are held (a small
+    /// body does not), and a wait for a permit still ends at the body's deadline.
+    #[tokio::test]
+    async fn large_bodies_wait_for_a_permit_and_small_ones_do_not() {
+        static LARGE: Semaphore = Semaphore::const_new(1);
+        let limit = 4 * MAX_BODY_BYTES;
+        let mut held = LARGE.acquire().await.unwrap();
+        let (small, permit) = read_large(Body::from("{}"), limit, &LARGE).await.unwrap();
+        assert_eq!((&small[..], permit.is_none()), (&b"{}"[..], true));
+        for declared in [true, false] {
+            let body = match declared {
+                true => Body::from(vec![b' '; 2 * MAX_BODY_BYTES]),
+                false => Body::new(Chunks {
+                    count: 2,
+                    size: MAX_BODY_BYTES,
+                    ..Chunks::default()
+                }),
+            };
+            let reading = tokio::spawn(read_large(body, limit, &LARGE));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            assert!(!reading.is_finished(), "declared: {declared}");
+            drop(held);
+            let (read, permit) = reading.await.unwrap().unwrap();
+            assert_eq!((read.len(), permit.is_some()), (2 * MAX_BODY_BYTES, true));
+            held = permit.unwrap();
+        }
+        // More than a small body, then nothing: the sender that trickles.
+        let trickle = Chunks {
+            count: 1,
+            size: MAX_BODY_BYTES + 1,
+            stall: true,
+        };
+        let late = Body::new(Deadline::new(trickle, Duration::from_millis(50)));
+        let reading = tokio::spawn(read_large(late, limit, &LARGE));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(held);
+        let err = reading.await.unwrap().unwrap_err();
+        assert_eq!(err.status().as_u16(), 408);
     }
 
     #[tokio::test]

@@ -3,7 +3,8 @@
 //!
 //! The work is bounded by the input: the fields that are base58-decoded (quadratic) are bounded
 //! before decoding (see `proof` and `did`); the rest is about linear in the body, which the route
-//! caps at 16 KiB, with nesting capped by the JSON parser.
+//! caps at 6 MiB (the largest answer a Lambda function can deliver), with nesting capped by the
+//! JSON parser.
 
 use super::answer::{CREDENTIAL_TYPE, SAMPLE_TYPE};
 use super::issuer::Trusted;
