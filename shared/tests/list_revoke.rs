@@ -406,3 +406,39 @@ async fn a_revoke_with_a_token_is_fenced() {
     let current = f.call(current, now + 4).await;
     assert_eq!(current.revoked.unwrap()[0].fencing_token, second);
 }
+
+/// A page carries at most 1 MiB of entries (at least one), whatever pageSize asks: three
+/// semaphores crowded with 64 holders whose holders and values are control characters (JSON
+/// escapes each sixfold: about 457 KB an entry) come two, then one, and the cursor still reaches
+/// every name once. Without the bound a page of 100 such entries is 46 MB, past what a Lambda
+/// function can answer (6 MiB), and no cursor gets past it.
+#[tokio::test]
+async fn a_page_of_crowded_semaphores_stops_at_a_megabyte_and_the_cursor_goes_on() {
+    use leasekit_core::lease::answer::LIST_PAGE_BYTES;
+    let f = fixture().await;
+    let now = now_ms();
+    let unit = "\u{1}";
+    let names: Vec<String> = (0..3).map(|i| format!("crowded:{i}")).collect();
+    for name in &names {
+        for i in 0..64 {
+            let holder = format!("{}{i:04}", unit.repeat(124));
+            let a = f
+                .call(
+                    json!({"op": "acquire", "resource": name, "holder": holder, "limit": 64,
+                        "ttlSeconds": 600, "value": unit.repeat(1024)}),
+                    now,
+                )
+                .await;
+            assert!(a.granted, "{name} {i}");
+        }
+    }
+    let (listed, sizes) = f.list_all(Some("crowded:"), 100, now).await;
+    assert_eq!(listed, names, "every name once, in order");
+    assert_eq!(sizes, vec![2, 1]);
+    let page = f.call(json!({"op": "list", "pageSize": 100}), now).await;
+    let bytes = serde_json::to_vec(&page).unwrap().len();
+    assert!(
+        bytes > LIST_PAGE_BYTES * 3 / 4 && bytes < LIST_PAGE_BYTES + 4096,
+        "{bytes} bytes"
+    );
+}

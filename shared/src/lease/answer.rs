@@ -291,6 +291,52 @@ pub struct SetMember {
     pub waiters: Option<Vec<Waiter>>,
 }
 
+/// The most bytes of entries a `list` page carries (at least one entry, whatever its size): a
+/// page of 100 semaphores crowded with long values would otherwise be tens of MB, past what a
+/// Lambda function can answer (6 MiB), and no cursor could get past it. The largest entry (64
+/// holders and 64 waiters with the longest holders and values, escaped) is about 0.5 MB.
+pub const LIST_PAGE_BYTES: usize = 1 << 20;
+
+/// How many of `page`'s entries, from the first, a list page carries: as many as fit in
+/// [`LIST_PAGE_BYTES`] as JSON, and at least one.
+pub fn list_entries_within(page: &[(String, LeaseState)], now: Millis) -> usize {
+    let mut bytes = 0;
+    for (i, (resource, state)) in page.iter().enumerate() {
+        let entry = list_entry(resource, state, now);
+        // Serializing a struct of strings and numbers to memory does not fail.
+        bytes += serde_json::to_vec(&entry).map_or(0, |json| json.len() + 1);
+        if bytes > LIST_PAGE_BYTES {
+            return i.max(1);
+        }
+    }
+    page.len()
+}
+
+/// One resource as a list entry shows it.
+fn list_entry(resource: &str, state: &LeaseState, now: Millis) -> SetMember {
+    let one = LeaseAnswer::observed(state, None, now);
+    SetMember {
+        resource: resource.to_owned(),
+        granted: one.granted,
+        holder: one.holder,
+        fencing_token: one.fencing_token,
+        expires_at: one.expires_at,
+        value: one.value,
+        limit: one.limit,
+        holders: one.holders,
+        done: Some(one.done),
+        waiters: Some(
+            state
+                .live_waiters(now)
+                .map(|w| Waiter {
+                    holder: w.holder.clone(),
+                    until: iso8601(w.lapses_at()),
+                })
+                .collect(),
+        ),
+    }
+}
+
 /// A live place in a resource's queue, as list shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -544,29 +590,7 @@ impl LeaseAnswer {
     pub fn listed(page: &[(String, LeaseState)], next_cursor: Option<String>, now: Millis) -> Self {
         let leases = page
             .iter()
-            .map(|(resource, state)| {
-                let one = Self::observed(state, None, now);
-                SetMember {
-                    resource: resource.clone(),
-                    granted: one.granted,
-                    holder: one.holder,
-                    fencing_token: one.fencing_token,
-                    expires_at: one.expires_at,
-                    value: one.value,
-                    limit: one.limit,
-                    holders: one.holders,
-                    done: Some(one.done),
-                    waiters: Some(
-                        state
-                            .live_waiters(now)
-                            .map(|w| Waiter {
-                                holder: w.holder.clone(),
-                                until: iso8601(w.lapses_at()),
-                            })
-                            .collect(),
-                    ),
-                }
-            })
+            .map(|(resource, state)| list_entry(resource, state, now))
             .collect();
         Self {
             leases: Some(leases),

@@ -48,7 +48,8 @@ pub struct LeaseRequest {
     pub prefix: Option<String>,
     /// list, audit: where the previous page ended (opaque, bound to the tenant).
     pub cursor: Option<String>,
-    /// list, audit: at most this many entries (1..100).
+    /// list, audit: at most this many entries (1..100); a list page also ends before its
+    /// entries pass `answer::LIST_PAGE_BYTES`.
     pub page_size: Option<u32>,
     /// revoke: why, for the audit entry.
     pub reason: Option<String>,

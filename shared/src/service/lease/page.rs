@@ -4,6 +4,7 @@
 
 use super::super::cursor::Paged;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
+use crate::lease::answer::list_entries_within;
 use crate::lease::request::DEFAULT_PAGE_SIZE;
 use crate::lease::{LeaseAnswer, Op, as_of};
 use crate::store::audit_log::AuditPosition;
@@ -52,14 +53,20 @@ impl LeaseService {
             .store
             .list(tenant, prefix, after, page_size, now)
             .await?;
-        let next = page
-            .next_after
-            .map(|after| self.cursors.seal(tenant, Paged::List, &after));
-        let leases: Vec<_> = page
+        let mut leases: Vec<_> = page
             .leases
             .iter()
             .map(|(name, state)| (name.clone(), as_of(state, now)))
             .collect();
+        let mut next_after = page.next_after;
+        // A page ends early when its entries would make it too large to answer: the next one
+        // starts after the last entry it carries.
+        let kept = list_entries_within(&leases, now);
+        if kept < leases.len() {
+            leases.truncate(kept);
+            next_after = leases.last().map(|(name, _)| name.clone());
+        }
+        let next = next_after.map(|after| self.cursors.seal(tenant, Paged::List, &after));
         Ok(LeaseAnswer::listed(&leases, next, now))
     }
 
