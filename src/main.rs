@@ -7,6 +7,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod client;
 mod client_tokens;
 mod connect;
+mod dynamodb_ops;
 mod embedded_store;
 mod engine_stats;
 mod identity;
