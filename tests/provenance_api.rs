@@ -420,6 +420,65 @@ async fn the_largest_answers_verify_on_the_route() {
     }
 }
 
+/// A body of many tiny values is refused before it is parsed: a 6 MiB `[[],[],...]` (or object
+/// of many short keys) took 650 MB of memory to check (found by the attack of 2026-12-07). The
+/// server's peak memory stays near where it was.
+#[tokio::test]
+async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let (_, answer) = server
+        .client(Some(ACME_KEY))
+        .call(acquire("t1", "r", "w"))
+        .await;
+    let peak_kb = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = peak_kb();
+    let provenance = answer["_provenance"].to_string();
+    let room = MAX_VERIFY_BYTES - provenance.len() - 64;
+    let keys = (0..room / 11)
+        .map(|i| format!("\"{i:06}\":1"))
+        .collect::<Vec<_>>();
+    for (shape, inner) in [
+        ("arrays", format!("[{}[]]", "[],".repeat(room / 3 - 1))),
+        ("keys", format!("{{{}}}", keys.join(","))),
+    ] {
+        let body = format!("{{\"data\":{{\"a\":{inner}}},\"_provenance\":{provenance}}}");
+        assert!(body.len() <= MAX_VERIFY_BYTES, "{shape}: {}", body.len());
+        let response = reqwest::Client::new()
+            .post(format!("{}/api/v1/verify-provenance", server.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(
+            (status, &error["code"]),
+            (400, &json!("INVALID_JSON")),
+            "{shape}: {error}"
+        );
+        assert!(
+            error["error"].as_str().unwrap().contains("262144"),
+            "{error}"
+        );
+    }
+    let grown_mb = (peak_kb() - before) / 1024;
+    eprintln!("peak memory grew {grown_mb} MB");
+    assert!(
+        grown_mb < 100,
+        "the server's peak memory grew {grown_mb} MB"
+    );
+}
+
 /// The largest body the verify route reads: the most a Lambda function can answer.
 const MAX_VERIFY_BYTES: usize = 6 * 1024 * 1024;
 

@@ -28,6 +28,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Serve on `data_dir` with the two test accounts' keys.
     pub fn start(data_dir: &Path) -> Self {
         Self::start_with(data_dir, &[])

@@ -297,7 +297,7 @@ pub fn document(base_url: &str, prices: &Prices) -> Value {
         "requestBody": {"required": true, "content": {"application/json": {"schema": reference("VerifyRequest")}}},
         "responses": {
             "200": json_body("VerifyReport", "Each check, with witnesses naming what failed."),
-            "400": error("Not a {data, _provenance} document."),
+            "400": error("Not a {data, _provenance} document, or more than 262144 JSON values (no answer has a third of that)."),
             "413": error("Body over 6 MiB (6291456 bytes), the most a deployed answer can be. Only a local server's answers can be larger (a set of crowded semaphores with long values): verify those offline, with the key of /.well-known/did.json."),
         }
     });

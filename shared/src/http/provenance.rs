@@ -1,6 +1,6 @@
 //! POST /api/v1/verify-provenance and GET /.well-known/did.json: free, no key.
 
-use super::body::{parse_valid, read_large};
+use super::body::read_large;
 use super::{ApiError, AppState};
 use crate::provenance::issuer::Trusted;
 use crate::provenance::{did, verify::Report, verify::verify as check};
@@ -8,26 +8,18 @@ use crate::schema::verify_input;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::LazyLock;
 use tokio::sync::Semaphore;
-
-#[derive(Deserialize)]
-struct VerifyRequest {
-    data: Value,
-    #[serde(rename = "_provenance")]
-    provenance: Map<String, Value>,
-}
 
 /// The largest body this route reads: 6 MiB, the most a Lambda function can answer (its
 /// response payload limit), so every answer the deployed service can deliver can be checked
 /// here. Answers are that large only in corners (a set of 50 semaphores, each crowded with 64
 /// holders whose values are 1 KiB of control characters, escaped sixfold, made 25 MB on the
 /// local server, which has no such limit: those verify offline, with did.json's key); one full
-/// semaphore with 1 KiB values is 84 KB, or 457 KB with escaped values. Parsing and
-/// canonicalising cost about 70 ns a byte at worst in an optimised build (many keys), so the
-/// largest body is about half a second of one core, taken by at most `CHECKING` at once.
+/// semaphore with 1 KiB values is 84 KB, or 457 KB with escaped values. With
+/// [`MAX_VERIFY_VALUES`], the costliest body of this size takes about 50 ms of one core in an
+/// optimised build (an object of as many keys as allowed), at most `CHECKING` at once.
 pub const MAX_VERIFY_BYTES: usize = 6 * 1024 * 1024;
 
 /// How many bodies larger than the other routes take may be read and held at once: memory for
@@ -66,8 +58,59 @@ pub async fn verify(State(state): State<AppState>, body: Body) -> Result<Json<Re
 
 /// The route's CPU work: parse, validate and check a body.
 fn report(bytes: &[u8], trusted: &Trusted) -> Result<Report, ApiError> {
-    let (request, _): (VerifyRequest, Value) = parse_valid(bytes, verify_input(), &[])?;
-    Ok(check(&request.data, &request.provenance, trusted))
+    if json_values_at_most(bytes) > MAX_VERIFY_VALUES {
+        return Err(ApiError::InvalidJson(format!(
+            "the body has more than {MAX_VERIFY_VALUES} JSON values, more than any answer"
+        )));
+    }
+    let body =
+        crate::strict_json::parse(bytes).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    verify_input()
+        .check(&body)
+        .map_err(ApiError::InvalidInput)?;
+    // Taken apart rather than deserialized, which would copy the whole document again.
+    let (data, provenance) = match body {
+        Value::Object(mut body) => (body.remove("data"), body.remove("_provenance")),
+        _ => (None, None),
+    };
+    match (data, provenance) {
+        (Some(data), Some(Value::Object(provenance))) => Ok(check(&data, &provenance, trusted)),
+        // The schema admitted it, so only a schema that disagrees with this code gets here.
+        _ => Err(ApiError::Internal(
+            "the verify schema admitted a body without data and _provenance".into(),
+        )),
+    }
+}
+
+/// The most JSON values (objects, arrays, strings, numbers, literals; counted as
+/// [`json_values_at_most`] counts, keys included) a body may hold. The largest answers count
+/// about 36,000 (a set of 50 semaphores of 64 holders) to about 111,000 (a list page of 100 such
+/// entries with 64 waiters each and short names). A parsed value costs 30-100 bytes besides its
+/// text, so a 6 MiB body of 2-byte values (`[[],[],...]`) took 650 MB to check (found by the
+/// attack of 2026-12-07); at this bound a check holds a few tens of MB at most.
+pub const MAX_VERIFY_VALUES: usize = 1 << 18;
+
+/// An upper bound on the number of JSON values in `bytes`, without parsing them: one, plus one
+/// for every `,` `:` `[` and `{` outside strings. Linear and allocation-free.
+fn json_values_at_most(bytes: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (1, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b':' | b'[' | b'{' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
 }
 
 /// The DID document of the signing key.
@@ -81,7 +124,7 @@ mod tests {
     use crate::provenance::Issuer;
     use crate::provenance::answer::{Subject, provenance};
     use crate::provenance::proof;
-    use serde_json::json;
+    use serde_json::{Map, json};
     use std::time::{Duration, Instant};
 
     fn answer(issuer: &Issuer) -> Value {
@@ -106,8 +149,10 @@ mod tests {
         document
     }
 
-    /// An object of `n`-character keys filling about `room` bytes.
+    /// An object of keys filling about `room` bytes: as many as the value bound allows (each
+    /// counts twice), of at least `n` characters.
     fn wide(n: usize, room: usize) -> Value {
+        let n = n.max(room / (MAX_VERIFY_VALUES / 2 - 64)).max(1);
         let count = room / (n + 6);
         Value::Object(
             (0..count)
@@ -131,6 +176,37 @@ mod tests {
             &method,
             "2026-01-01T00:00:00Z",
         ))
+    }
+
+    /// The count never falls below the values serde_json finds, whatever the strings hold.
+    #[test]
+    fn the_value_count_bounds_the_values_from_above() {
+        fn values(v: &Value) -> usize {
+            1 + match v {
+                Value::Array(items) => items.iter().map(values).sum(),
+                Value::Object(members) => members.values().map(values).sum(),
+                _ => 0,
+            }
+        }
+        let issuer = Issuer::from_seed(&[3; 32]);
+        for document in [
+            json!(1),
+            json!([]),
+            json!({}),
+            json!([[], {}, [[]], {"a": {"b": []}}]),
+            json!({"s": "\",:[{\\", "t": ["\\\"", "]}", 1.5e300, null, true]}),
+            answer(&issuer),
+        ] {
+            let text = document.to_string();
+            let counted = json_values_at_most(text.as_bytes());
+            assert!(counted >= values(&document), "{text}: {counted}");
+            assert!(counted <= 2 * values(&document), "{text}: {counted}");
+        }
+        assert_eq!(
+            json_values_at_most(b"[[],[],[]]"),
+            7,
+            "four values, counted high"
+        );
     }
 
     /// The most expensive bodies we know of, each just under `size` bytes: the fields that were
@@ -260,13 +336,21 @@ mod tests {
                 let mut best = Duration::MAX;
                 for _ in 0..3 {
                     let start = Instant::now();
-                    let report = report(&body, &trusted).expect(name);
+                    let answer = report(&body, &trusted);
                     best = best.min(start.elapsed());
-                    assert!(!report.verified, "{name}");
+                    // Refused unparsed when it has too many values, and only then.
+                    match json_values_at_most(&body) > MAX_VERIFY_VALUES {
+                        true => assert!(answer.is_err(), "{name}"),
+                        false => assert!(!answer.expect(name).verified, "{name}"),
+                    }
                 }
                 let per_byte = best.as_nanos() / body.len() as u128;
+                let refused = match json_values_at_most(&body) > MAX_VERIFY_VALUES {
+                    true => ", refused: too many values",
+                    false => "",
+                };
                 eprintln!(
-                    "verify CPU, {name} ({} bytes): {best:?}, {per_byte} ns a byte",
+                    "verify CPU, {name} ({} bytes): {best:?}, {per_byte} ns a byte{refused}",
                     body.len()
                 );
                 // Generous for unoptimised test builds on a busy machine (optimised ones take
