@@ -479,6 +479,30 @@ async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
     );
 }
 
+/// The report on a 6 MiB document echoes a few hundred bytes of it at most: it echoed the
+/// credential's issuer and dataSha256 whole, so an unread report kept 6 MB in the server (the
+/// attack of 2026-12-07: 400 idle readers, 2.8 GB).
+#[tokio::test]
+async fn a_report_on_a_large_document_is_small() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let (_, answer) = server
+        .client(Some(ACME_KEY))
+        .call(acquire("t1", "r", "w"))
+        .await;
+    let room = (MAX_VERIFY_BYTES - answer.to_string().len()) / 2 - 64;
+    let mut document = answer.clone();
+    document["_provenance"]["credential"]["credentialSubject"]["dataSha256"] =
+        json!("a".repeat(room));
+    document["_provenance"]["credential"]["issuer"] = json!("z".repeat(room));
+    let body = document.to_string();
+    assert!(body.len() <= MAX_VERIFY_BYTES && body.len() > MAX_VERIFY_BYTES - 1024);
+    let (status, report) = verify(&server, &document).await;
+    assert_eq!((status, &report["verified"]), (200, &json!(false)));
+    let size = report.to_string().len();
+    assert!(size < 4096, "a report of {size} bytes");
+}
+
 /// The largest body the verify route reads: the most a Lambda function can answer.
 const MAX_VERIFY_BYTES: usize = 6 * 1024 * 1024;
 

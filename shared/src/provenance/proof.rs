@@ -6,7 +6,7 @@
 //! `proofValue`, carrying the document's `@context`.
 
 use super::did;
-use super::jcs::sha256;
+use super::jcs::{Canonical, Without, sha256};
 use aws_lc_rs::signature::Ed25519KeyPair;
 use ed25519_dalek::{Signature, SigningKey, VerifyingKey};
 use serde_json::{Map, Value, json};
@@ -124,11 +124,10 @@ fn proof_value(signature: &Signature) -> String {
 
 /// Verify `secured`'s proof; the key that signed it on success.
 pub fn verify(secured: &Map<String, Value>) -> Result<VerifyingKey, ProofError> {
-    let mut proof = secured
+    let proof = secured
         .get("proof")
         .and_then(Value::as_object)
-        .ok_or(ProofError::Missing)?
-        .clone();
+        .ok_or(ProofError::Missing)?;
     let field = |name: &'static str, expected: &str| {
         (proof.get(name).and_then(Value::as_str) == Some(expected))
             .then_some(())
@@ -153,7 +152,7 @@ pub fn verify(secured: &Map<String, Value>) -> Result<VerifyingKey, ProofError> 
     }
     let key = did::resolve(method).ok_or(ProofError::UnknownKey)?;
     let value = proof
-        .remove("proofValue")
+        .get("proofValue")
         .ok_or(ProofError::Malformed("proofValue"))?;
     let value = value.as_str().ok_or(ProofError::Malformed("proofValue"))?;
     if value.len() > MAX_PROOF_VALUE_LEN {
@@ -165,25 +164,33 @@ pub fn verify(secured: &Map<String, Value>) -> Result<VerifyingKey, ProofError> 
         .and_then(|bytes| <[u8; 64]>::try_from(bytes).ok())
         .map(|bytes| Signature::from_bytes(&bytes))
         .ok_or(ProofError::Malformed("proofValue"))?;
-    let mut unsecured = secured.clone();
-    unsecured.remove("proof");
     // The proof's @context, if any, must be a prefix of the document's, in order.
     if let Some(context) = proof.get("@context") {
-        let as_list = |v: &Value| match v {
-            Value::Array(items) => items.clone(),
-            other => vec![other.clone()],
-        };
-        let document_context = unsecured.get("@context").map(as_list).unwrap_or_default();
-        if !document_context.starts_with(&as_list(context)) {
+        fn as_list(v: &Value) -> &[Value] {
+            match v {
+                Value::Array(items) => items,
+                other => std::slice::from_ref(other),
+            }
+        }
+        let document_context = secured.get("@context").map_or(&[][..], as_list);
+        if !document_context.starts_with(as_list(context)) {
             return Err(ProofError::ContextMismatch);
         }
     }
-    key.verify_strict(&hash_data(&Value::Object(proof), &unsecured), &signature)
+    let config = Without {
+        map: proof,
+        left_out: "proofValue",
+    };
+    let unsecured = Without {
+        map: secured,
+        left_out: "proof",
+    };
+    key.verify_strict(&hash_data(&config, &unsecured), &signature)
         .map_err(|_| ProofError::BadSignature)?;
     Ok(key)
 }
 
-fn hash_data(config: &Value, unsecured: &Map<String, Value>) -> [u8; 64] {
+fn hash_data(config: &impl Canonical, unsecured: &impl Canonical) -> [u8; 64] {
     let mut out = [0u8; 64];
     out[..32].copy_from_slice(&sha256(config));
     out[32..].copy_from_slice(&sha256(unsecured));
