@@ -132,48 +132,43 @@ async fn client_loop(
         let invoked = now_ms();
         let answer = call_as_a_careful_client(&client, &body, &tally).await;
         let returned = now_ms();
-        let Some(data) = &answer else {
-            // The store never answered: the call may or may not have taken effect. Keep it with an
-            // unknown outcome (the checker lets it excuse an overlap, never count as a grant) and
-            // forget the token, as a client that cannot tell would.
-            tokens.remove(resource);
-            history.lock().unwrap().push(Event {
-                op,
-                resource: resource.to_owned(),
-                holder: holder.clone(),
-                invoked,
-                returned,
-                granted: None,
-                token: known.filter(|_| op != "acquire"),
-                expires_at: None,
-            });
-            continue;
+        let (granted, token, expires_at) = match &answer {
+            // The store never answered: the call may or may not have taken effect. Keep it with
+            // an unknown outcome (the checker lets it excuse an overlap, never count as a grant)
+            // and forget the token, as a client that cannot tell would.
+            None => {
+                tokens.remove(resource);
+                (None, known.filter(|_| op != "acquire"), None)
+            }
+            Some(data) => {
+                let granted = data["granted"].as_bool().unwrap();
+                if op == "acquire" && granted {
+                    tokens.insert(resource, data["fencingToken"].as_u64().unwrap());
+                }
+                // A granted release ends the lease; a refused renew or release is how a holder
+                // learns it lost it. Either way, forget the token, as a real client would.
+                if (op == "release" || op == "renew") && (granted == (op == "release")) {
+                    tokens.remove(resource);
+                }
+                let token = match op {
+                    "acquire" => data["fencingToken"].as_u64().filter(|_| granted),
+                    "get" => None,
+                    _ => known,
+                };
+                let expires_at = data["expiresAt"]
+                    .as_str()
+                    .and_then(parse_iso)
+                    .filter(|_| granted && op != "release");
+                (Some(granted), token, expires_at)
+            }
         };
-        let granted = data["granted"].as_bool().unwrap();
-        let token = match op {
-            "acquire" => data["fencingToken"].as_u64().filter(|_| granted),
-            "get" => None,
-            _ => known,
-        };
-        if op == "acquire" && granted {
-            tokens.insert(resource, data["fencingToken"].as_u64().unwrap());
-        }
-        // A granted release ends the lease; a refused renew or release is how a holder learns it
-        // lost it. Either way, forget the token, as a real client would.
-        if (op == "release" || op == "renew") && (granted == (op == "release")) {
-            tokens.remove(resource);
-        }
-        let expires_at = data["expiresAt"]
-            .as_str()
-            .and_then(parse_iso)
-            .filter(|_| granted && op != "release");
         history.lock().unwrap().push(Event {
             op,
             resource: resource.to_owned(),
             holder: holder.clone(),
             invoked,
             returned,
-            granted: Some(granted),
+            granted,
             token,
             expires_at,
         });
@@ -184,8 +179,9 @@ async fn client_loop(
     }
 }
 
-/// `total` random calls from `CLIENTS` concurrent clients of `server`, mixed as `mix` says; fails unless the history
-/// keeps the lease rules, exercised contention and lapses, and lost at most 1% of its answers.
+/// `total` random calls from `CLIENTS` concurrent clients of `server`, mixed as `mix` says; fails
+/// unless the history keeps the lease rules, exercised contention and lapses, and lost at most 1%
+/// of its answers.
 async fn run_and_check(server: &Server, total: usize, mix: Mix, store: &str) -> Tally {
     let history = Arc::new(Mutex::new(Vec::with_capacity(total)));
     let tally = Arc::new(Tally::default());

@@ -28,9 +28,9 @@ pub async fn read_limited(body: Body) -> Result<Bytes, ApiError> {
 
 /// Read at most `limit` bytes of `body`, for a route that takes more than [`MAX_BODY_BYTES`].
 /// Only a body declared to be at most `MAX_BODY_BYTES` is read without a permit of `large`: at
-/// most that many other bodies are in memory at once, whatever the number of connections. The permit comes back with the bytes, to be kept while they
-/// are. A body still arriving when its [`Deadline`] passes is a 408, time spent waiting for a
-/// permit included.
+/// most that many other bodies are in memory at once, whatever the number of connections. The
+/// permit comes back with the bytes, to be kept while they are. A body still arriving when its
+/// [`Deadline`] passes is a 408, time spent waiting for a permit included.
 pub async fn read_large(
     mut body: Body,
     limit: usize,
