@@ -9,13 +9,30 @@ use support::*;
 use tempfile::TempDir;
 
 async fn verify(server: &Server, document: &Value) -> (u16, Value) {
+    verify_text(server, document.to_string()).await
+}
+
+/// POST `body` to the verify route as it is: (status, the JSON answer).
+async fn verify_text(server: &Server, body: String) -> (u16, Value) {
     let response = reqwest::Client::new()
         .post(format!("{}/api/v1/verify-provenance", server.url))
-        .json(document)
+        .header("content-type", "application/json")
+        .body(body)
         .send()
         .await
         .unwrap();
     (response.status().as_u16(), response.json().await.unwrap())
+}
+
+/// A server on a data dir of its own, and one genuine answer of it.
+async fn served_answer() -> (TempDir, Server, Value) {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let (_, answer) = server
+        .client(Some(ACME_KEY))
+        .call(acquire("t1", "r", "w"))
+        .await;
+    (dir, server, answer)
 }
 
 async fn did_document(server: &Server) -> Value {
@@ -298,12 +315,7 @@ fn reasons(report: &Value) -> String {
 
 #[tokio::test]
 async fn the_longest_accepted_fields_are_answered_and_longer_ones_refused_by_name() {
-    let dir = TempDir::new().unwrap();
-    let server = Server::start(dir.path());
-    let (_, answer) = server
-        .client(Some(ACME_KEY))
-        .call(acquire("t1", "r", "w"))
-        .await;
+    let (_dir, server, answer) = served_answer().await;
     let multikey = format!("z{}", "z".repeat(47));
     // An Ed25519 signature is 64 bytes: at most 88 base58 characters after the 'z'. A did:key
     // verification method is did:key:<multikey>#<multikey>, 105 characters.
@@ -425,12 +437,7 @@ async fn the_largest_answers_verify_on_the_route() {
 /// server's peak memory stays near where it was.
 #[tokio::test]
 async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
-    let dir = TempDir::new().unwrap();
-    let server = Server::start(dir.path());
-    let (_, answer) = server
-        .client(Some(ACME_KEY))
-        .call(acquire("t1", "r", "w"))
-        .await;
+    let (_dir, server, answer) = served_answer().await;
     let peak_kb = || {
         let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
         let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
@@ -452,15 +459,7 @@ async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
     ] {
         let body = format!("{{\"data\":{{\"a\":{inner}}},\"_provenance\":{provenance}}}");
         assert!(body.len() <= MAX_VERIFY_BYTES, "{shape}: {}", body.len());
-        let response = reqwest::Client::new()
-            .post(format!("{}/api/v1/verify-provenance", server.url))
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        let error: Value = response.json().await.unwrap();
+        let (status, error) = verify_text(&server, body).await;
         assert_eq!(
             (status, &error["code"]),
             (400, &json!("INVALID_JSON")),
@@ -480,14 +479,7 @@ async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
         "{{\"data\":{{\"a\":[{}]}},\"_provenance\":{provenance}}}",
         chains.join(",")
     );
-    let response = reqwest::Client::new()
-        .post(format!("{}/api/v1/verify-provenance", server.url))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(verify_text(&server, body).await.0, 200);
     let grown_mb = (peak_kb() - before) / 1024;
     eprintln!("peak memory grew {refused_mb} MB for refused bodies, {grown_mb} MB in all");
     assert!(
@@ -501,12 +493,7 @@ async fn a_body_of_too_many_values_is_refused_before_it_is_parsed() {
 /// attack of 2026-12-07: 400 idle readers, 2.8 GB).
 #[tokio::test]
 async fn a_report_on_a_large_document_is_small() {
-    let dir = TempDir::new().unwrap();
-    let server = Server::start(dir.path());
-    let (_, answer) = server
-        .client(Some(ACME_KEY))
-        .call(acquire("t1", "r", "w"))
-        .await;
+    let (_dir, server, answer) = served_answer().await;
     let room = (MAX_VERIFY_BYTES - answer.to_string().len()) / 2 - 64;
     let mut document = answer.clone();
     document["_provenance"]["credential"]["credentialSubject"]["dataSha256"] =
