@@ -106,12 +106,7 @@ async fn every_answer_is_signed_and_verifies_until_one_character_changes() {
 
 #[tokio::test]
 async fn the_signing_key_survives_a_restart() {
-    let dir = TempDir::new().unwrap();
-    let server = Server::start(dir.path());
-    let (_, answer) = server
-        .client(Some(ACME_KEY))
-        .call(acquire("t1", "r", "w"))
-        .await;
+    let (dir, server, answer) = served_answer().await;
     let before = did_document(&server).await;
     server.stop();
     let server = Server::start(dir.path());

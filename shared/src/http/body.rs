@@ -174,32 +174,14 @@ pub fn validate_value<T: DeserializeOwned>(
 mod tests {
     use super::*;
 
-    /// A body that sends one chunk and then never ends.
-    struct Stalled(bool);
-
-    impl hyper::body::Body for Stalled {
-        type Data = Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-            if std::mem::replace(&mut self.0, true) {
-                Poll::Pending
-            } else {
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"{\"op\":")))))
-            }
-        }
-    }
-
-    fn stalled() -> Stalled {
-        Stalled(false)
-    }
-
     #[tokio::test]
     async fn a_body_that_never_ends_is_a_408() {
-        let body = Body::new(Deadline::new(stalled(), Duration::from_millis(50)));
+        let stalled = Chunks {
+            count: 1,
+            size: 6,
+            stall: true,
+        };
+        let body = Body::new(Deadline::new(stalled, Duration::from_millis(50)));
         let err = read_limited(body).await.unwrap_err();
         assert_eq!(err.status().as_u16(), 408);
         assert_eq!(err.code(), "REQUEST_TIMEOUT");
