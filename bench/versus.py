@@ -39,6 +39,7 @@ bench/results/versus-{throughput,p99}.png (`bench/charts.py` draws them from any
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -148,7 +149,17 @@ SYSTEMS = [
 ]
 
 
-def run_loadgen(system, url, clients, contended, limit, wait, seconds, label):
+def cpu_seconds(pid):
+    """User and system CPU a process has used so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_loadgen(system, url, clients, contended, limit, wait, seconds, label, server_pid):
+    """One run of the load generator; its figures, and the cores the server and the load
+    generator used meanwhile (the whole run's CPU, its warm-up included, over its wall time): on
+    two cores, what the load generator spends is taken from the server."""
     cmd = [os.path.join(ROOT, "target/release/loadgen"), "--system", system, "--url", url,
            "--clients", str(clients), "--seconds", str(seconds), "--label", label,
            "--api-key", API_KEY, "--limit", str(limit)]
@@ -156,8 +167,18 @@ def run_loadgen(system, url, clients, contended, limit, wait, seconds, label):
         cmd.append("--contended")
     if wait:
         cmd.append("--wait")
+    server_before = cpu_seconds(server_pid)
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    began = time.monotonic()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
+    wall = time.monotonic() - began
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = json.loads(out.stdout)
+    loadgen_cpu = (children.ru_utime - children_before.ru_utime
+                   + children.ru_stime - children_before.ru_stime)
+    run["server_cores"] = round((cpu_seconds(server_pid) - server_before) / wall, 3)
+    run["loadgen_cores"] = round(loadgen_cpu / wall, 3)
+    return run
 
 
 def scenario_name(clients, contended, limit, wait=False):
@@ -223,13 +244,15 @@ def machine():
 
 
 def table(results):
-    lines = ["| system | durable | scenario | granted cycles/s | runs | attempts/s | p50 ms | p99 ms |",
-             "|---|---|---|---:|---|---:|---:|---:|"]
+    lines = ["| system | durable | scenario | granted cycles/s | runs | attempts/s | p50 ms | p99 ms "
+             "| cores: server / load generator |",
+             "|---|---|---|---:|---|---:|---:|---:|---|"]
     for r in results:
         runs = " / ".join(f"{x:,.0f}" for x in r["runs_granted_per_s"])
         lines.append(f"| {r['name']} | {'yes' if r['durable'] else 'no'} | {r['scenario']} | "
                      f"{r['granted_per_s']:,.0f} | {runs} | {r['attempts_per_s']:,.0f} | "
-                     f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} |")
+                     f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                     f"{r['server_cores']:.2f} / {r['loadgen_cores']:.2f} |")
     return "\n".join(lines)
 
 
@@ -352,11 +375,11 @@ def main():
             runs = {name: [] for name, *_ in running}
             for k in range(args.repeat):
                 turn = k % len(running)
-                for name, system, _, _, (_, url) in running[turn:] + running[:turn]:
+                for name, system, _, _, (proc, url) in running[turn:] + running[:turn]:
                     if wait and system == "redis":
                         continue  # no waiting lock: its nearest is the retry loop of "contending"
                     runs[name].append(run_loadgen(system, url, clients, contended, limit, wait,
-                                                  args.seconds, f"s{i}r{k}"))
+                                                  args.seconds, f"s{i}r{k}", proc.pid))
             for name, system, durable, *_ in running:
                 if not runs[name]:
                     continue
@@ -367,8 +390,9 @@ def main():
                          rounds_granted_per_s=[run["granted_per_s"] for run in runs[name]])
                 results.append(r)
                 print(f"{name:28} {r['scenario']:14} {r['granted_per_s']:>9,.0f} cycles/s  "
-                      f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}",
-                      flush=True)
+                      f"p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  errors {r['errors']}  "
+                      f"cores: server {r['server_cores']:.2f}, load generator "
+                      f"{r['loadgen_cores']:.2f}", flush=True)
             ratio = paired_ratio(scenario, running[0][0], runs, [name for name, *_ in running[1:]])
             ratios.extend(ratio)
             for r in ratio:

@@ -1,4 +1,4 @@
-//! One HTTP/1.1 keep-alive connection that POSTs JSON and reads JSON back.
+//! One HTTP/1.1 keep-alive connection that POSTs JSON and reads the answer back.
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -36,8 +36,9 @@ impl Connection {
         })
     }
 
-    /// POST `body` to `path`; the status and the JSON answer.
-    pub async fn post(&mut self, path: &str, body: &Value) -> Result<(u16, Value), String> {
+    /// POST `body` to `path`; the status and the answer's bytes, for the caller to read only
+    /// the fields it needs (`systems::read`).
+    pub async fn post(&mut self, path: &str, body: &Value) -> Result<(u16, Bytes), String> {
         let mut request = hyper::Request::post(path)
             .header("host", &self.authority)
             .header("content-type", "application/json");
@@ -60,8 +61,6 @@ impl Connection {
             .await
             .map_err(|e| e.to_string())?
             .to_bytes();
-        let value = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("POST {path}: {status}, not JSON: {e}"))?;
-        Ok((status, value))
+        Ok((status, bytes))
     }
 }

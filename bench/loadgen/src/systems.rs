@@ -24,6 +24,9 @@
 use crate::{Args, System, http, resp};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use hyper::body::Bytes;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 const TTL_SECONDS: u32 = 30;
@@ -94,19 +97,71 @@ impl Slots {
     }
 }
 
-fn field<'a>(value: &'a Value, pointer: &str) -> Result<&'a Value, String> {
-    value
-        .pointer(pointer)
-        .ok_or_else(|| format!("answer without {pointer}: {value}"))
+/// The fields of an answer that a cycle needs, read as the types below name them; the rest is
+/// skipped, not built. A client that wants two fields reads two fields: built whole as a
+/// `serde_json::Value`, leasekit's signed answer (2.5 KB) cost this load generator 40% more CPU
+/// per cycle than etcd's answers did, on the cores it shares with the server (BENCHMARKS.md).
+/// A status other than 2xx is an error, with the answer.
+fn read<T: DeserializeOwned>(what: &str, (status, bytes): (u16, Bytes)) -> Result<T, String> {
+    let text = || String::from_utf8_lossy(&bytes).into_owned();
+    if !(200..300).contains(&status) {
+        return Err(format!("{what}: {status} {}", text()));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("{what}: {status}, {e}: {}", text()))
+}
+
+#[derive(Deserialize)]
+struct LeasekitAnswer {
+    data: LeasekitData,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeasekitData {
+    granted: bool,
+    fencing_token: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct EtcdLease {
+    #[serde(rename = "ID")]
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct EtcdTxn {
+    header: EtcdHeader,
+    /// proto3 JSON leaves out false.
+    #[serde(default)]
+    succeeded: bool,
+}
+
+#[derive(Deserialize)]
+struct EtcdLocked {
+    header: EtcdHeader,
+    key: String,
+}
+
+#[derive(Deserialize)]
+struct EtcdHeader {
+    revision: EtcdInt,
 }
 
 /// etcd's gateway sends 64-bit integers as strings.
-fn int(value: &Value) -> Result<u64, String> {
-    value
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .or_else(|| value.as_u64())
-        .ok_or_else(|| format!("not an integer: {value}"))
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum EtcdInt {
+    Text(String),
+    Number(u64),
+}
+
+impl EtcdInt {
+    fn get(&self) -> Result<u64, String> {
+        match self {
+            Self::Text(text) => text.parse().map_err(|_| format!("not an integer: {text}")),
+            Self::Number(n) => Ok(*n),
+        }
+    }
 }
 
 impl Session {
@@ -124,13 +179,10 @@ impl Session {
             },
             System::Etcd => {
                 let mut conn = http::Connection::open(&args.url, Vec::new()).await?;
-                let (_, granted) = conn
+                let granted = conn
                     .post("/v3/lease/grant", &json!({"TTL": TTL_SECONDS * 20}))
                     .await?;
-                let lease = field(&granted, "/ID")?
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
+                let lease = read::<EtcdLease>("etcd lease grant", granted)?.id;
                 let limit = args.limit.max(1) as usize;
                 if args.wait && limit > 1 {
                     return Err(
@@ -196,10 +248,10 @@ impl Session {
                 }
                 name_call(&mut body, holder, request_ids);
                 let answer = leasekit(conn, &body).await?;
-                if field(&answer, "/data/granted")? == &json!(true) {
-                    Ok(Some(int(field(&answer, "/data/fencingToken")?)?))
-                } else {
-                    Ok(None)
+                match (answer.granted, answer.fencing_token) {
+                    (true, Some(token)) => Ok(Some(token)),
+                    (true, None) => Err("leasekit: granted without a fencingToken".into()),
+                    (false, _) => Ok(None),
                 }
             }
             Self::Etcd {
@@ -210,15 +262,10 @@ impl Session {
             } => {
                 let name = BASE64.encode(format!("lock/{resource}"));
                 let body = json!({"name": name, "lease": lease});
-                let (status, answer) = conn.post("/v3/lock/lock", &body).await?;
-                if status != 200 {
-                    return Err(format!("etcd lock: {status} {answer}"));
-                }
-                *held = field(&answer, "/key")?
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                Ok(Some(int(field(&answer, "/header/revision")?)?))
+                let locked: EtcdLocked =
+                    read("etcd lock", conn.post("/v3/lock/lock", &body).await?)?;
+                *held = locked.key;
+                Ok(Some(locked.header.revision.get()?))
             }
             Self::Etcd {
                 conn,
@@ -234,14 +281,10 @@ impl Session {
                         "compare": [{"key": key, "target": "CREATE", "create_revision": "0"}],
                         "success": [{"request_put": {"key": key, "value": BASE64.encode(&*holder), "lease": lease}}],
                     });
-                    let (status, answer) = conn.post("/v3/kv/txn", &body).await?;
-                    if status != 200 {
-                        return Err(format!("etcd txn: {status} {answer}"));
-                    }
-                    // proto3 JSON leaves out false.
-                    if answer.get("succeeded") == Some(&json!(true)) {
+                    let answer: EtcdTxn = read("etcd txn", conn.post("/v3/kv/txn", &body).await?)?;
+                    if answer.succeeded {
                         slots.held = slot;
-                        return Ok(Some(int(field(&answer, "/header/revision")?)?));
+                        return Ok(Some(answer.header.revision.get()?));
                     }
                 }
                 Ok(None)
@@ -289,7 +332,7 @@ impl Session {
                 let mut body = json!({"op": "release", "tenantId": tenant, "resource": resource,
                     "holder": holder, "token": token});
                 name_call(&mut body, holder, request_ids);
-                field(&leasekit(conn, &body).await?, "/data/granted")? == &json!(true)
+                leasekit(conn, &body).await?.granted
             }
             Self::Etcd {
                 conn,
@@ -305,8 +348,7 @@ impl Session {
                     "compare": [{"key": key, "target": "CREATE", "create_revision": token.to_string()}],
                     "success": [{"request_delete_range": {"key": key}}],
                 });
-                let (_, answer) = conn.post("/v3/kv/txn", &body).await?;
-                answer.get("succeeded") == Some(&json!(true))
+                read::<EtcdTxn>("etcd txn", conn.post("/v3/kv/txn", &body).await?)?.succeeded
             }
             Self::Redis {
                 conn,
@@ -344,11 +386,7 @@ fn name_call(body: &mut Value, holder: &str, request_ids: &mut Option<(String, u
     }
 }
 
-async fn leasekit(conn: &mut http::Connection, body: &Value) -> Result<Value, String> {
-    let (status, answer) = conn.post("/api/v1/lease", body).await?;
-    if status == 200 {
-        Ok(answer)
-    } else {
-        Err(format!("leasekit: {status} {answer}"))
-    }
+async fn leasekit(conn: &mut http::Connection, body: &Value) -> Result<LeasekitData, String> {
+    let answer: LeasekitAnswer = read("leasekit", conn.post("/api/v1/lease", body).await?)?;
+    Ok(answer.data)
 }
