@@ -480,3 +480,57 @@ async fn a_refused_waiting_acquire_with_a_place_answers_at_once() {
     let again = f.call(other_limit, now + 200).await;
     assert!(again.replayed, "{again:?}");
 }
+
+/// Each waiting acquire's store calls, with 8 waiters in line behind a holder: a write of the
+/// resource wakes every waiter in this process, and each used to run a round (a read) on every
+/// wake: the 8th waiter was woken by the 7 places taken after its own and by every hand-off,
+/// take and release ahead of it, a round trip each. Now a waiter woken by a write looks first at
+/// the state that write left, and runs a round only when it would do more than wait on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_reads_the_store_only_when_a_write_changes_its_turn() {
+    const WAITERS: usize = 8;
+    let w = Arc::new(Fixture::new().await);
+    let first = w.call_now(acquire("line", "h0", 0)).await;
+    assert!(first.granted);
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let holder = format!("w{i}");
+        let w2 = w.clone();
+        let asked = holder.clone();
+        tasks.push(tokio::spawn(async move {
+            let request = common::service::req(acquire("line", &asked, 20));
+            let call = w2.signed(&request, now_ms());
+            let (got, usage) = leasekit_core::store::usage::measured(call).await;
+            let got = got.data;
+            assert!(got.granted, "{got:?}");
+            let freed = w2
+                .call_now(release("line", &asked, got.fencing_token))
+                .await;
+            assert!(freed.granted, "{freed:?}");
+            (asked, got.fencing_token, usage.round_trips)
+        }));
+        loop {
+            let seen = w.call_now(acquire("line", &holder, 0)).await;
+            if seen.queue_position == Some(i + 1) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    w.call_now(release("line", "h0", first.fencing_token)).await;
+    let mut served = Vec::new();
+    for task in tasks {
+        served.push(task.await.unwrap());
+    }
+    // Served in their order, each with the next token.
+    let order: Vec<(String, Option<u64>)> =
+        served.iter().map(|(h, t, _)| (h.clone(), *t)).collect();
+    let expected: Vec<(String, Option<u64>)> = (0..WAITERS)
+        .map(|i| (format!("w{i}"), Some(i as u64 + 2)))
+        .collect();
+    assert_eq!(order, expected);
+    // A place taken (a guessed take refused, then the place written) and a hand-off taken (a
+    // read and a write), whatever the line ahead: 4 round trips each, where they made 11-13.
+    let calls: Vec<u32> = served.iter().map(|(_, _, calls)| *calls).collect();
+    assert!(calls.iter().all(|c| *c <= 4), "{calls:?}");
+}

@@ -69,6 +69,12 @@ impl Waits {
         }
     }
 
+    /// Whether this process is the only writer of its store (it does not poll): then every
+    /// write of a lease wakes its waiters here, after leaving its state in the views.
+    pub(crate) fn sole_writer(&self) -> bool {
+        self.poll.is_none()
+    }
+
     /// Wait for this process's turn to write `key`, first come first served.
     pub(crate) async fn turn(&self, key: &LeaseKey) -> Turn {
         let resource = self.resource(key);
@@ -136,16 +142,25 @@ pub(crate) struct Woken {
     _of: Arc<Resource>,
 }
 
+/// What ended a sleep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    /// A write of the resource in this process committed (and left its state in the views).
+    ByWrite,
+    /// The time asked for, or a poll, came.
+    ByTime,
+}
+
 impl Woken {
     /// Sleep until woken, or `ms` have passed, or (polling) a jittered interval has.
-    pub(crate) async fn until(self, ms: Millis) {
+    pub(crate) async fn until(self, ms: Millis) -> Woke {
         let mut sleep = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
         if let Some(poll) = self.poll {
             sleep = sleep.min(jittered(poll));
         }
         tokio::select! {
-            () = self.notified => {}
-            () = tokio::time::sleep(sleep) => {}
+            () = self.notified => Woke::ByWrite,
+            () = tokio::time::sleep(sleep) => Woke::ByTime,
         }
     }
 }

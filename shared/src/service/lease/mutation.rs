@@ -201,6 +201,23 @@ impl MutationPlanner<'_> {
         Ok((answer, waits.then_some(state)))
     }
 
+    /// Whether a round of this waiting acquire on `view` would leave it as it is: its place
+    /// still in the queue, nothing to write, nothing handed to it. In a process that is the only
+    /// writer of its store such a round need not run: its read would show what the view, which
+    /// the last write left, does (a session-bound call is always read: its session may end).
+    pub fn only_waits_on(&self, view: &LeaseState) -> bool {
+        let Mutation::Acquire(asked) = &self.mutation else {
+            return false;
+        };
+        self.target.session.is_none()
+            && self.has_place(view)
+            && ended_handoff(view, asked, self.signing.now).is_none()
+            && matches!(
+                self.decided(view, None),
+                Acquired::Queue { write: None, .. }
+            )
+    }
+
     fn has_place(&self, state: &LeaseState) -> bool {
         self.caller
             .is_some_and(|h| state.queue_position(h, self.signing.now).is_some())

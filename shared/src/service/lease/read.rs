@@ -80,7 +80,7 @@ impl LeaseService {
             }
             let next = next_change(&current, now, deadline);
             tokio::select! {
-                () = woken.until(next - now) => {}
+                _ = woken.until(next - now) => {}
                 // Nobody hears this answer: it is only what the watch had seen.
                 () = &mut hung_up => return self.sign(answer, &call.signing.at(now)),
             }

@@ -33,9 +33,19 @@ impl Views {
         views.get(key).is_some_and(LeaseState::names_a_session)
     }
 
-    /// Remember `state` of `key`.
+    /// Remember `state` of `key`, unless the view is of a later write already. A lease's
+    /// version never goes back (its item is never deleted; every write of a versioned one adds
+    /// one), so a lower one is an older sight: two writes of one lease that commit close
+    /// together, or a read that began before a write, may come here out of order, and a waiter
+    /// that looks at the view instead of reading (`LeaseService::acquire`) must see the later.
     pub(super) fn put(&self, key: &LeaseKey, state: &LeaseState) {
         if let Ok(mut views) = self.0.lock() {
+            if views
+                .get(key)
+                .is_some_and(|seen| seen.version > state.version)
+            {
+                return;
+            }
             if views.len() >= MAX_VIEWS && !views.contains_key(key) {
                 views.clear();
             }
@@ -66,5 +76,23 @@ mod tests {
         views.put(&key, &in_session);
         assert_eq!(views.get(&key), None, "the older view is forgotten too");
         assert!(views.reads_first(&key), "its next write reads first");
+    }
+
+    #[test]
+    fn a_sight_of_an_older_version_never_replaces_a_later_one() {
+        let views = Views::default();
+        let key = LeaseKey::new(&Tenant::for_key("acme", "t1").unwrap(), "r");
+        let mut later = LeaseState::granted(3, "agent-1", 1_000);
+        later.version = 5;
+        let mut older = LeaseState::granted(2, "agent-0", 900);
+        older.version = 4;
+        views.put(&key, &later);
+        views.put(&key, &older);
+        assert_eq!(views.get(&key), Some(later.clone()));
+        // The same version (a lease's writes that keep it unversioned) is the newer sight.
+        let mut same = LeaseState::granted(3, "agent-2", 2_000);
+        same.version = 5;
+        views.put(&key, &same);
+        assert_eq!(views.get(&key), Some(same));
     }
 }
