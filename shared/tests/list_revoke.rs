@@ -414,7 +414,7 @@ async fn a_revoke_with_a_token_is_fenced() {
 /// function can answer (6 MiB), and no cursor gets past it.
 #[tokio::test]
 async fn a_page_of_crowded_semaphores_stops_at_a_megabyte_and_the_cursor_goes_on() {
-    use leasekit_core::lease::answer::LIST_PAGE_BYTES;
+    use leasekit_core::service::lease::LIST_PAGE_BYTES;
     let f = fixture().await;
     let now = now_ms();
     let unit = "\u{1}";

@@ -4,7 +4,7 @@
 //! service says and cannot drift from it. They are shown as `?signed=false` answers them.
 
 use crate::clock::{Millis, iso8601};
-use crate::lease::answer::{AuditEntry, Holder, unsigned};
+use crate::lease::answer::{AuditEntry, Holder, list_entry, unsigned};
 use crate::lease::session::{Session, SessionPermit};
 use crate::lease::{Decision, LeaseAnswer, LeaseRequest, LeaseState, Op, decide};
 use serde_json::{Value, json};
@@ -124,7 +124,7 @@ pub fn examples() -> Vec<Example> {
             key: "KEY",
             request: json!({"op": "list", "tenantId": "team-a", "prefix": "deploy:"}),
             answer: data(LeaseAnswer::listed(
-                &[("deploy:prod".into(), renewed.clone())],
+                vec![list_entry("deploy:prod", &renewed, NOW + 23 * SECOND)],
                 None,
                 NOW + 23 * SECOND,
             )),

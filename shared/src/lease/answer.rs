@@ -291,29 +291,8 @@ pub struct SetMember {
     pub waiters: Option<Vec<Waiter>>,
 }
 
-/// The most bytes of entries a `list` page carries (at least one entry, whatever its size): a
-/// page of 100 semaphores crowded with long values would otherwise be tens of MB, past what a
-/// Lambda function can answer (6 MiB), and no cursor could get past it. The largest entry (64
-/// holders and 64 waiters with the longest holders and values, escaped) is about 0.5 MB.
-pub const LIST_PAGE_BYTES: usize = 1 << 20;
-
-/// How many of `page`'s entries, from the first, a list page carries: as many as fit in
-/// [`LIST_PAGE_BYTES`] as JSON, and at least one.
-pub fn list_entries_within(page: &[(String, LeaseState)], now: Millis) -> usize {
-    let mut bytes = 0;
-    for (i, (resource, state)) in page.iter().enumerate() {
-        let entry = list_entry(resource, state, now);
-        // Serializing a struct of strings and numbers to memory does not fail.
-        bytes += serde_json::to_vec(&entry).map_or(0, |json| json.len() + 1);
-        if bytes > LIST_PAGE_BYTES {
-            return i.max(1);
-        }
-    }
-    page.len()
-}
-
 /// One resource as a list entry shows it.
-fn list_entry(resource: &str, state: &LeaseState, now: Millis) -> SetMember {
+pub fn list_entry(resource: &str, state: &LeaseState, now: Millis) -> SetMember {
     let one = LeaseAnswer::observed(state, None, now);
     SetMember {
         resource: resource.to_owned(),
@@ -586,12 +565,9 @@ impl LeaseAnswer {
         }
     }
 
-    /// A page of `list`: each resource as it stands (its permits and live places), by name.
-    pub fn listed(page: &[(String, LeaseState)], next_cursor: Option<String>, now: Millis) -> Self {
-        let leases = page
-            .iter()
-            .map(|(resource, state)| list_entry(resource, state, now))
-            .collect();
+    /// A page of `list`: its entries ([`list_entry`]: each resource as it stands, its permits
+    /// and live places), by name.
+    pub fn listed(leases: Vec<SetMember>, next_cursor: Option<String>, now: Millis) -> Self {
         Self {
             leases: Some(leases),
             next_cursor: Some(next_cursor),

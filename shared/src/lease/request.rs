@@ -49,7 +49,7 @@ pub struct LeaseRequest {
     /// list, audit: where the previous page ended (opaque, bound to the tenant).
     pub cursor: Option<String>,
     /// list, audit: at most this many entries (1..100); a list page also ends before its
-    /// entries pass `answer::LIST_PAGE_BYTES`.
+    /// entries pass `service::lease::LIST_PAGE_BYTES`.
     pub page_size: Option<u32>,
     /// revoke: why, for the audit entry.
     pub reason: Option<String>,

@@ -29,6 +29,7 @@ mod views;
 
 pub use crate::lease::REPLAY_WINDOW_MS;
 pub use answers::MAX_KEPT_ANSWER_BYTES;
+pub use page::LIST_PAGE_BYTES;
 
 use super::cursor::Cursors;
 use super::waiting::Waits;

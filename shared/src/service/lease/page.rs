@@ -4,7 +4,8 @@
 
 use super::super::cursor::Paged;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
-use crate::lease::answer::list_entries_within;
+use crate::clock::Millis;
+use crate::lease::answer::{SetMember, list_entry};
 use crate::lease::request::DEFAULT_PAGE_SIZE;
 use crate::lease::{LeaseAnswer, Op, as_of};
 use crate::store::audit_log::AuditPosition;
@@ -53,21 +54,14 @@ impl LeaseService {
             .store
             .list(tenant, prefix, after, page_size, now)
             .await?;
-        let mut leases: Vec<_> = page
-            .leases
-            .iter()
-            .map(|(name, state)| (name.clone(), as_of(state, now)))
-            .collect();
-        let mut next_after = page.next_after;
-        // A page ends early when its entries would make it too large to answer: the next one
-        // starts after the last entry it carries.
-        let kept = list_entries_within(&leases, now);
-        if kept < leases.len() {
-            leases.truncate(kept);
-            next_after = leases.last().map(|(name, _)| name.clone());
-        }
+        let (entries, ended_early) = entries_within(&page.leases, now);
+        // A page that ends early starts the next after the last entry it carries.
+        let next_after = match ended_early {
+            true => entries.last().map(|entry| entry.resource.clone()),
+            false => page.next_after,
+        };
         let next = next_after.map(|after| self.cursors.seal(tenant, Paged::List, &after));
-        Ok(LeaseAnswer::listed(&leases, next, now))
+        Ok(LeaseAnswer::listed(entries, next, now))
     }
 
     async fn audit(
@@ -102,4 +96,30 @@ impl LeaseService {
         let entries = page.entries.into_iter().map(|(entry, _)| entry).collect();
         Ok(LeaseAnswer::audited(entries, next, now))
     }
+}
+
+/// The most bytes of entries a `list` page carries (at least one entry, whatever its size): a
+/// page of 100 semaphores crowded with long values would otherwise be tens of MB, past what a
+/// Lambda function can answer (6 MiB), and no cursor could get past it. The largest entry (64
+/// holders and 64 waiters with the longest holders and values, escaped) is about 0.5 MB.
+pub const LIST_PAGE_BYTES: usize = 1 << 20;
+
+/// The list entries of `page`'s resources as of `now`, from the first, as many as fit in
+/// [`LIST_PAGE_BYTES`] as JSON (at least one), and whether that left any out.
+fn entries_within(
+    page: &[(String, crate::lease::LeaseState)],
+    now: Millis,
+) -> (Vec<SetMember>, bool) {
+    let mut entries = Vec::with_capacity(page.len());
+    let mut bytes = 0;
+    for (resource, state) in page {
+        let entry = list_entry(resource, &as_of(state, now), now);
+        // Serializing a struct of strings and numbers to memory does not fail.
+        bytes += serde_json::to_vec(&entry).map_or(0, |json| json.len() + 1);
+        if bytes > LIST_PAGE_BYTES && !entries.is_empty() {
+            return (entries, true);
+        }
+        entries.push(entry);
+    }
+    (entries, false)
 }
