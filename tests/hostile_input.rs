@@ -188,7 +188,7 @@ async fn hostile_credential_headers_are_4xx() {
         // A malformed proof header is bad input: 400 naming SIGN-IN-WITH-X, nothing written.
         assert_eq!(status, 400, "{}", &value[..value.len().min(20)]);
     }
-    // Headers beyond the HTTP layer's buffer (about 400 KB; API Gateway allows 10 KB) are refused
+    // Headers beyond the HTTP layer's buffer (16 KiB; API Gateway allows 10 KB) are refused
     // before any handler runs: a 431, then the connection is closed. The client may still be
     // writing its megabyte then, and see the close as a broken pipe before it reads the 431
     // (the flake of 2026-12-05): either way nothing ran, and the server goes on.

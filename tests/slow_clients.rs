@@ -312,3 +312,63 @@ fn catches_sigterm(pid: u32) -> bool {
         .unwrap();
     mask & (1 << (libc::SIGTERM - 1)) != 0
 }
+
+/// The server's resident memory now, in KB.
+fn resident_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A body still arriving costs the server about its own size, not several times it: the
+/// connection's read buffer, which a body passes through, grew to hundreds of KB (hyper's
+/// bound, about 400 KB), and 3,000 senders that stalled one byte short of 64 KiB held 711 MB
+/// (the attack of 2026-12-07). Measured as what 200 such senders hold beyond 200 that declared
+/// the same bodies and sent nothing yet (a waiting request costs something of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_costs_little_more_than_its_size() {
+    const SENDERS: usize = 200;
+    const DECLARED: usize = 64 * 1024;
+    let server = Serve::start(&[("LEASEKIT_BODY_TIMEOUT", "60")], None);
+    // Warm: the first calls allocate what every later one reuses.
+    for _ in 0..4 {
+        let answer = reqwest::Client::new()
+            .get(format!("{}/.well-known/did.json", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 200);
+    }
+    let head = format!(
+        "POST /api/v1/lease HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nX-API-KEY: {ACME_KEY}\r\nContent-Length: {DECLARED}\r\n\r\n",
+        server.addr
+    );
+    let mut held = Vec::new();
+    // The memory each sender of `sent` bytes of its body adds, once the server has read them.
+    let mut each_kb = async |sent: usize| {
+        let before = resident_kb(server.child.id());
+        for _ in 0..SENDERS {
+            let mut stream = server.connect().await;
+            stream.write_all(head.as_bytes()).await.unwrap();
+            // In pieces, as a network delivers them.
+            for piece in vec![b' '; sent].chunks(16 * 1024) {
+                stream.write_all(piece).await.unwrap();
+            }
+            held.push(stream);
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        resident_kb(server.child.id()).saturating_sub(before) as f64 / SENDERS as f64
+    };
+    let waiting = each_kb(0).await;
+    let stalled = each_kb(DECLARED - 1).await;
+    let body_kb = stalled - waiting;
+    println!(
+        "a waiting request {waiting:.0} KB; one stalled 1 byte short of 64 KiB {stalled:.0} KB"
+    );
+    assert!(
+        body_kb < 1.5 * 64.0,
+        "a stalled body of 64 KiB held {body_kb:.0} KB"
+    );
+    drop(held);
+    assert!(server.stop().success());
+}

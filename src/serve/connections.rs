@@ -33,6 +33,13 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+/// The most a connection's read buffer grows to: a request's head must fit in it (larger heads
+/// are a 431; API Gateway takes 10 KB of headers), and a body passes through it. With hyper's
+/// bound, about 400 KB, a connection that received a body quickly grew its buffer past the
+/// body's size and kept it while the body was read: a sender stalled one byte short of a
+/// 64 KiB body cost 162 KB beyond what a waiting request costs (78 KB with this bound).
+const READ_BUFFER_BYTES: usize = 16 * 1024;
+
 /// The open connections, oldest first, for eviction at the cap.
 #[derive(Default)]
 struct Registry {
@@ -214,6 +221,7 @@ async fn connection(
     // above still close what stays half-open.
     let conn = hyper::server::conn::http1::Builder::new()
         .header_read_timeout(None)
+        .max_buf_size(READ_BUFFER_BYTES)
         .half_close(true)
         .serve_connection(io, service);
     tokio::pin!(conn);
