@@ -36,7 +36,10 @@ pub async fn authenticate(
     let Some(key) = ApiKey::parse(presented) else {
         return Ok(None);
     };
-    let record = keys.find(&key.id()).await?;
+    // Boxed: the store call's future is some KB, and a request's future that awaits this
+    // (every request that presents a key, before its body is read) would be that large even
+    // when the key is remembered and no store call is made.
+    let record = Box::pin(keys.find(&key.id())).await?;
     Ok(record.filter(|r| r.accepts(&key)).map(|r| KeyHolder {
         account: r.account,
         key_id: r.id.as_str().to_owned(),
