@@ -12,6 +12,7 @@ use crate::lease::LeaseState;
 use crate::store::LeaseKey;
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -29,6 +30,11 @@ pub(crate) struct Waits {
 #[derive(Default)]
 struct Resource {
     changed: Arc<Notify>,
+    /// The highest version a write in this process has left the lease at, set before its
+    /// waiters are woken: a waiter that looks at the views instead of reading knows a view
+    /// older than that for what it is (the views forget everything when full, and a read that
+    /// began before the write may put its older sight back after).
+    written: AtomicU64,
     /// Held for one round of a mutation. Within one process, writers of a resource go one at a
     /// time, in the order they came (tokio's mutex is fair), instead of racing on its version:
     /// 40 waiters arriving together once took seconds of lost races to take their places, and
@@ -65,7 +71,7 @@ impl Waits {
         Woken {
             notified,
             poll: self.poll,
-            _of: resource,
+            resource,
         }
     }
 
@@ -121,14 +127,15 @@ impl Waits {
         }
     }
 
-    /// A write of `key` committed: wake its waiters in this process.
-    pub(crate) fn wake(&self, key: &LeaseKey) {
+    /// A write of `key` committed, leaving it at `version`: wake its waiters in this process.
+    pub(crate) fn wake(&self, key: &LeaseKey, version: u64) {
         let resource = self
             .by_key
             .lock()
             .ok()
             .and_then(|by_key| by_key.get(key).and_then(Weak::upgrade));
         if let Some(resource) = resource {
+            resource.written.fetch_max(version, Ordering::SeqCst);
             resource.changed.notify_waiters();
         }
     }
@@ -139,7 +146,7 @@ pub(crate) struct Woken {
     notified: Pin<Box<OwnedNotified>>,
     poll: Option<Duration>,
     /// Kept so that writers find the same wake-up while this waiter sleeps.
-    _of: Arc<Resource>,
+    resource: Arc<Resource>,
 }
 
 /// What ended a sleep.
@@ -152,6 +159,12 @@ pub(crate) enum Woke {
 }
 
 impl Woken {
+    /// The highest version a write of the resource in this process has left it at (see
+    /// [`Resource::written`]).
+    pub(crate) fn written(&self) -> u64 {
+        self.resource.written.load(Ordering::SeqCst)
+    }
+
     /// Sleep until woken, or `ms` have passed, or (polling) a jittered interval has.
     pub(crate) async fn until(self, ms: Millis) -> Woke {
         let mut sleep = Duration::from_millis(u64::try_from(ms).unwrap_or(0));

@@ -112,7 +112,9 @@ impl LeaseService {
                 // yet wakes it again.
                 woken = self.waits.subscribe(key);
                 let at = round_time(now, started.elapsed());
-                match self.views.get(key) {
+                // A view older than the last write here is no sight of it (see `written`).
+                let view = self.views.get(key).filter(|v| v.version >= woken.written());
+                match view {
                     Some(view) if at < deadline && planner_at(at, false).only_waits_on(&view) => {
                         state = view;
                         seen_at = at;
@@ -132,6 +134,83 @@ fn round_time(now: Millis, elapsed: std::time::Duration) -> Millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::now_ms;
+    use crate::lease::LeaseRequest;
+    use crate::provenance::Issuer;
+    use crate::store::usage::measured;
+    use crate::store::{LeaseKey, LeaseStore, Tables, ensure_tables};
+    use crate::tenant::Tenant;
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The service over fresh tables on an embedded dynoxide, served on loopback.
+    async fn service() -> LeaseService {
+        let database = dynoxide::Database::memory().expect("in-memory dynoxide");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(dynoxide::server::serve_on(listener, database));
+        let client = crate::store::local_client(&url);
+        let tables = Tables::with_prefix("t-");
+        ensure_tables(&client, &tables).await.unwrap();
+        let store = LeaseStore::new(client, &tables.leases, &tables.requests);
+        LeaseService::new(store, Issuer::from_seed(&[7; 32]))
+    }
+
+    fn request(body: serde_json::Value) -> LeaseRequest {
+        serde_json::from_value(body).unwrap()
+    }
+
+    /// The store round trips of `holder`'s wait of 1 s behind a holder of "r", while, from
+    /// when its place is in the views, it is woken every 50 ms as by a write that left "r" at
+    /// the version the views show plus `ahead`.
+    async fn trips_of_a_wait(service: &Arc<LeaseService>, holder: &str, ahead: u64) -> u32 {
+        let tenant = Tenant::for_key("acme", "t1").unwrap();
+        let waiter = {
+            let (service, tenant) = (service.clone(), tenant.clone());
+            let wait = request(json!({"op": "acquire", "resource": "r", "holder": holder,
+                "ttlSeconds": 60, "waitSeconds": 1}));
+            tokio::spawn(async move {
+                measured(service.execute(&tenant, &wait, [0; 32], now_ms())).await
+            })
+        };
+        let key = LeaseKey::new(&tenant, "r");
+        let seen = loop {
+            match service.views.get(&key) {
+                Some(seen) if seen.waiters.iter().any(|w| w.holder == holder) => break seen,
+                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        };
+        while !waiter.is_finished() {
+            service.waits.wake(&key, seen.version + ahead);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (answer, usage) = waiter.await.unwrap();
+        assert!(!answer.unwrap().data.granted);
+        usage.round_trips
+    }
+
+    /// A waiter woken by a write looks at the views instead of reading, unless the views are
+    /// older than the last write here: they forget everything when full, and a read that began
+    /// before a write can put its older sight back after it (found by the attack of 2026-12-07,
+    /// by reading the change). Such a waiter reads the store.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_woken_by_a_write_its_view_does_not_show_reads_the_store() {
+        let service = Arc::new(service().await);
+        let tenant = Tenant::for_key("acme", "t1").unwrap();
+        let hold = json!({"op": "acquire", "resource": "r", "holder": "h0", "ttlSeconds": 60});
+        let held = service
+            .execute(&tenant, &request(hold), [0; 32], now_ms())
+            .await
+            .unwrap();
+        assert!(held.data.granted);
+        // Its place (a guessed take refused, then the place written) and the round at its
+        // wait's end: 3, however often writes the view shows wake it.
+        assert_eq!(trips_of_a_wait(&service, "w1", 0).await, 3);
+        // Woken by writes the view does not show, it reads.
+        let trips = trips_of_a_wait(&service, "w2", 1).await;
+        assert!(trips > 3, "{trips} round trips");
+    }
 
     #[test]
     fn a_round_that_runs_past_the_waits_deadline_decides_at_the_time_it_runs() {

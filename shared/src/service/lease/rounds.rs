@@ -229,7 +229,7 @@ impl<S: Rounds + Sync> Engine<'_, S> {
     /// woken.
     fn committed(&self, key: &LeaseKey, after: &LeaseState) {
         self.views.put(key, after);
-        self.waits.wake(key);
+        self.waits.wake(key, after.version);
     }
 }
 
