@@ -44,13 +44,6 @@ def thread_cpu(pid):
     return seconds
 
 
-def process_cpu(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 def group(name):
     if name == "embedded-store":
         return "store thread"
@@ -85,9 +78,9 @@ def run(clients, seconds, request_ids):
         loadgen = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         # Past the load generator's warm-up (1 s), sample the threads over the measured seconds.
         time.sleep(1.0)
-        before, loadgen_before, t0 = thread_cpu(server.pid), process_cpu(loadgen.pid), time.monotonic()
+        before, loadgen_before, t0 = thread_cpu(server.pid), versus.cpu_seconds(loadgen.pid), time.monotonic()
         time.sleep(seconds - 0.3)
-        after, loadgen_after, t1 = thread_cpu(server.pid), process_cpu(loadgen.pid), time.monotonic()
+        after, loadgen_after, t1 = thread_cpu(server.pid), versus.cpu_seconds(loadgen.pid), time.monotonic()
         out, _ = loadgen.communicate()
         result = versus.json.loads(out)
     finally:
