@@ -298,3 +298,29 @@ async fn a_declared_length_over_the_limit_is_a_413_at_once() {
         assert!(text.contains("PAYLOAD_TOO_LARGE"), "{path}: {text}");
     }
 }
+
+/// A request's head may be 16 KiB on the local server (README): headers of 12 KB, more than API
+/// Gateway takes (10 KB), are served; 20 KB are a 431, the connection's read buffer being
+/// bounded at 16 KiB so that a body still arriving holds about its own size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_head_may_be_16_kib() {
+    let dir = TempDir::new().unwrap();
+    let server = Server::start(dir.path());
+    let body = json!({"op": "get", "tenantId": "t1", "resource": "r"}).to_string();
+    for (filler, status) in [(12_000, 200), (20_000, 431)] {
+        let answer = reqwest::Client::new()
+            .post(format!("{}/api/v1/lease", server.url))
+            .header("x-api-key", ACME_KEY)
+            .header("content-type", "application/json")
+            .header("x-filler", "f".repeat(filler))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.status().as_u16(),
+            status,
+            "{filler} bytes of headers"
+        );
+    }
+}
