@@ -379,3 +379,30 @@ async fn a_stalled_body_costs_little_more_than_its_size() {
     drop(held);
     assert!(server.stop().success());
 }
+
+/// A large body still arriving costs about its own size too: the verify route's body of 6 MiB,
+/// stalled one byte short, held 20-28 MB while it grew by doubling (the attack of 2026-12-07).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_large_body_costs_little_more_than_its_size() {
+    const DECLARED: usize = 6 * 1024 * 1024;
+    let server = Serve::start(&[("LEASEKIT_BODY_TIMEOUT", "60")], None);
+    let before = resident_kb(server.child.id());
+    let mut stream = server.connect().await;
+    let head = format!(
+        "POST /api/v1/verify-provenance HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {DECLARED}\r\n\r\n",
+        server.addr
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for piece in vec![b' '; DECLARED - 1].chunks(64 * 1024) {
+        stream.write_all(piece).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let grown_mb = resident_kb(server.child.id()).saturating_sub(before) as f64 / 1024.0;
+    println!("a stalled 6 MiB body: {grown_mb:.1} MB");
+    assert!(
+        grown_mb < 10.0,
+        "a stalled 6 MiB body held {grown_mb:.1} MB"
+    );
+    drop(stream);
+    assert!(server.stop().success());
+}
