@@ -89,6 +89,20 @@ enum Command {
     Watchdog,
 }
 
+/// How many tasks a runtime worker runs from its own queue before it looks at the shared one.
+/// Tasks woken from outside the runtime land in the shared queue, and the embedded store's
+/// answers are woken so, from its flusher thread: at tokio's default of 61, under load a request
+/// whose write was already durable waited behind up to 61 others being parsed and signed. At 16
+/// the tail at 128 clients fell by 10-30% and cycles/s rose (BENCHMARKS.md, 2026-12-07).
+const SHARED_QUEUE_EVERY: u32 = 16;
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .global_queue_interval(SHARED_QUEUE_EVERY)
+        .build()
+}
+
 fn main() -> ExitCode {
     let matches = <Cli as clap::CommandFactory>::command().get_matches();
     let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
@@ -115,7 +129,7 @@ fn main() -> ExitCode {
         // Plain threads: no runtime to start, nothing that could stall it.
         return watchdog::main();
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("leasekit: cannot start the async runtime: {e}");
