@@ -272,6 +272,30 @@ async fn connections_kept_in_use_by_the_biggest_account_still_give_way() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_calling_back_to_back_on_every_slot_still_gives_way() {
+    // Every slot one of acme's connections, each sending its next call as soon as the last is
+    // answered: none was ever quiet, waiting or slow, so nothing gave way and another account's
+    // connection sat in the listen queue for as long as acme kept on (the attack of
+    // 2026-12-07). Now one of them closes once its call is answered.
+    let (_dir, server) = serve_held(&["--max-connections", "8"]).await;
+    let url = server.client(None).url;
+    let stop = cycling(
+        &url,
+        Some(ACME_KEY),
+        |_| json!({"op": "get", "tenantId": "a", "resource": "r"}),
+        8,
+        Duration::ZERO,
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let took = timed_get(&server).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        took < Duration::from_secs(3),
+        "a get of another account took {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_gives_way_at_the_cap_until_a_connection_comes() {
     let (_dir, server) =
         serve_held(&["--max-connections", "4", "--max-waits-per-account", "4"]).await;

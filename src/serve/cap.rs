@@ -19,6 +19,12 @@ pub(super) enum Give {
     /// A call that is waiting: its wait ends now and it is answered with what it had come to (a
     /// grant that came first included), then the connection closes.
     Wait,
+    /// A call being carried out: its answer closes the connection. Nothing is lost (the caller
+    /// opens another for its next call), but the slot is free only once the answer is sent. An
+    /// account whose every connection always has a call in flight, one after the other, gave
+    /// nothing else, and shut every other caller out for as long as it kept on (the attack of
+    /// 2026-12-07).
+    AfterAnswer,
 }
 
 /// What the cap sees of one open connection.
@@ -122,14 +128,18 @@ mod tests {
         ];
         // a's oldest wait, though b has an idle connection: a has more.
         assert_eq!(choose(&connections), Some(2));
-        // Within one account the cheapest goes first: quiet, then a slow body, then a wait.
+        // Within one account the cheapest goes first: quiet, then a slow body, then a wait,
+        // then a call's answer.
         let one = [
+            seen(Some("a"), Some((Give::AfterAnswer, t0))),
             seen(Some("a"), Some((Give::Wait, t0))),
             seen(Some("a"), Some((Give::SlowBody, later))),
             seen(Some("a"), Some((Give::Quiet, later))),
         ];
-        assert_eq!(choose(&one), Some(2));
+        assert_eq!(choose(&one), Some(3));
+        assert_eq!(choose(&one[..3]), Some(2));
         assert_eq!(choose(&one[..2]), Some(1));
+        assert_eq!(choose(&one[..1]), Some(0));
     }
 
     #[test]

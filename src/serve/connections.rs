@@ -8,9 +8,11 @@
 //! slot, and one open connection gives its own up ([`choose`]): one of the account that has the
 //! most connections open (the keyless caller's count as one account's), the cheapest it has to
 //! give: one without a request in flight, else its slowest request body, else one whose call is
-//! waiting (answered at once, as its wait had come to). So no account's connections can starve
-//! another's (the attack of 2026-12-05: one account's 600 waiting calls held every slot, and
-//! another's `get` took 38.8 s).
+//! waiting (answered at once, as its wait had come to), else one whose call is being carried out
+//! (closed once answered). So no account's connections can starve another's (the attack of
+//! 2026-12-05: one account's 600 waiting calls held every slot, and another's `get` took 38.8 s;
+//! the attack of 2026-12-07: one account calling back to back on every slot shut others out
+//! for as long as it kept on).
 
 use super::cap::{Give, Grace, Seen, choose};
 use super::socket::{Closing, Socket};
@@ -80,7 +82,7 @@ impl Registry {
             return false;
         };
         match seen[chosen].gives {
-            Some((Give::Wait, _)) => watch.cut(),
+            Some((Give::Wait | Give::AfterAnswer, _)) => watch.cut(),
             _ => watch.evict(),
         }
         true
@@ -164,9 +166,10 @@ async fn slot(
 /// A connection closes once its answer is sent, and gives its slot back, when that answer is a
 /// 429 (its caller is over a bound of its own: one that calls again at once, as the attack's did
 /// every 50 ms, then queues for a slot behind the callers that came before it, instead of keeping
-/// its connection busy with refusals), or answers a wait that was `cut` for another account's
-/// call. A cut wait's answer is what the wait had come to, a grant included, so it carries no
-/// `Retry-After` of its own (the attack's round 2 found grants told to come back).
+/// its connection busy with refusals), or answers on a connection `cut` for another account's
+/// call (a wait ended at once, or a call carried out as ever). A cut wait's answer is what the
+/// wait had come to, a grant included, so it carries no `Retry-After` of its own (the attack's
+/// round 2 found grants told to come back).
 fn closing_when_refused<B>(response: &mut hyper::Response<B>, cut: bool) {
     if cut || response.status() == hyper::StatusCode::TOO_MANY_REQUESTS {
         response
@@ -288,9 +291,13 @@ mod tests {
         let now = t0 + Duration::from_millis(2_500);
         assert!(registry.evict_one(now, SECOND));
         assert!(old.evicted.load(Ordering::Relaxed));
-        // The young one has not waited a second yet, the busy one is never evicted.
-        assert!(!registry.evict_one(now, SECOND));
+        // The young one has not waited a second yet; the busy one is never closed under its
+        // call, but told to close once it has answered it.
+        assert!(registry.evict_one(now, SECOND));
         assert!(!busy.evicted.load(Ordering::Relaxed));
+        assert!(busy.cut.load(Ordering::Relaxed));
+        // Nothing is left to give.
+        assert!(!registry.evict_one(now, SECOND));
     }
 
     #[test]
@@ -316,8 +323,13 @@ mod tests {
         assert!(registry.evict_one(now, SECOND));
         assert!(waiting.cut.load(Ordering::Relaxed));
         assert!(!waiting.evicted.load(Ordering::Relaxed));
-        // Neither is picked again.
+        // Neither is picked again while its call is in flight.
         assert!(!registry.evict_one(now, SECOND));
         drop(counted);
+        // Once answered, the cut one may still be closed if it lingers before closing.
+        waiting.update(|p| p.on_answer(now));
+        let later = now + Duration::from_secs(1);
+        assert!(registry.evict_one(later, SECOND));
+        assert!(waiting.evicted.load(Ordering::Relaxed));
     }
 }

@@ -123,24 +123,30 @@ impl Watch {
         }
     }
 
-    /// What it could give up at `now`, and since when it could; `None` if nothing (a request
-    /// being carried out, a connection already told to go, or one within its `grace`).
+    /// What it could give up at `now`, and since when it could; `None` if nothing (a
+    /// connection already told to go, or one within its `grace`). One already `cut` closes
+    /// after its next answer, and may only still be closed while it has no call in flight.
     pub(super) fn could_give(&self, now: Instant, grace: Grace) -> Option<(Give, Instant)> {
-        if self.evicted.load(Ordering::Relaxed) || self.cut.load(Ordering::Relaxed) {
+        if self.evicted.load(Ordering::Relaxed) {
             return None;
         }
         let past = |since: Instant, grace: Duration| now.duration_since(since) >= grace;
         match self.phase() {
             Phase::Head(since) => return past(since, grace.head).then_some((Give::Quiet, since)),
             Phase::Idle(since) => return past(since, grace.idle).then_some((Give::Quiet, since)),
+            Phase::Busy(_) if self.cut.load(Ordering::Relaxed) => return None,
             Phase::Busy(_) => {}
         }
         if self.waiting.load(Ordering::Relaxed) > 0 {
             return Some((Give::Wait, self.last_io()));
         }
         let body_since = self.at(self.body_since.load(Ordering::Relaxed));
-        (self.receiving.load(Ordering::Relaxed) > 0 && past(body_since, grace.head))
-            .then_some((Give::SlowBody, body_since))
+        if self.receiving.load(Ordering::Relaxed) > 0 {
+            // A body still arriving within its grace gives nothing yet: it is read at once, or
+            // becomes a slow body.
+            return past(body_since, grace.head).then_some((Give::SlowBody, body_since));
+        }
+        Some((Give::AfterAnswer, self.last_io()))
     }
 
     /// End its waits now; it closes once they are answered.
