@@ -93,7 +93,7 @@ enum Command {
 /// Tasks woken from outside the runtime land in the shared queue, and the embedded store's
 /// answers are woken so, from its flusher thread: at tokio's default of 61, under load a request
 /// whose write was already durable waited behind up to 61 others being parsed and signed. At 16
-/// the tail at 128 clients fell by 10-30% and cycles/s rose (BENCHMARKS.md, 2026-12-07).
+/// p99 at 128 clients fell by 15-21% and cycles/s rose (BENCHMARKS.md, 2026-12-07).
 const SHARED_QUEUE_EVERY: u32 = 16;
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
