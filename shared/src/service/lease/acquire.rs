@@ -6,6 +6,7 @@ use super::mutation::{Mutation, MutationPlanner};
 use super::rounds::Ended;
 use super::{Call, LeaseError, LeaseService, SignedAnswer};
 use crate::clock::Millis;
+use crate::lease::LeaseState;
 use crate::lease::decide::Asked;
 use crate::service::waiting::{Woke, hung_up, next_change};
 
@@ -61,6 +62,11 @@ impl LeaseService {
             issuer: &self.issuer,
             guess_first,
         };
+        // The lease the next round starts from with no read: the view of the write that handed
+        // this wait its permit (see `Engine::run_on`).
+        let mut start: Option<LeaseState> = None;
+        // Whether this input's place holds its requestId: once a round has left it waiting.
+        let mut place_recorded = false;
         loop {
             let turn = match races {
                 true => None,
@@ -77,8 +83,16 @@ impl LeaseService {
             // unit).
             let mut planned = planner_at(round_now, round == 0);
             round += 1;
-            let (answer, waits_on) = match self.engine(round_now).run(&target, &mut planned).await?
-            {
+            let engine = self.engine(round_now);
+            let ended = match start.take() {
+                Some(seen) => {
+                    engine
+                        .run_on(&target, &mut planned, seen, place_recorded)
+                        .await?
+                }
+                None => engine.run(&target, &mut planned).await?,
+            };
+            let (answer, waits_on) = match ended {
                 Ended::Done { decision, left } => planned.answer(decision, left)?,
                 Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
             };
@@ -92,15 +106,16 @@ impl LeaseService {
             let Some(mut state) = waits_on.filter(|_| round_now < deadline) else {
                 return Ok(answer);
             };
+            place_recorded = target.record.is_some();
             let (mut woken, mut seen_at) = (woken, round_now);
-            loop {
+            start = loop {
                 let next = next_change(&state, seen_at, deadline);
                 let woke = tokio::select! {
                     woke = woken.until(next - seen_at) => woke,
                     () = &mut hung_up => return Ok(answer),
                 };
-                if woke == Woke::ByTime || !self.waits.sole_writer() {
-                    break;
+                if !self.waits.sole_writer() {
+                    break None;
                 }
                 // Woken by a write here: most writes of a queued resource leave every waiter
                 // but one where it was (a release hands the permit to the first in line), and
@@ -109,19 +124,25 @@ impl LeaseService {
                 // for 120 grants a second, where etcd's lock took a fifth of one). So first a
                 // look at the state that write left: a round runs only if it would do more
                 // than wait on. Armed before the look, so that a write the view does not show
-                // yet wakes it again.
+                // yet wakes it again. (Woken by time, a permit or place ahead lapsed, or the
+                // wait ended: no write, the view is as fresh as it was.)
+                let by_write = woke == Woke::ByWrite;
                 woken = self.waits.subscribe(key);
                 let at = round_time(now, started.elapsed());
                 // A view older than the last write here is no sight of it (see `written`).
                 let view = self.views.get(key).filter(|v| v.version >= woken.written());
-                match view {
-                    Some(view) if at < deadline && planner_at(at, false).only_waits_on(&view) => {
-                        state = view;
-                        seen_at = at;
-                    }
-                    _ => break,
+                let Some(view) = view else {
+                    break None;
+                };
+                let planner = planner_at(at, false);
+                if !(by_write && at < deadline && planner.only_waits_on(&view)) {
+                    // Handed its permit, or one free for it, it takes it in one store call, not
+                    // a read and a write.
+                    break planner.takes_on(&view).then_some(view);
                 }
-            }
+                state = view;
+                seen_at = at;
+            };
         }
     }
 }
@@ -210,6 +231,63 @@ mod tests {
         // Woken by writes the view does not show, it reads.
         let trips = trips_of_a_wait(&service, "w2", 1).await;
         assert!(trips > 3, "{trips} round trips");
+    }
+
+    /// The store round trips of a wait of `holder` (with a requestId when `id`), behind a holder
+    /// of its resource that releases once the wait's place shows: the wait is handed the permit.
+    async fn trips_of_a_handed_wait(service: &Arc<LeaseService>, holder: &str, id: bool) -> u32 {
+        let tenant = Tenant::for_key("acme", "t1").unwrap();
+        let resource = format!("r-{holder}");
+        let hold = json!({"op": "acquire", "resource": resource, "holder": "h0", "ttlSeconds": 60});
+        let held = service
+            .execute(&tenant, &request(hold), [0; 32], now_ms())
+            .await
+            .unwrap();
+        assert!(held.data.granted);
+        let waiter = {
+            let (service, tenant) = (service.clone(), tenant.clone());
+            let mut wait = json!({"op": "acquire", "resource": resource, "holder": holder,
+                "ttlSeconds": 60, "waitSeconds": 10});
+            if id {
+                wait["requestId"] = json!(format!("wait-{holder}"));
+            }
+            tokio::spawn(async move {
+                measured(service.execute(&tenant, &request(wait), [1; 32], now_ms())).await
+            })
+        };
+        let key = LeaseKey::new(&tenant, &resource);
+        while !service
+            .views
+            .get(&key)
+            .is_some_and(|seen| seen.waiters.iter().any(|w| w.holder == holder))
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let release = json!({"op": "release", "resource": resource, "holder": "h0",
+            "token": held.data.fencing_token});
+        let released = service
+            .execute(&tenant, &request(release), [2; 32], now_ms())
+            .await
+            .unwrap();
+        assert!(released.data.granted, "{:?}", released.data);
+        let (answer, usage) = waiter.await.unwrap();
+        let answer = answer.unwrap();
+        assert!(answer.data.granted, "{:?}", answer.data);
+        assert_eq!(answer.data.holder.as_deref(), Some(holder));
+        usage.round_trips
+    }
+
+    /// A waiter woken by the write that handed it its permit takes it from that write's view in
+    /// one store call, instead of reading first (the attack of 2026-12-07 found waiters answered
+    /// up to 170 ms after a saturated server's release: two queued store calls, not one).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_handed_its_permit_takes_it_without_a_read() {
+        let service = Arc::new(service().await);
+        // Its place (a guessed take refused, then the place written), then the grant.
+        assert_eq!(trips_of_a_handed_wait(&service, "w1", false).await, 3);
+        // With a requestId, the grant replaces its place's record in the same call.
+        let trips = trips_of_a_handed_wait(&service, "w2", true).await;
+        assert_eq!(trips, 3);
     }
 
     #[test]

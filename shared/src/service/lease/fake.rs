@@ -228,20 +228,31 @@ impl Parts {
         store: &Scripted,
         probe: &mut Probe,
     ) -> Result<Ended<usize>, LeaseError> {
-        let (views, waits) = (&self.views, &self.waits);
-        let engine = Engine {
+        let target = target_of(probe);
+        self.engine(store).run(&target, probe).await
+    }
+
+    /// The rounds started from `seen` (see `Engine::run_on`).
+    pub async fn run_on(
+        &self,
+        store: &Scripted,
+        probe: &mut Probe,
+        seen: LeaseState,
+        place_recorded: bool,
+    ) -> Result<Ended<usize>, LeaseError> {
+        let target = target_of(probe);
+        self.engine(store)
+            .run_on(&target, probe, seen, place_recorded)
+            .await
+    }
+
+    fn engine<'a>(&'a self, store: &'a Scripted) -> Engine<'a, Scripted> {
+        Engine {
             store,
-            views,
-            waits,
+            views: &self.views,
+            waits: &self.waits,
             now: NOW,
-        };
-        let target = Target {
-            keys: probe.keys.clone(),
-            record: probe.record.clone(),
-            fingerprint: "mine".into(),
-            session: None,
-        };
-        engine.run(&target, probe).await
+        }
     }
 
     /// The rounds, which must end with a plan done: its decision.
@@ -250,6 +261,15 @@ impl Parts {
             Ok(Ended::Done { decision, .. }) => decision,
             other => panic!("the rounds did not end with a plan done: {other:?}"),
         }
+    }
+}
+
+fn target_of(probe: &Probe) -> Target {
+    Target {
+        keys: probe.keys.clone(),
+        record: probe.record.clone(),
+        fingerprint: "mine".into(),
+        session: None,
     }
 }
 

@@ -218,6 +218,18 @@ impl MutationPlanner<'_> {
             )
     }
 
+    /// Whether this waiting acquire, on `view`, would be granted: a permit handed to its place,
+    /// or one free for it. Such a round may start from the view (see `Engine::run_on`): its
+    /// write is guarded by the state it was planned on.
+    pub fn takes_on(&self, view: &LeaseState) -> bool {
+        let Mutation::Acquire(asked) = &self.mutation else {
+            return false;
+        };
+        self.target.session.is_none()
+            && ended_handoff(view, asked, self.signing.now).is_none()
+            && matches!(self.decided(view, None), Acquired::Write(_))
+    }
+
     fn has_place(&self, state: &LeaseState) -> bool {
         self.caller
             .is_some_and(|h| state.queue_position(h, self.signing.now).is_some())

@@ -133,13 +133,44 @@ impl<S: Rounds + Sync> Engine<'_, S> {
         planner: &mut P,
     ) -> Result<Ended<P::Decision>, LeaseError> {
         // A session-bound op plans on its session as read, never on a view.
-        let mut guess = match target.session {
+        let guess = match target.session {
             Some(_) => None,
             None => planner.guess(self.views)?,
         };
+        self.rounds(target, planner, guess, None, false).await
+    }
+
+    /// Run `planner` on `target` as [`Engine::run`] does, its first round planned on `seen`, the
+    /// lease as the last write of it in this process left it, with no read: what a failed guard
+    /// returns is no better. A waiter woken by the write that handed it a permit takes it so,
+    /// in one store call instead of two (the attack of 2026-12-07 found waiters answered up to
+    /// 170 ms after the release, with every store call queued behind a saturated server's).
+    /// `place_recorded`: this input's waiting place holds the requestId already. Only for one
+    /// lease outside a session (a session's state comes only from a read).
+    pub async fn run_on<P: Planner>(
+        &self,
+        target: &Target,
+        planner: &mut P,
+        seen: LeaseState,
+        place_recorded: bool,
+    ) -> Result<Ended<P::Decision>, LeaseError> {
+        let seen = (target.keys.len() == 1 && target.session.is_none()).then_some(seen);
+        self.rounds(target, planner, None, seen, place_recorded)
+            .await
+    }
+
+    async fn rounds<P: Planner>(
+        &self,
+        target: &Target,
+        planner: &mut P,
+        mut guess: Option<Attempt<P::Decision>>,
         // The lease a failed guard returned: the next round's state, with no read.
-        let mut returned: Option<LeaseState> = None;
-        let mut place_recorded = false;
+        mut returned: Option<LeaseState>,
+        mut place_recorded: bool,
+    ) -> Result<Ended<P::Decision>, LeaseError> {
+        // Whether `returned` is the last write's view (see `run_on`), not a guard's: a plan on it
+        // stands only if it writes the lease, guarded; any other is made again on a read.
+        let mut on_view = returned.is_some();
         // Commits lost that were planned on the store's own state: a sign of rivals.
         let mut lost = 0;
         for _ in 0..MAX_ROUNDS {
@@ -178,6 +209,9 @@ impl<S: Rounds + Sync> Engine<'_, S> {
                     with_session_moves(plan, target, &snapshot, self.now)
                 }
             };
+            if std::mem::take(&mut on_view) && !plan.commit.as_ref().is_some_and(writes_lease) {
+                continue;
+            }
             let Some(commit) = &plan.commit else {
                 return Ok(Ended::Done {
                     decision: plan.decision,
@@ -306,6 +340,14 @@ fn with_session_moves<D>(
         None => None,
     };
     plan
+}
+
+/// Whether `commit` writes a lease: every such write is guarded by the state it was planned on.
+fn writes_lease(commit: &Commit) -> bool {
+    match commit {
+        Commit::Lone { .. } => true,
+        Commit::Together { writes, .. } => !writes.is_empty(),
+    }
 }
 
 /// Whether `record` is a waiting call's place of the input `fingerprint` names: resumed, not

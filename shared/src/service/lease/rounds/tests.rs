@@ -66,6 +66,68 @@ async fn a_lease_a_failed_guard_hands_back_is_planned_on_with_no_read() {
 }
 
 #[tokio::test]
+async fn a_round_started_from_a_view_plans_on_it_with_no_read() {
+    let store = Scripted::default().commit(Ok(Outcome::Committed(None)));
+    let mut probe = Probe::recorded(&["r"]);
+    let ended = Parts::default()
+        .run_on(&store, &mut probe, held(3), true)
+        .await
+        .expect("committed");
+    assert!(
+        matches!(ended, Ended::Done { decision: 1, .. }),
+        "{ended:?}"
+    );
+    // Planned on the view, its place known to be recorded.
+    assert_eq!(probe.given, vec![(vec![held(3)], true)]);
+    assert_eq!(
+        store.asked(),
+        vec![Asked::Commit(Box::new(probe.together()))]
+    );
+}
+
+#[tokio::test]
+async fn a_plan_on_a_view_that_writes_no_lease_is_made_again_on_a_read() {
+    // An answer with no guarded write would stand on the view alone: it is decided on the
+    // store's state instead.
+    let store = Scripted::default().read(snapshot(vec![held(5)], None));
+    let mut probe = Probe::new(&["r"]);
+    probe.plans = Plans::Nothing;
+    let ended = Parts::default()
+        .run_on(&store, &mut probe, held(3), false)
+        .await
+        .expect("answered");
+    assert!(
+        matches!(ended, Ended::Done { decision: 2, .. }),
+        "{ended:?}"
+    );
+    assert_eq!(
+        probe.given,
+        vec![(vec![held(3)], false), (vec![held(5)], false)]
+    );
+    assert_eq!(store.asked(), vec![read_of(&probe)]);
+}
+
+#[tokio::test]
+async fn a_view_that_a_guard_finds_stale_is_planned_again_on_what_it_hands_back() {
+    let store = Scripted::default()
+        .commit(Ok(Outcome::Changed(Some(held(4)))))
+        .commit(Ok(Outcome::Committed(Some(held(5)))));
+    let mut probe = Probe::new(&["r"]);
+    let parts = Parts::default();
+    let ended = parts.run_on(&store, &mut probe, held(3), false).await;
+    assert!(
+        matches!(ended, Ok(Ended::Done { decision: 2, .. })),
+        "{ended:?}"
+    );
+    assert_eq!(
+        probe.given,
+        vec![(vec![held(3)], false), (vec![held(4)], false)]
+    );
+    assert!(store.played_out());
+    assert_eq!(parts.views.get(&key("r")), Some(held(5)));
+}
+
+#[tokio::test]
 async fn a_change_with_nothing_handed_back_is_read() {
     let store = Scripted::default()
         .read(snapshot(vec![held(1)], None))
