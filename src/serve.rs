@@ -74,8 +74,9 @@ pub struct ServeArgs {
     /// Open connections at most. At the cap, the account with the most connections open (callers
     /// without a key count as one account) gives one up for a new one: one without a request in
     /// flight, else its slowest request body, else one whose call waits (answered at once, then
-    /// closed); else the new one waits. Default: 4096, or what the open-file limit serves if
-    /// lower (each connection may take two descriptors, and 64 are kept for the rest).
+    /// closed), else one whose call is being carried out (closed once answered): the new one
+    /// waits for at most that call. Default: 4096, or what the open-file limit serves if lower
+    /// (each connection may take two descriptors, and 64 are kept for the rest).
     #[arg(long, env = "LEASEKIT_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: Option<u32>,
     /// Waiting calls (acquires with waitSeconds) one account or paying wallet may have in
