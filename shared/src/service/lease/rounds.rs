@@ -1,10 +1,11 @@
 //! The one retry loop of the lease service (docs/adr/0009): get the state, plan on it, commit,
 //! and go round again while the lease changes under the plan.
 //!
-//! The state of a round is, first, the op's guess (planned on this process's view, no read);
-//! then the lease a failed guard returned; and only when none came back, a read. A read that
-//! finds the request's record ends the rounds with it (a replay), unless the record is this very
-//! input's waiting place, which the op resumes. The engine knows no op: each is a [`Planner`].
+//! The state of a round is, first, the op's guess (planned on this process's view, no read), or
+//! the view a waiter was woken with ([`Engine::run_on`]); then the lease a failed guard
+//! returned; and only when none came back, a read. A read that finds the request's record ends
+//! the rounds with it (a replay), unless the record is this very input's waiting place, which
+//! the op resumes. The engine knows no op: each is a [`Planner`].
 
 use super::LeaseError;
 use super::views::Views;
