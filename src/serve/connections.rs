@@ -46,13 +46,19 @@ const READ_BUFFER_BYTES: usize = 16 * 1024;
 #[derive(Default)]
 struct Registry {
     next: AtomicU64,
-    open: Mutex<BTreeMap<u64, Arc<Watch>>>,
+    open: Mutex<BTreeMap<u64, Open>>,
+}
+
+/// One open connection, as the cap sees it.
+struct Open {
+    watch: Arc<Watch>,
+    socket: Arc<Socket>,
 }
 
 impl Registry {
-    fn add(&self, watch: Arc<Watch>) -> u64 {
+    fn add(&self, watch: Arc<Watch>, socket: Arc<Socket>) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().insert(id, watch);
+        self.lock().insert(id, Open { watch, socket });
         id
     }
 
@@ -60,7 +66,7 @@ impl Registry {
         self.lock().remove(&id);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Watch>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Open>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -68,24 +74,35 @@ impl Registry {
     /// its waits ended and then closed). True if one was told to.
     fn evict_one(&self, now: Instant, grace: Grace) -> bool {
         let open = self.lock();
-        let seen: Vec<Seen> = open
-            .values()
-            .map(|w| Seen {
-                owner: w.owner(),
-                gives: w.could_give(now, grace),
+        let opened: Vec<&Open> = open.values().collect();
+        let mut seen: Vec<Seen> = opened
+            .iter()
+            .map(|o| Seen {
+                owner: o.watch.owner(),
+                gives: o.watch.could_give(now, grace),
             })
             .collect();
-        let Some(chosen) = choose(&seen) else {
-            return false;
-        };
-        let Some(watch) = open.values().nth(chosen) else {
-            return false;
-        };
-        match seen[chosen].gives {
-            Some((Give::Wait | Give::AfterAnswer, _)) => watch.cut(),
-            _ => watch.evict(),
+        loop {
+            let Some(chosen) = choose(&seen) else {
+                return false;
+            };
+            let Open { watch, socket } = opened[chosen];
+            match seen[chosen].gives {
+                Some((Give::Wait | Give::AfterAnswer, _)) => watch.cut(),
+                // A connection waiting for a head that has arrived, unread, is no slow caller:
+                // the server is late, too busy to read it, and closing it would drop a request
+                // the caller sent in full, unanswered (the attack of 2026-12-07 saw two). Asked
+                // only of the one chosen: one recv(2), not one per connection. (An idle one
+                // with bytes unread may be a caller that does not read its answers, which stops
+                // the server's reads: it gives way as ever.)
+                Some((Give::Quiet, _)) if watch.awaits_head() && socket.has_unread() => {
+                    seen[chosen].gives = None;
+                    continue;
+                }
+                _ => watch.evict(),
+            }
+            return true;
         }
-        true
     }
 }
 
@@ -124,10 +141,11 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let watch = Arc::new(Watch::new(Instant::now()));
-        let id = registry.add(watch.clone());
+        let socket = Arc::new(Socket::of(&stream));
+        let id = registry.add(watch.clone(), socket.clone());
         let (app, registry, stop) = (app.clone(), registry.clone(), stop_rx.clone());
         tokio::spawn(async move {
-            connection(stream, watch, app, limits, stop).await;
+            connection(stream, socket, watch, app, limits, stop).await;
             registry.remove(id);
             drop(permit);
         });
@@ -181,12 +199,12 @@ fn closing_when_refused<B>(response: &mut hyper::Response<B>, cut: bool) {
 /// One connection, until it closes, misses a deadline, is evicted, or the server stops.
 async fn connection(
     stream: TcpStream,
+    socket: Arc<Socket>,
     watch: Arc<Watch>,
     app: Router,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) {
-    let socket = Arc::new(Socket::of(&stream));
     let hang_up = hang_up_watch(socket.clone(), watch.clone());
     let io = TokioIo::new(Watched {
         io: stream,
@@ -277,17 +295,42 @@ mod tests {
         idle: Duration::from_secs(1),
     };
 
+    /// A loopback connection as the server holds it (`socket`, `ours`) and its caller's end.
+    struct Pair {
+        socket: Arc<Socket>,
+        _ours: std::net::TcpStream,
+        caller: std::net::TcpStream,
+    }
+
+    fn pair() -> Pair {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let caller = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        Pair {
+            socket: Arc::new(Socket::of(&ours)),
+            _ours: ours,
+            caller,
+        }
+    }
+
+    /// `watches` in the registry, each on a fresh loopback connection of its own.
+    fn registered(watches: &[&Arc<Watch>]) -> (Registry, Vec<Pair>) {
+        let registry = Registry::default();
+        let pairs: Vec<Pair> = watches.iter().map(|_| pair()).collect();
+        for (watch, pair) in watches.iter().zip(&pairs) {
+            registry.add((*watch).clone(), pair.socket.clone());
+        }
+        (registry, pairs)
+    }
+
     #[test]
     fn eviction_takes_the_longest_waiting_connection_past_the_grace() {
         let t0 = Instant::now();
-        let registry = Registry::default();
         let busy = Arc::new(Watch::new(t0));
         busy.update(Phase::on_request);
         let old = Arc::new(Watch::new(t0));
         let young = Arc::new(Watch::new(t0 + Duration::from_secs(2)));
-        for w in [&busy, &old, &young] {
-            registry.add(w.clone());
-        }
+        let (registry, _pairs) = registered(&[&busy, &old, &young]);
         let now = t0 + Duration::from_millis(2_500);
         assert!(registry.evict_one(now, SECOND));
         assert!(old.evicted.load(Ordering::Relaxed));
@@ -303,7 +346,6 @@ mod tests {
     #[test]
     fn a_waiting_call_is_cut_not_closed_and_a_slow_body_is_closed() {
         let t0 = Instant::now();
-        let registry = Registry::default();
         let waiting = Arc::new(Watch::new(t0));
         waiting.update(Phase::on_request);
         let counted = Counted::new(&waiting.waiting);
@@ -312,9 +354,7 @@ mod tests {
         // Its body started at t0 and trickles: bytes moved just now.
         slow.receiving.fetch_add(1, Ordering::Relaxed);
         slow.touch(t0 + Duration::from_millis(1_900));
-        for w in [&waiting, &slow] {
-            registry.add(w.clone());
-        }
+        let (registry, _pairs) = registered(&[&waiting, &slow]);
         let now = t0 + Duration::from_secs(2);
         // The slow body goes first (cheaper), closed.
         assert!(registry.evict_one(now, SECOND));
@@ -331,5 +371,47 @@ mod tests {
         let later = now + Duration::from_secs(1);
         assert!(registry.evict_one(later, SECOND));
         assert!(waiting.evicted.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_connection_whose_request_arrived_unread_is_not_closed() {
+        use std::io::Write;
+        let t0 = Instant::now();
+        // Two opened at t0 and, as the cap sees them, still waiting for a request head: the
+        // server has asked each socket for it and found nothing yet.
+        let sent = Arc::new(Watch::new(t0));
+        let silent = Arc::new(Watch::new(t0 + Duration::from_millis(1)));
+        for watch in [&sent, &silent] {
+            watch.read_pending.store(true, Ordering::Relaxed);
+        }
+        // A third is idle after an answer, its next request unread: its caller may not be
+        // reading its answers (the server stops reading until it has written them).
+        let idle = Arc::new(Watch::new(t0));
+        idle.update(Phase::on_request);
+        idle.update(|p| p.on_answer(t0 + Duration::from_millis(2)));
+        let (registry, mut pairs) = registered(&[&sent, &silent, &idle]);
+        // The first and the third one's callers sent a request whole; the server has not read
+        // them yet.
+        for at in [0, 2] {
+            let request = b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n";
+            pairs[at].caller.write_all(request).unwrap();
+        }
+        let arrived = std::time::Instant::now() + Duration::from_secs(5);
+        while !(pairs[0].socket.has_unread() && pairs[2].socket.has_unread()) {
+            assert!(std::time::Instant::now() < arrived, "never arrived");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!pairs[1].socket.has_unread());
+        // Past the grace, the oldest quiet one would go first: it is passed over.
+        let now = t0 + Duration::from_secs(2);
+        assert!(registry.evict_one(now, SECOND));
+        assert!(!sent.evicted.load(Ordering::Relaxed));
+        assert!(silent.evicted.load(Ordering::Relaxed));
+        // The idle one with its bytes unread gives way as ever.
+        assert!(registry.evict_one(now, SECOND));
+        assert!(idle.evicted.load(Ordering::Relaxed));
+        // And nothing else is given up.
+        assert!(!registry.evict_one(now, SECOND));
+        assert!(!sent.evicted.load(Ordering::Relaxed));
     }
 }

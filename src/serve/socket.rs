@@ -36,8 +36,29 @@ pub(super) struct Socket(Mutex<Option<RawFd>>);
 
 impl Socket {
     /// `stream`'s descriptor, while its connection is open.
-    pub(super) fn of(stream: &TcpStream) -> Self {
+    pub(super) fn of(stream: &impl AsRawFd) -> Self {
         Self(Mutex::new(Some(stream.as_raw_fd())))
+    }
+
+    /// Whether bytes have arrived that the server has not read yet: the caller sent them, and
+    /// it is the server that is late (too busy to read them). Never blocks.
+    pub(super) fn has_unread(&self) -> bool {
+        let fd = self.lock();
+        let Some(fd) = *fd else {
+            return false;
+        };
+        let mut byte = 0u8;
+        // SAFETY: the descriptor is open while it is in here (see `copy`); recv(2) writes at
+        // most one byte into `byte`, and MSG_PEEK leaves it to be read.
+        let got = unsafe {
+            libc::recv(
+                fd,
+                (&raw mut byte).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        got > 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<RawFd>> {

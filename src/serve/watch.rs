@@ -90,6 +90,9 @@ pub(super) struct Watch {
     pub(super) body_since: AtomicU64,
     /// Waits in progress of its requests.
     pub(super) waiting: AtomicUsize,
+    /// Its last read of the socket found nothing: the server waits for the caller's bytes (and
+    /// is woken when they come). Bytes unread then mean the server is late, not the caller.
+    pub(super) read_pending: AtomicBool,
     /// Its waits were ended at the cap: they answer now, and the connection closes after.
     pub(super) cut: AtomicBool,
     pub(super) cut_bell: Notify,
@@ -107,6 +110,7 @@ impl Watch {
             receiving: AtomicUsize::new(0),
             body_since: AtomicU64::new(0),
             waiting: AtomicUsize::new(0),
+            read_pending: false.into(),
             cut: false.into(),
             cut_bell: Notify::new(),
         }
@@ -168,6 +172,13 @@ impl Watch {
         }
     }
 
+    /// Whether it waits for a request head that the server has asked the socket for and not
+    /// been given yet: if bytes are there unread, the server is late to read them (a caller
+    /// that does not read its answers stops the server's reads instead, and is not this).
+    pub(super) fn awaits_head(&self) -> bool {
+        matches!(self.phase(), Phase::Head(_)) && self.read_pending.load(Ordering::Relaxed)
+    }
+
     pub(super) fn phase(&self) -> Phase {
         *self.phase.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -223,6 +234,7 @@ impl AsyncRead for Watched {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let poll = Pin::new(&mut self.io).poll_read(cx, buf);
+        (self.watch.read_pending).store(poll.is_pending(), Ordering::Relaxed);
         if matches!(poll, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             let now = Instant::now();
             self.watch.touch(now);
