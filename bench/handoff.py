@@ -21,7 +21,6 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,15 +30,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import versus  # noqa: E402  (the API key and the machine's description, shared)
+import versus  # noqa: E402  (the API key, the port helpers and the machine facts, shared)
 
 KEY = versus.API_KEY
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Caller:
@@ -97,18 +90,13 @@ def handoff(port, n, holder, waiter, watcher):
 
 def run(binary, clients, handoffs, seconds):
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
+        port = versus.free_port()
         server = subprocess.Popen(
             [binary, "serve", "--addr", f"127.0.0.1:{port}", "--data-dir", f"{tmp}/store",
              "--api-key", f"bench:{KEY}"],
             stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/log", "w"))
         try:
-            for _ in range(200):
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            versus.wait_for_port(port, server, "leasekit serve")
             load = subprocess.Popen(
                 [os.path.join(ROOT, "target/release/loadgen"), "--system", "leasekit",
                  "--url", f"http://127.0.0.1:{port}", "--clients", str(clients),
