@@ -66,10 +66,8 @@ impl Waits {
     /// after its own write (writers of a resource in this process take turns).
     pub(crate) fn subscribe(&self, key: &LeaseKey) -> Woken {
         let resource = self.resource(key);
-        let mut notified = Box::pin(resource.changed.clone().notified_owned());
-        notified.as_mut().enable();
         Woken {
-            notified,
+            notified: armed(&resource),
             poll: self.poll,
             resource,
         }
@@ -165,17 +163,33 @@ impl Woken {
         self.resource.written.load(Ordering::SeqCst)
     }
 
-    /// Sleep until woken, or `ms` have passed, or (polling) a jittered interval has.
-    pub(crate) async fn until(self, ms: Millis) -> Woke {
+    /// Sleep until woken, or `ms` have passed, or (polling) a jittered interval has. Armed
+    /// again as it returns, on the same resource: a write that commits from then on wakes it
+    /// again. The resource is kept all along, and with it the highest version written: a
+    /// waiter that held the resource's last reference used to drop it as it woke, and armed
+    /// anew on a fresh one that knew no write, so a stale view passed for fresh.
+    pub(crate) async fn until(&mut self, ms: Millis) -> Woke {
         let mut sleep = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
         if let Some(poll) = self.poll {
             sleep = sleep.min(jittered(poll));
         }
-        tokio::select! {
-            () = self.notified => Woke::ByWrite,
+        let woke = tokio::select! {
+            () = self.notified.as_mut() => Woke::ByWrite,
             () = tokio::time::sleep(sleep) => Woke::ByTime,
+        };
+        // Woken by time, it is still armed; woken by a write, it arms again.
+        if woke == Woke::ByWrite {
+            self.notified = armed(&self.resource);
         }
+        woke
     }
+}
+
+/// A wake-up of `resource`'s waiters, armed now (see [`Waits::subscribe`]).
+fn armed(resource: &Arc<Resource>) -> Pin<Box<OwnedNotified>> {
+    let mut notified = Box::pin(resource.changed.clone().notified_owned());
+    notified.as_mut().enable();
+    notified
 }
 
 /// Between half and all of `interval`, at random.
@@ -248,4 +262,35 @@ pub(crate) fn hung_up() -> HungUp {
     HANG_UP
         .try_with(|watch| watch())
         .unwrap_or_else(|_| Box::pin(std::future::pending()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tenant::Tenant;
+
+    /// A waiter woken by a write knows the version it left, though nothing else held the
+    /// resource: the wake-up it holds, armed again, kept it (a waiter that was the resource's
+    /// last holder used to arm anew on a fresh resource that knew no write, and took a view
+    /// older than that write for fresh: found by CI's run of 2026-12-07, a test under load).
+    #[tokio::test]
+    async fn a_woken_waiter_keeps_the_version_written_and_is_armed_again() {
+        let waits = Waits::default();
+        let key = LeaseKey::new(&Tenant::for_key("acme", "t1").unwrap(), "r");
+        let mut woken = waits.subscribe(&key);
+        waits.wake(&key, 5);
+        assert_eq!(woken.until(60_000).await, Woke::ByWrite);
+        assert_eq!(woken.written(), 5);
+        // Armed again: the next write wakes it, and one that left a lower version does not
+        // lower what it knows.
+        waits.wake(&key, 3);
+        let woke = tokio::time::timeout(Duration::from_secs(5), woken.until(60_000)).await;
+        assert_eq!(woke, Ok(Woke::ByWrite));
+        assert_eq!(woken.written(), 5);
+        // Woken by time, it is still armed.
+        assert_eq!(woken.until(1).await, Woke::ByTime);
+        waits.wake(&key, 8);
+        assert_eq!(woken.until(60_000).await, Woke::ByWrite);
+        assert_eq!(woken.written(), 8);
+    }
 }

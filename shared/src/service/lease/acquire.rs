@@ -123,11 +123,10 @@ impl LeaseService {
                 // rounds as there were waiters (16 waiters: 24 store calls a grant, and a core
                 // for 120 grants a second, where etcd's lock took a fifth of one). So first a
                 // look at the state that write left: a round runs only if it would do more
-                // than wait on. Armed before the look, so that a write the view does not show
-                // yet wakes it again. (Woken by time, a permit or place ahead lapsed, or the
-                // wait ended: no write, the view is as fresh as it was.)
+                // than wait on. Armed again before the look (`until` does), so that a write
+                // the view does not show yet wakes it again. (Woken by time, a permit or place
+                // ahead lapsed, or the wait ended: no write, the view is as fresh as it was.)
                 let by_write = woke == Woke::ByWrite;
-                woken = self.waits.subscribe(key);
                 let at = round_time(now, started.elapsed());
                 // A view older than the last write here is no sight of it (see `written`).
                 let view = self.views.get(key).filter(|v| v.version >= woken.written());
@@ -182,60 +181,19 @@ mod tests {
         serde_json::from_value(body).unwrap()
     }
 
-    /// The store round trips of `holder`'s wait of 1 s behind a holder of "r", while, from
-    /// when its place is in the views, it is woken every 50 ms as by a write that left "r" at
-    /// the version the views show plus `ahead`.
-    async fn trips_of_a_wait(service: &Arc<LeaseService>, holder: &str, ahead: u64) -> u32 {
-        let tenant = Tenant::for_key("acme", "t1").unwrap();
-        let waiter = {
-            let (service, tenant) = (service.clone(), tenant.clone());
-            let wait = request(json!({"op": "acquire", "resource": "r", "holder": holder,
-                "ttlSeconds": 60, "waitSeconds": 1}));
-            tokio::spawn(async move {
-                measured(service.execute(&tenant, &wait, [0; 32], now_ms())).await
-            })
-        };
-        let key = LeaseKey::new(&tenant, "r");
-        let seen = loop {
-            match service.views.get(&key) {
-                Some(seen) if seen.waiters.iter().any(|w| w.holder == holder) => break seen,
-                _ => tokio::time::sleep(Duration::from_millis(5)).await,
-            }
-        };
-        while !waiter.is_finished() {
-            service.waits.wake(&key, seen.version + ahead);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let (answer, usage) = waiter.await.unwrap();
-        assert!(!answer.unwrap().data.granted);
-        usage.round_trips
-    }
-
-    /// A waiter woken by a write looks at the views instead of reading, unless the views are
-    /// older than the last write here: they forget everything when full, and a read that began
-    /// before a write can put its older sight back after it (found by the attack of 2026-12-07,
-    /// by reading the change). Such a waiter reads the store.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_waiter_woken_by_a_write_its_view_does_not_show_reads_the_store() {
-        let service = Arc::new(service().await);
-        let tenant = Tenant::for_key("acme", "t1").unwrap();
-        let hold = json!({"op": "acquire", "resource": "r", "holder": "h0", "ttlSeconds": 60});
-        let held = service
-            .execute(&tenant, &request(hold), [0; 32], now_ms())
-            .await
-            .unwrap();
-        assert!(held.data.granted);
-        // Its place (a guessed take refused, then the place written) and the round at its
-        // wait's end: 3, however often writes the view shows wake it.
-        assert_eq!(trips_of_a_wait(&service, "w1", 0).await, 3);
-        // Woken by writes the view does not show, it reads.
-        let trips = trips_of_a_wait(&service, "w2", 1).await;
-        assert!(trips > 3, "{trips} round trips");
-    }
-
     /// The store round trips of a wait of `holder` (with a requestId when `id`), behind a holder
     /// of its resource that releases once the wait's place shows: the wait is handed the permit.
-    async fn trips_of_a_handed_wait(service: &Arc<LeaseService>, holder: &str, id: bool) -> u32 {
+    /// Before the release, with `ahead` given, it is woken 10 times, 20 ms apart, as by writes
+    /// that left the resource at the version the views show plus `ahead`. Its wait is 10 s and
+    /// the release ends it: no count depends on how fast a loaded machine runs it (a wait of 1 s
+    /// ended by its deadline once did, with CI's builds beside it: the wait's first round took
+    /// its whole second, and no wake-up came while it waited).
+    async fn trips_of_a_handed_wait(
+        service: &Arc<LeaseService>,
+        holder: &str,
+        id: bool,
+        ahead: Option<u64>,
+    ) -> u32 {
         let tenant = Tenant::for_key("acme", "t1").unwrap();
         let resource = format!("r-{holder}");
         let hold = json!({"op": "acquire", "resource": resource, "holder": "h0", "ttlSeconds": 60});
@@ -256,13 +214,17 @@ mod tests {
             })
         };
         let key = LeaseKey::new(&tenant, &resource);
-        while !service
-            .views
-            .get(&key)
-            .is_some_and(|seen| seen.waiters.iter().any(|w| w.holder == holder))
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let seen = loop {
+            match service.views.get(&key) {
+                Some(seen) if seen.waiters.iter().any(|w| w.holder == holder) => break seen,
+                _ => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        };
+        for _ in 0..ahead.map_or(0, |_| 10) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            service.waits.wake(&key, seen.version + ahead.unwrap_or(0));
         }
+        assert!(!waiter.is_finished(), "the wait ended before its release");
         let release = json!({"op": "release", "resource": resource, "holder": "h0",
             "token": held.data.fencing_token});
         let released = service
@@ -277,6 +239,24 @@ mod tests {
         usage.round_trips
     }
 
+    /// A waiter woken by a write looks at the views instead of reading, unless the views are
+    /// older than the last write here: they forget everything when full, and a read that began
+    /// before a write can put its older sight back after it (found by the attack of 2026-12-07,
+    /// by reading the change). Such a waiter reads the store.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_woken_by_a_write_its_view_does_not_show_reads_the_store() {
+        let service = Arc::new(service().await);
+        // Its place (a guessed take refused, then the place written) and its grant: 3, however
+        // often writes the view shows wake it.
+        assert_eq!(
+            trips_of_a_handed_wait(&service, "w1", false, Some(0)).await,
+            3
+        );
+        // Woken by writes the view does not show, it reads.
+        let trips = trips_of_a_handed_wait(&service, "w2", false, Some(1)).await;
+        assert!(trips > 3, "{trips} round trips");
+    }
+
     /// A waiter woken by the write that handed it its permit takes it from that write's view in
     /// one store call, instead of reading first (the attack of 2026-12-07 found waiters answered
     /// up to 170 ms after a saturated server's release: two queued store calls, not one).
@@ -284,9 +264,9 @@ mod tests {
     async fn a_waiter_handed_its_permit_takes_it_without_a_read() {
         let service = Arc::new(service().await);
         // Its place (a guessed take refused, then the place written), then the grant.
-        assert_eq!(trips_of_a_handed_wait(&service, "w1", false).await, 3);
+        assert_eq!(trips_of_a_handed_wait(&service, "w1", false, None).await, 3);
         // With a requestId, the grant replaces its place's record in the same call.
-        let trips = trips_of_a_handed_wait(&service, "w2", true).await;
+        let trips = trips_of_a_handed_wait(&service, "w2", true, None).await;
         assert_eq!(trips, 3);
     }
 

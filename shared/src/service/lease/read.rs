@@ -58,7 +58,7 @@ impl LeaseService {
         let mut hung_up = hung_up();
         loop {
             // Armed before the read: a write that commits after it wakes the watch.
-            let woken = self.waits.subscribe(key);
+            let mut woken = self.waits.subscribe(key);
             let now =
                 call.signing.now + Millis::try_from(started.elapsed().as_millis()).unwrap_or(0);
             let state = self.store.read_one(key, now).await?;

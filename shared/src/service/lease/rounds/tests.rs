@@ -11,7 +11,7 @@ async fn a_guess_that_commits_needs_no_read_and_is_remembered_as_the_store_left_
     let mut probe = Probe::new(&["r"]);
     probe.guess = Some(probe.lone());
     let parts = Parts::default();
-    let woken = parts.waits.subscribe(&key("r"));
+    let mut woken = parts.waits.subscribe(&key("r"));
     let ended = parts.run(&store, &mut probe).await.expect("committed");
     let Ended::Done { decision, left } = ended else {
         panic!("a commit ends the rounds: {ended:?}");
