@@ -309,6 +309,13 @@ def charts(path, partial):
                    + (["--limits"] if partial else []), check=True)
 
 
+def out_path(out, partial):
+    """Where the results go: `out` as a path when it names a folder, else a name in RESULTS. A
+    partial run (some scenarios or systems) is kept apart from the full one."""
+    name = out or ("versus-partial.json" if partial else "versus.json")
+    return name if os.path.dirname(name) else os.path.join(RESULTS, name)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -320,14 +327,19 @@ def main():
                         help="run this leasekit binary instead of target/release/leasekit "
                              "(results named 'leasekit' all the same; keep them apart with --out)")
     parser.add_argument("--out", default=None,
-                        help="the results file's name in bench/results (default versus.json, "
-                             "or versus-partial.json for a partial run)")
+                        help="the results file: a name in bench/results, or a path (default "
+                             "versus.json, or versus-partial.json for a partial run)")
     parser.add_argument("--scenarios", default=None,
                         help="comma-separated scenario names (e.g. '16 contending'); default all")
     parser.add_argument("--busy-ok", action="store_true",
                         help="run even though the machine is busy (1-minute load above 0.5): "
                              "its figures then say less")
     args = parser.parse_args()
+    partial = args.scenarios is not None or args.systems is not None
+    # Checked before minutes of measuring, not after (a run was once lost to a bad --out).
+    out = out_path(args.out, partial)
+    if not os.path.isdir(os.path.dirname(out) or "."):
+        sys.exit(f"--out: no folder {os.path.dirname(out)!r} for {out!r}")
     global LEASEKIT_BIN
     if args.leasekit_bin:
         LEASEKIT_BIN = os.path.abspath(args.leasekit_bin)
@@ -429,10 +441,7 @@ def main():
     report = {"machine": facts, "seconds": args.seconds, "repeat": args.repeat,
               "date": time.strftime("%Y-%m-%d"), "results": results, "ratios": ratios,
               "observe": observed}
-    # A partial run (some scenarios or systems) is kept apart from the full one.
-    partial = args.scenarios is not None or args.systems is not None
-    name = args.out or ("versus-partial.json" if partial else "versus.json")
-    with open(os.path.join(RESULTS, name), "w") as f:
+    with open(out, "w") as f:
         json.dump(report, f, indent=1)
     print()
     print(describe(facts))
