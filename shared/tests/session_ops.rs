@@ -861,3 +861,68 @@ async fn a_close_serves_at_once_the_waiters_behind_its_sessions_place() {
         "answered {after:?} after the close"
     );
 }
+
+/// A keepalive that moves a session's end earlier (a shorter ttl than the last) serves the
+/// waiters of its permits and places at the new end, not at the old one their timers were set
+/// to (the attack of 2026-12-07: they were answered only at their own wait's end). With and
+/// without a requestId (a keepalive without one is a single conditional write, without a read),
+/// for a permit the session holds and for one handed to its place.
+#[tokio::test]
+async fn a_keepalive_that_ends_a_session_sooner_serves_its_waiters_at_the_new_end() {
+    let f = Arc::new(Fixture::new().await);
+    let waiter = |resource: &str| {
+        let f = f.clone();
+        let body = json!({"op": "acquire", "resource": resource, "holder": "w", "ttlSeconds": 60, "waitSeconds": 10});
+        tokio::spawn(async move {
+            let a = f.call(body, now_ms()).await;
+            (a, std::time::Instant::now())
+        })
+    };
+    // Served within 1.6 s of the keepalive that gave the session 1 s more.
+    async fn shortened(f: &Fixture, s: &str, holder: &str, id: Option<&str>) -> std::time::Instant {
+        let mut keep = json!({"op": "keepalive", "session": s, "holder": holder, "ttlSeconds": 1});
+        if let Some(id) = id {
+            keep["requestId"] = json!(id);
+        }
+        let kept_at = std::time::Instant::now();
+        assert!(f.call(keep, now_ms()).await.granted);
+        kept_at
+    }
+    let served = |answered: (LeaseAnswer, std::time::Instant), kept_at: std::time::Instant| {
+        let (a, at) = answered;
+        assert!(a.granted, "{a:?}");
+        let after = at.duration_since(kept_at);
+        assert!(
+            after < Duration::from_millis(1600),
+            "answered {after:?} after the keepalive that left 1 s"
+        );
+    };
+    for (resource, id) in [("held", None), ("held-id", Some("keep-1"))] {
+        let s = f.open("agent-1", 600, now_ms()).await;
+        assert!(
+            f.acquire_in(resource, "agent-1", &s, now_ms())
+                .await
+                .granted
+        );
+        let w = waiter(resource);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let kept_at = shortened(&f, &s, "agent-1", id).await;
+        served(w.await.unwrap(), kept_at);
+    }
+    // A permit handed to the session's place, not taken yet.
+    let held = json!({"op": "acquire", "resource": "placed", "holder": "h1", "ttlSeconds": 60});
+    assert!(f.call(held, now_ms()).await.granted);
+    let s = f.open("h2", 600, now_ms()).await;
+    let wait = json!({"op": "acquire", "resource": "placed", "holder": "h2", "session": s, "waitSeconds": 1});
+    assert!(!f.call(wait, now_ms()).await.granted);
+    let w = waiter("placed");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let release = json!({"op": "release", "resource": "placed", "holder": "h1", "token": 1});
+    assert_eq!(
+        f.call(release, now_ms()).await.holder.as_deref(),
+        Some("h2")
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let kept_at = shortened(&f, &s, "h2", None).await;
+    served(w.await.unwrap(), kept_at);
+}

@@ -7,7 +7,8 @@ mod common;
 use common::test_store;
 use leasekit_core::clock::{Millis, now_ms};
 use leasekit_core::lease::session::{Ended, Session, SessionPermit, SessionWrite};
-use leasekit_core::store::{SessionStore, SessionWritten};
+use leasekit_core::store::session_store::SessionKey;
+use leasekit_core::store::{KeptAlive, SessionStore, SessionWritten};
 use leasekit_core::tenant::Tenant;
 use std::sync::Arc;
 
@@ -95,6 +96,73 @@ async fn only_its_holder_keeps_it_alive_and_only_while_it_lives() {
         .unwrap();
     assert_eq!(refused, SessionWritten::Refused(None));
     assert_eq!(sessions.get(&t, "s-none").await.unwrap(), None);
+}
+
+/// A keepalive is one conditional write with no read, and says whether it moved the session's
+/// end earlier: then the waiters of its permits and places must be told, their timers being set
+/// to the old end (the attack of 2026-12-07).
+#[tokio::test]
+async fn a_keepalive_says_whether_it_moved_the_end_earlier() {
+    let sessions = store().await;
+    let t = tenant("t1");
+    let key = SessionKey::new(&t, "s-sooner");
+    let t0 = now_ms();
+    let session = opened("s-sooner", t0);
+    sessions.open(&t, &session).await.unwrap();
+    let kept = |expires_at: Millis, earlier: bool| KeptAlive {
+        written: SessionWritten::Done(session_until(&session, expires_at)),
+        earlier,
+    };
+    // Its own ttl (30 s) a second on: later.
+    let at = t0 + 1_000;
+    let later = sessions
+        .keep_alive(&key, "agent-1", None, at)
+        .await
+        .unwrap();
+    assert_eq!(later, kept(at + 30_000, false));
+    assert_eq!(
+        sessions.get(&t, "s-sooner").await.unwrap(),
+        Some(session_until(&session, at + 30_000))
+    );
+    // 60 s: later still. Then 1 s: earlier. Then its own ttl again: later than 1 s.
+    let longer = sessions
+        .keep_alive(&key, "agent-1", Some(60_000), at)
+        .await
+        .unwrap();
+    assert_eq!(longer, kept(at + 60_000, false));
+    let shorter = sessions
+        .keep_alive(&key, "agent-1", Some(1_000), at)
+        .await
+        .unwrap();
+    assert_eq!(shorter, kept(at + 1_000, true));
+    assert_eq!(
+        sessions.get(&t, "s-sooner").await.unwrap(),
+        Some(session_until(&session, at + 1_000))
+    );
+    let own = sessions
+        .keep_alive(&key, "agent-1", None, at + 500)
+        .await
+        .unwrap();
+    assert_eq!(own, kept(at + 30_500, false));
+    // Another holder's: refused, nothing moved.
+    let refused = sessions
+        .keep_alive(&key, "agent-2", Some(1_000), at + 600)
+        .await
+        .unwrap();
+    assert_eq!(
+        refused,
+        KeptAlive {
+            written: SessionWritten::Refused(Some(session_until(&session, at + 30_500))),
+            earlier: false
+        }
+    );
+}
+
+fn session_until(session: &Session, expires_at: Millis) -> Session {
+    Session {
+        expires_at,
+        ..session.clone()
+    }
 }
 
 #[tokio::test]

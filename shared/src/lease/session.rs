@@ -77,9 +77,14 @@ impl Session {
     ) -> Result<SessionWrite, Vec<Witness>> {
         self.usable_by(holder, now)?;
         Ok(SessionWrite {
-            expires_at: now + ttl_ms.unwrap_or(self.ttl_ms),
+            expires_at: self.kept_until(ttl_ms, now),
             ended: None,
         })
+    }
+
+    /// Its end once kept alive at `now` for `ttl_ms` (`None`: the ttl it was opened with).
+    pub fn kept_until(&self, ttl_ms: Option<Millis>, now: Millis) -> Millis {
+        now + ttl_ms.unwrap_or(self.ttl_ms)
     }
 
     /// `holder` ends it, and every permit in it, at `now`.

@@ -44,7 +44,7 @@ pub use key_store::KeyStore;
 pub use lease_store::{Applied, LeaseKey, LeaseStore, RecordKey, StoredRecord};
 pub use payment_store::PaymentLedger;
 pub use rounds::{Commit, Outcome, RecordPut, Rounds, Snapshot};
-pub use session_store::{SessionStore, SessionWritten};
+pub use session_store::{KeptAlive, SessionStore, SessionWritten};
 pub use tables::{Tables, ensure_tables};
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;

@@ -23,7 +23,8 @@ use crate::lease::session::{Ended, MAX_SESSION_PERMITS, Session, SessionPermit, 
 use crate::tenant::Tenant;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+    AttributeValue, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -122,6 +123,17 @@ pub enum SessionWritten {
     Refused(Option<Session>),
 }
 
+/// What a keepalive came to, and whether it may have moved the session's end earlier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptAlive {
+    pub written: SessionWritten,
+    /// Written, to an end before the one it had (a keepalive with a shorter ttl than the last):
+    /// the session's permits and places then lapse before the time their waiters sleep until,
+    /// so they must be told. Also when the store did not say the end it had (a retry found
+    /// its own first attempt's write).
+    pub earlier: bool,
+}
+
 impl SessionStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         Self {
@@ -200,10 +212,12 @@ impl SessionStore {
         now: Millis,
     ) -> Result<SessionWritten, StoreError> {
         let expressions = end_expressions(holder, write, now);
-        self.conditional(key, expressions, |s| {
-            s.expires_at == write.expires_at && s.ended == write.ended
-        })
-        .await
+        let (written, _) = self
+            .conditional(key, expressions, None, |s| {
+                s.expires_at == write.expires_at && s.ended == write.ended
+            })
+            .await?;
+        Ok(written)
     }
 
     /// `holder`'s keepalive of the session of `key` for `ttl_ms` from `now` (`None`: the ttl it
@@ -215,7 +229,7 @@ impl SessionStore {
         holder: &str,
         ttl_ms: Option<Millis>,
         now: Millis,
-    ) -> Result<SessionWritten, StoreError> {
+    ) -> Result<KeptAlive, StoreError> {
         let mut e = Expr::default();
         let condition = format!(
             "{} AND {} = {}",
@@ -235,23 +249,43 @@ impl SessionStore {
             e.name("gone"),
             e.value("gone", n(gone_at))
         );
-        self.conditional(key, (update, condition, e), |s| {
-            s.ended.is_none() && s.expires_at == now + ttl_ms.unwrap_or(s.ttl_ms)
-        })
-        .await
+        // The session as it stood comes back, not as written: the write is its new end, so the
+        // one tells both, and whether the end moved earlier.
+        let kept = |old: &Session| Session {
+            expires_at: old.kept_until(ttl_ms, now),
+            ..old.clone()
+        };
+        let (written, before) = self
+            .conditional(key, (update, condition, e), Some(&kept), |s| {
+                s.ended.is_none() && s.expires_at == s.kept_until(ttl_ms, now)
+            })
+            .await?;
+        let earlier = match (&written, before) {
+            (SessionWritten::Done(after), Some(before)) => after.expires_at < before.expires_at,
+            (SessionWritten::Done(_), None) => true,
+            (SessionWritten::Refused(_), _) => false,
+        };
+        Ok(KeptAlive { written, earlier })
     }
 
     /// One conditional `UpdateItem` of the session of `key`; `wrote` tells, of the item a
     /// retry's refusal found, whether it is this very write's (the SDK retried a lost answer).
+    /// With `from_old`, the store gives back the item as it stood, which `from_old` makes the
+    /// one written, and the session as it stood comes back too (not after a lost answer).
     async fn conditional(
         &self,
         key: &SessionKey,
         (update, condition, e): (String, String, Expr),
+        from_old: Option<&(dyn Fn(&Session) -> Session + Sync)>,
         wrote: impl Fn(&Session) -> bool,
-    ) -> Result<SessionWritten, StoreError> {
+    ) -> Result<(SessionWritten, Option<Session>), StoreError> {
         let id = key.id();
-        let send =
-            conditional_update(&self.client, &self.table, key.pk(), (update, condition, e)).send();
+        let mut send =
+            conditional_update(&self.client, &self.table, key.pk(), (update, condition, e));
+        if from_old.is_some() {
+            send = send.return_values(ReturnValue::AllOld);
+        }
+        let send = send.send();
         let mine = |old: Option<&Item>| {
             let stored = old.map(|item| from_item(id, item)).transpose()?;
             Ok(match stored {
@@ -261,19 +295,20 @@ impl SessionStore {
         };
         let session = |item: Option<&Item>| item.map(|item| from_item(id, item)).transpose();
         Ok(match guarded(send, mine).await? {
-            Written::Now(out) => match session(out.attributes())? {
-                Some(s) => SessionWritten::Done(s),
-                None => {
+            Written::Now(out) => match (session(out.attributes())?, from_old) {
+                (Some(old), Some(written)) => (SessionWritten::Done(written(&old)), Some(old)),
+                (Some(s), None) => (SessionWritten::Done(s), None),
+                (None, _) => {
                     return Err(StoreError::Corrupt(
                         "a written session came back empty".into(),
                     ));
                 }
             },
             Written::Before(old) => match session(old.as_ref())? {
-                Some(s) => SessionWritten::Done(s),
+                Some(s) => (SessionWritten::Done(s), None),
                 None => return Err(StoreError::Corrupt("a written session is gone".into())),
             },
-            Written::Refused(old) => SessionWritten::Refused(session(old.as_ref())?),
+            Written::Refused(old) => (SessionWritten::Refused(session(old.as_ref())?), None),
         })
     }
 }

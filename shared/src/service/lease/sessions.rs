@@ -250,22 +250,26 @@ impl LeaseService {
         };
         let now = call.signing.now;
         let sessions = self.store.sessions();
-        let written = match asked {
+        // Whether, written, it frees the session's permits and places sooner than their
+        // waiters sleep until: a close, or a keepalive that moved the end earlier.
+        let (written, sooner) = match asked {
             Asked::Keepalive { holder, ttl_ms } => {
-                sessions.keep_alive(key, holder, ttl_ms, now).await?
+                let kept = sessions.keep_alive(key, holder, ttl_ms, now).await?;
+                (kept.written, kept.earlier)
             }
             Asked::Close { holder } => {
                 let write = SessionWrite {
                     expires_at: now,
                     ended: Some(session::Ended::Closed),
                 };
-                sessions.write_at(key, Some(holder), &write, now).await?
+                let written = sessions.write_at(key, Some(holder), &write, now).await?;
+                (written, true)
             }
             _ => return Ok(None),
         };
         let (shown, witnesses) = match written {
             SessionWritten::Done(after) => {
-                if after.ended.is_some() {
+                if sooner {
                     self.wake_waiters_of(call);
                 }
                 (Some(after), Vec::new())
@@ -291,7 +295,8 @@ impl LeaseService {
 
     /// Wake this process's waiters of every resource of the tenant: a session's end freed the
     /// resources it listed, and its places, which it does not list, may stand in front of
-    /// waiters of others (the attack of 2026-12-05: they waited until the session's old end).
+    /// waiters of others (the attack of 2026-12-05: they waited until the session's old end;
+    /// the attack of 2026-12-07 found the same after a keepalive that shortened it).
     fn wake_waiters_of(&self, call: &Call<'_>) {
         self.waits.wake_tenant(call.actor.tenant);
     }
@@ -335,10 +340,20 @@ impl LeaseService {
             Ended::Done { decision, .. } => decision,
             Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
         };
-        // A closed or revoked session's permits and places are gone now: waiters here are told
-        // at once.
-        let ends = matches!(asked, Asked::Close { .. } | Asked::Revoke { .. });
-        if ended.is_some() && ends {
+        // A closed or revoked session's permits and places are gone now, and a keepalive's
+        // that moved its end earlier lapse sooner than their waiters sleep until: waiters here
+        // are told at once.
+        let sooner = match (asked, &ended) {
+            (Asked::Close { .. } | Asked::Revoke { .. }, Some(_)) => true,
+            (Asked::Keepalive { holder, ttl_ms }, Some(before)) => {
+                answer.data.granted
+                    && before
+                        .keepalive(holder, ttl_ms, call.signing.now)
+                        .is_ok_and(|kept| kept.expires_at < before.expires_at)
+            }
+            _ => false,
+        };
+        if sooner {
             self.wake_waiters_of(call);
         }
         Ok(answer)
