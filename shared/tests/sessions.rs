@@ -113,37 +113,23 @@ async fn a_keepalive_says_whether_it_moved_the_end_earlier() {
         written: SessionWritten::Done(session_until(&session, expires_at)),
         earlier,
     };
-    // Its own ttl (30 s) a second on: later.
+    // A second on, its own ttl (30 s): later. 60 s: later still. Then 1 s: earlier. Then its
+    // own ttl again: later than 1 s. Each as the store then shows it.
     let at = t0 + 1_000;
-    let later = sessions
-        .keep_alive(&key, "agent-1", None, at)
-        .await
-        .unwrap();
-    assert_eq!(later, kept(at + 30_000, false));
-    assert_eq!(
-        sessions.get(&t, "s-sooner").await.unwrap(),
-        Some(session_until(&session, at + 30_000))
-    );
-    // 60 s: later still. Then 1 s: earlier. Then its own ttl again: later than 1 s.
-    let longer = sessions
-        .keep_alive(&key, "agent-1", Some(60_000), at)
-        .await
-        .unwrap();
-    assert_eq!(longer, kept(at + 60_000, false));
-    let shorter = sessions
-        .keep_alive(&key, "agent-1", Some(1_000), at)
-        .await
-        .unwrap();
-    assert_eq!(shorter, kept(at + 1_000, true));
-    assert_eq!(
-        sessions.get(&t, "s-sooner").await.unwrap(),
-        Some(session_until(&session, at + 1_000))
-    );
-    let own = sessions
-        .keep_alive(&key, "agent-1", None, at + 500)
-        .await
-        .unwrap();
-    assert_eq!(own, kept(at + 30_500, false));
+    let keepalives = [
+        (None, at, at + 30_000, false),
+        (Some(60_000), at, at + 60_000, false),
+        (Some(1_000), at, at + 1_000, true),
+        (None, at + 500, at + 30_500, false),
+    ];
+    for (ttl, at, end, earlier) in keepalives {
+        let answer = sessions.keep_alive(&key, "agent-1", ttl, at).await.unwrap();
+        assert_eq!(answer, kept(end, earlier), "{ttl:?} at {at}");
+        assert_eq!(
+            sessions.get(&t, "s-sooner").await.unwrap(),
+            Some(session_until(&session, end))
+        );
+    }
     // Another holder's: refused, nothing moved.
     let refused = sessions
         .keep_alive(&key, "agent-2", Some(1_000), at + 600)
