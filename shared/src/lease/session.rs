@@ -50,6 +50,15 @@ pub struct SessionWrite {
     pub ended: Option<Ended>,
 }
 
+impl SessionWrite {
+    /// Whether it moves the end of `before` earlier: a close or revoke (it ends now), or a
+    /// keepalive shorter than the last. Its permits and places then lapse before the time their
+    /// waiters sleep until, the end they read: they must be told.
+    pub fn ends_sooner_than(&self, before: &Session) -> bool {
+        self.expires_at < before.expires_at
+    }
+}
+
 impl Session {
     /// A session opened by `holder` at `now` for `ttl_ms`, with no permits yet.
     pub fn open(id: &str, holder: &str, ttl_ms: Millis, now: Millis) -> Self {
@@ -310,6 +319,28 @@ mod tests {
         let witnesses = result.expect_err("refused");
         assert_eq!(witnesses.len(), 1, "{witnesses:?}");
         witnesses[0].rule_id.clone()
+    }
+
+    #[test]
+    fn a_close_a_revoke_and_a_shorter_keepalive_end_it_sooner() {
+        let s = session();
+        let at = NOW + 1_000;
+        assert!(s.close("agent-1", at).unwrap().ends_sooner_than(&s));
+        assert!(s.revoke(at).unwrap().ends_sooner_than(&s));
+        // 30 s from a second on ends after the end it had (NOW + 30 s); 5 s, before it.
+        assert!(
+            !s.keepalive("agent-1", None, at)
+                .unwrap()
+                .ends_sooner_than(&s)
+        );
+        assert!(
+            s.keepalive("agent-1", Some(5_000), at)
+                .unwrap()
+                .ends_sooner_than(&s)
+        );
+        // The very end it had: not sooner.
+        let same = s.keepalive("agent-1", Some(29_000), at).unwrap();
+        assert!(!same.ends_sooner_than(&s));
     }
 
     #[test]

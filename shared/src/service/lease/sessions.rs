@@ -57,9 +57,10 @@ struct SessionPlanner<'a> {
     opened: Option<(SessionKey, Session)>,
 }
 
-/// A session op's decision: its answer, and the session as read before it (whose resources a
-/// close wakes).
-type Decided = (SignedAnswer, Option<Session>);
+/// A session op's decision: its answer, and whether its write moves the session's end earlier
+/// (a close, a revoke, a keepalive shorter than the last): its permits and places then lapse
+/// before their waiters' timers, and the waiters here are woken.
+type Decided = (SignedAnswer, bool);
 
 impl SessionPlanner<'_> {
     fn op(&self) -> Op {
@@ -67,15 +68,15 @@ impl SessionPlanner<'_> {
     }
 
     /// The answer about `session` with `witnesses`, committed with its record when there is
-    /// one and `change` to the session, when given.
+    /// one and `change` to the session, when given (`sooner`: see [`Decided`]).
     fn attempt(
         &self,
         shown: Option<&Session>,
         witnesses: Vec<Witness>,
         change: Option<(SessionKey, SessionChange)>,
-        read: Option<Session>,
+        sooner: bool,
     ) -> Result<Attempt<Decided>, LeaseError> {
-        self.audited(shown, witnesses, change, read, None)
+        self.audited(shown, witnesses, change, sooner, None)
     }
 
     /// [`Self::attempt`], with a revoke's audit entry committed with it.
@@ -84,7 +85,7 @@ impl SessionPlanner<'_> {
         shown: Option<&Session>,
         witnesses: Vec<Witness>,
         change: Option<(SessionKey, SessionChange)>,
-        read: Option<Session>,
+        sooner: bool,
         entry: Option<AuditEntry>,
     ) -> Result<Attempt<Decided>, LeaseError> {
         let signing = &self.call.signing;
@@ -113,7 +114,7 @@ impl SessionPlanner<'_> {
         Ok(Attempt {
             commit,
             leaves: Vec::new(),
-            decision: (answer, read),
+            decision: (answer, sooner),
             guessed: false,
         })
     }
@@ -124,7 +125,7 @@ impl SessionPlanner<'_> {
             .clone()
             .ok_or_else(|| LeaseError::Internal("open without its session".into()))?;
         let change = (key, SessionChange::Open(session.clone()));
-        self.attempt(Some(&session), Vec::new(), Some(change), None)
+        self.attempt(Some(&session), Vec::new(), Some(change), false)
     }
 }
 
@@ -139,7 +140,7 @@ impl SessionPlanner<'_> {
         };
         let (write, before) = match (decided, read) {
             (Ok(write), Some(before)) => (write, before),
-            (Err(witnesses), read) => return self.attempt(read.as_ref(), witnesses, None, None),
+            (Err(witnesses), read) => return self.attempt(read.as_ref(), witnesses, None, false),
             (Ok(_), None) => return Err(LeaseError::Internal("a revoke of no session".into())),
         };
         let ended: Vec<Holder> = before
@@ -170,6 +171,7 @@ impl SessionPlanner<'_> {
             ..before.clone()
         };
         let key = SessionKey::new(self.call.actor.tenant, &before.id);
+        let sooner = write.ends_sooner_than(&before);
         let change = SessionChange::End {
             holder: None,
             write,
@@ -178,7 +180,7 @@ impl SessionPlanner<'_> {
             Some(&after),
             Vec::new(),
             Some((key, change)),
-            Some(before),
+            sooner,
             Some(entry),
         )
     }
@@ -200,7 +202,7 @@ impl Planner for SessionPlanner<'_> {
         let read = given.session.cloned();
         let (holder, decided) = match (self.asked, &read) {
             (Asked::Open { .. }, _) => return self.open(),
-            (Asked::Get, _) => return self.attempt(read.as_ref(), Vec::new(), None, None),
+            (Asked::Get, _) => return self.attempt(read.as_ref(), Vec::new(), None, false),
             (Asked::Revoke { reason }, _) => return self.revoke(read, reason),
             (Asked::Keepalive { holder, .. } | Asked::Close { holder }, None) => {
                 (holder, Err(vec![ended()]))
@@ -222,14 +224,15 @@ impl Planner for SessionPlanner<'_> {
                     ended: write.ended,
                     ..before.clone()
                 };
+                let sooner = write.ends_sooner_than(&before);
                 let change = SessionChange::End {
                     holder: Some(holder.to_owned()),
                     write,
                 };
-                self.attempt(Some(&after), Vec::new(), Some((key, change)), Some(before))
+                self.attempt(Some(&after), Vec::new(), Some((key, change)), sooner)
             }
             (Ok(_), None) => Err(LeaseError::Internal("a write of no session".into())),
-            (Err(witnesses), read) => self.attempt(read.as_ref(), witnesses, None, None),
+            (Err(witnesses), read) => self.attempt(read.as_ref(), witnesses, None, false),
         }
     }
 }
@@ -332,27 +335,17 @@ impl LeaseService {
             service: self,
             opened,
         };
-        let (answer, ended) = match self
+        let (answer, sooner) = match self
             .engine(call.signing.now)
             .run(&target, &mut planner)
             .await?
         {
             Ended::Done { decision, .. } => decision,
-            Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, None),
+            // The call that wrote it woke the waiters.
+            Ended::Replay(record) => (self.replayed(&record, &target.fingerprint)?, false),
         };
-        // A closed or revoked session's permits and places are gone now, and a keepalive's
-        // that moved its end earlier lapse sooner than their waiters sleep until: waiters here
-        // are told at once.
-        let sooner = match (asked, &ended) {
-            (Asked::Close { .. } | Asked::Revoke { .. }, Some(_)) => true,
-            (Asked::Keepalive { holder, ttl_ms }, Some(before)) => {
-                answer.data.granted
-                    && before
-                        .keepalive(holder, ttl_ms, call.signing.now)
-                        .is_ok_and(|kept| kept.expires_at < before.expires_at)
-            }
-            _ => false,
-        };
+        // A closed or revoked session's permits and places are gone now, and those of one kept
+        // alive for less than before lapse before their waiters' timers: they are told at once.
         if sooner {
             self.wake_waiters_of(call);
         }
