@@ -220,9 +220,11 @@ mod tests {
                 _ => tokio::time::sleep(Duration::from_millis(5)).await,
             }
         };
-        for _ in 0..ahead.map_or(0, |_| 10) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            service.waits.wake(&key, seen.version + ahead.unwrap_or(0));
+        if let Some(ahead) = ahead {
+            for _ in 0..10 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                service.waits.wake(&key, seen.version + ahead);
+            }
         }
         assert!(!waiter.is_finished(), "the wait ended before its release");
         let release = json!({"op": "release", "resource": resource, "holder": "h0",
